@@ -1,0 +1,7 @@
+"""``python -m builder`` is the ``dreampool`` command."""
+
+from __future__ import annotations
+
+from builder.cli import main
+
+raise SystemExit(main())

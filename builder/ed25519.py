@@ -1,0 +1,99 @@
+"""Ed25519 (RFC 8032) with the refusals PROTOCOL.md §1 adds.
+
+Signing and the curve arithmetic come from ``cryptography`` (OpenSSL). Two
+refusals are added on top of its RFC 8032 §5.1.7 verification, because plain
+OpenSSL does not make them:
+
+* a public key of small order (order 1, 2, 4 or 8): with such a key one
+  signature verifies every message. The small-order points have exactly five
+  y coordinates (1, p-1, 0 and the two order-8 values); a key is refused when
+  its y (sign bit cleared) is one of them, whatever its sign bit, and also when
+  y >= p (a non-canonical encoding).
+* a non-canonical S (S >= L), which would make signatures malleable.
+
+``verify`` raises :class:`SignatureError` and returns ``None``; it never
+returns a bool a caller could forget to check.
+"""
+
+from __future__ import annotations
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+    Ed25519PrivateKey,
+    Ed25519PublicKey,
+)
+
+from builder.errors import SignatureError
+
+PUBLIC_KEY_SIZE = 32
+SEED_SIZE = 32
+SIGNATURE_SIZE = 64
+
+# RFC 8032 §5.1: the field prime p and the group order L.
+P = 2**255 - 19
+L = 2**252 + 27742317777372353535851937790883648493
+
+# y coordinates of the 8 points of small order (RFC 7748 / libsodium's list):
+# identity (y=1), order 2 (y=-1), order 4 (y=0), order 8 (y=±y8).
+_Y8 = int.from_bytes(
+    bytes.fromhex("26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05"), "little"
+)
+SMALL_ORDER_Y = frozenset({1, P - 1, 0, _Y8, P - _Y8})
+
+
+def check_public_key(public_key: bytes) -> None:
+    """Refuse a public key that is the wrong size, non-canonical or of small order."""
+    if len(public_key) != PUBLIC_KEY_SIZE:
+        raise SignatureError(
+            f"public key is {len(public_key)} bytes, want {PUBLIC_KEY_SIZE}",
+            hint="sig.publicKey is the b64url of the raw 32-byte Ed25519 key",
+        )
+    y = int.from_bytes(public_key, "little") & ((1 << 255) - 1)
+    if y >= P:
+        raise SignatureError("public key is not a canonical point encoding (y >= p)")
+    if y in SMALL_ORDER_Y:
+        raise SignatureError(
+            "public key is a point of small order, with which one signature verifies "
+            "every message (PROTOCOL.md §1)",
+            hint="make a real key with `dreampool keygen`",
+        )
+
+
+def verify(public_key: bytes, message: bytes, signature: bytes) -> None:
+    """Verify an Ed25519 signature; raise :class:`SignatureError` if it does not hold."""
+    check_public_key(public_key)
+    if len(signature) != SIGNATURE_SIZE:
+        raise SignatureError(f"signature is {len(signature)} bytes, want {SIGNATURE_SIZE}")
+    # RFC 8032 §5.1.7 step 1: S must be in [0, L).
+    if int.from_bytes(signature[32:], "little") >= L:
+        raise SignatureError("signature is not canonical (S >= L)")
+    try:
+        Ed25519PublicKey.from_public_bytes(public_key).verify(signature, message)
+    except InvalidSignature:
+        raise SignatureError("signature does not verify") from None
+
+
+def public_key_of(seed: bytes) -> bytes:
+    """The 32-byte public key of a 32-byte private seed (RFC 8032 §5.1.5)."""
+    key = _private(seed)
+    return key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+def sign(seed: bytes, message: bytes) -> bytes:
+    """The 64-byte Ed25519 signature of message under the 32-byte seed (RFC 8032 §5.1.6)."""
+    return _private(seed).sign(message)
+
+
+def generate_seed() -> bytes:
+    """A fresh random 32-byte private seed."""
+    key = Ed25519PrivateKey.generate()
+    return key.private_bytes(
+        serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption()
+    )
+
+
+def _private(seed: bytes) -> Ed25519PrivateKey:
+    if len(seed) != SEED_SIZE:
+        raise ValueError(f"Ed25519 seed is {len(seed)} bytes, want {SEED_SIZE}")
+    return Ed25519PrivateKey.from_private_bytes(seed)

@@ -1,0 +1,160 @@
+"""Strict, bounded JSON reading and RFC 8785 canonical bytes.
+
+Python's ``json`` module accepts far more than a signed format can afford:
+duplicate keys (last wins, so two readers can see two different objects),
+``NaN``/``Infinity``, lone surrogates, integers of any size and unbounded
+nesting. :func:`loads` refuses each of them before any value is used:
+
+* UTF-8 only, no byte order mark (RFC 8259 §8.1);
+* at most ``max_bytes`` bytes and ``max_depth`` levels of nesting, checked on
+  the raw text before the parser recurses;
+* no duplicate object member names (RFC 8259 §4 "SHOULD be unique";
+  RFC 8785 §3.1 requires it for canonical input);
+* no ``NaN``, ``Infinity`` or number that overflows to infinity;
+* integers within ±(2^53−1) (RFC 8785 §3.2.2.3: I-JSON, RFC 7493 §2.2);
+* no lone surrogate in any string or name (RFC 7493 §2.1).
+
+Errors are :class:`JSONError` with a line number where one is known, and never
+contain the offending value.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import rfc8785
+
+MAX_SAFE_INTEGER = 2**53 - 1
+DEFAULT_MAX_BYTES = 64 * 1024
+DEFAULT_MAX_DEPTH = 32
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class JSONError(ValueError):
+    """Input is not strict JSON; ``line`` is 1-based where known."""
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+
+
+def loads(
+    data: bytes,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+) -> Any:
+    """Parse strict JSON from bytes; raise :class:`JSONError` on anything loose."""
+    if len(data) > max_bytes:
+        raise JSONError(f"file is {len(data)} bytes, the limit is {max_bytes}")
+    if data.startswith(b"\xef\xbb\xbf"):
+        raise JSONError("starts with a UTF-8 byte order mark (BOM); save the file without it", 1)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise JSONError(f"not valid UTF-8 at byte {exc.start}", line) from None
+    _check_depth(text, max_depth)
+    try:
+        value = json.loads(
+            text,
+            object_pairs_hook=_no_duplicates,
+            parse_constant=_no_constant,
+            parse_int=_bounded_int,
+            parse_float=_finite_float,
+        )
+    except JSONError:
+        raise
+    except json.JSONDecodeError as exc:
+        raise JSONError(f"not valid JSON: {exc.msg} (column {exc.colno})", exc.lineno) from None
+    except RecursionError:  # pragma: no cover - _check_depth bounds nesting first
+        raise JSONError(f"nested deeper than {max_depth} levels") from None
+    _check_surrogates(value)
+    return value
+
+
+def canonical(value: Any) -> bytes:
+    """RFC 8785 (JCS) canonical UTF-8 bytes of a JSON value."""
+    return rfc8785.dumps(value)
+
+
+def is_canonical(data: bytes) -> bool:
+    """Whether ``data`` is exactly the JCS form of the JSON it holds."""
+    try:
+        return canonical(loads(data, max_bytes=max(len(data), 1))) == data
+    except (JSONError, rfc8785.CanonicalizationError):
+        return False
+
+
+def _check_depth(text: str, max_depth: int) -> None:
+    # A cheap bound first: without that many brackets the depth cannot exceed it.
+    if text.count("[") + text.count("{") <= max_depth:
+        return
+    depth = 0
+    in_string = False
+    escaped = False
+    line = 1
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > max_depth:
+                raise JSONError(f"nested deeper than {max_depth} levels", line)
+        elif ch in "]}":
+            depth -= 1
+        elif ch == "\n":
+            line += 1
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            shown = key if len(key) <= 64 and not _SURROGATE.search(key) else f"<{len(key)} chars>"
+            raise JSONError(f"duplicate member name {shown!r} in one object")
+        result[key] = value
+    return result
+
+
+def _no_constant(name: str) -> Any:
+    raise JSONError(f"{name} is not JSON (RFC 8259 §6 allows only finite numbers)")
+
+
+def _bounded_int(digits: str) -> int:
+    value = int(digits)
+    if abs(value) > MAX_SAFE_INTEGER:
+        raise JSONError(f"integer of {len(digits)} digits is beyond ±(2^53-1) (RFC 7493 §2.2)")
+    return value
+
+
+def _finite_float(digits: str) -> float:
+    value = float(digits)
+    if value in (float("inf"), float("-inf")):
+        raise JSONError("number overflows to infinity")
+    return value
+
+
+def _check_surrogates(value: Any) -> None:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                raise JSONError("string holds a lone surrogate (\\ud800-\\udfff), not Unicode text")
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
