@@ -1,0 +1,77 @@
+"""Shared test fixtures: the published vectors, an isolated key store, the CLI."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+# ../shared/vectors beside the repository (a CI clone has shared/ beside it too).
+VECTORS = REPO.parent / "shared" / "vectors"
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty DREAMPOOL_HOME outside any git tree."""
+    path = tmp_path / "dphome"
+    monkeypatch.setenv("DREAMPOOL_HOME", str(path))
+    return path
+
+
+class CLIResult:
+    def __init__(self, code: int, out: str, err: str) -> None:
+        self.code, self.out, self.err = code, out, err
+
+    def __repr__(self) -> str:
+        return f"CLIResult(code={self.code}, out={self.out!r}, err={self.err!r})"
+
+
+@pytest.fixture
+def run(capsys: pytest.CaptureFixture[str]) -> Callable[..., CLIResult]:
+    def go(*args: str | Path) -> CLIResult:
+        from builder import cli
+
+        capsys.readouterr()
+        try:
+            code = cli.main([str(a) for a in args])
+        except SystemExit as exc:  # argparse usage errors
+            code = int(exc.code or 0)
+        captured = capsys.readouterr()
+        return CLIResult(code, captured.out, captured.err)
+
+    return go
+
+
+def draft(**overrides: Any) -> dict[str, Any]:
+    """A valid unsigned dream draft."""
+    base: dict[str, Any] = {
+        "author": "ada",
+        "title": "Pin the parser version",
+        "summary": "Upgrading the parser **silently** changed output.",
+        "entries": [
+            {
+                "text": "Minor releases of the parser changed tokenization.",
+                "type": "lesson",
+                "confidence": "confirmed",
+            },
+            {
+                "text": "Pin exact versions in the lock file.",
+                "type": "rule",
+                "confidence": "confirmed",
+                "source": "incident review",
+            },
+        ],
+        "tags": ["python", "packaging"],
+        "consent": {"share": True, "derivatives": True, "anonymize": False},
+    }
+    base.update(overrides)
+    return base
+
+
+def write_json(path: Path, obj: Any) -> Path:
+    path.write_text(json.dumps(obj, ensure_ascii=False, indent=2), encoding="utf-8")
+    return path

@@ -1,0 +1,270 @@
+"""PROTOCOL.md §1: the dream format, checked against an independent reading."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import rfc8785
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from builder import dream as dreamfmt
+from builder.errors import InputError, SignatureError
+from tests.conftest import draft
+
+SEED = bytes(range(32))
+
+
+def _b64url_decode(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def independent_check(signed: dict[str, Any]) -> str:
+    """PROTOCOL.md §1 written out again, using none of the package's helpers.
+
+    Returns the dream id.
+    """
+    body = {
+        k: signed[k]
+        for k in ("author", "title", "summary", "entries", "tags", "lineage", "consent")
+        if k in signed
+    }
+    message = rfc8785.dumps(body)
+    public_key = _b64url_decode(signed["sig"]["publicKey"])
+    signature = _b64url_decode(signed["sig"]["value"])
+    assert len(public_key) == 32 and len(signature) == 64
+    assert "=" not in signed["sig"]["publicKey"] + signed["sig"]["value"]
+    Ed25519PublicKey.from_public_bytes(public_key).verify(signature, message)
+    assert signed["sig"]["alg"] == "ed25519"
+    assert signed["sig"]["keyId"] == "sha256:" + hashlib.sha256(public_key).hexdigest()[:16]
+    return hashlib.sha256(signature).hexdigest()[:16]
+
+
+def test_keygen_and_sign_verify_independently(run: Any, home: Path, tmp_path: Path) -> None:
+    made = run("keygen", "--author", "ada")
+    assert made.code == 0, made
+    key_id = made.out.split("keyId")[1].split()[0]
+    src = tmp_path / "draft.json"
+    src.write_text(json.dumps(draft(lineage={"generation": 0})), encoding="utf-8")
+    signed_path = tmp_path / "signed.json"
+    result = run("sign", src, "--key", key_id, "-o", signed_path)
+    assert result.code == 0, result
+    signed = json.loads(signed_path.read_text(encoding="utf-8"))
+    dream_id = independent_check(signed)
+    assert dream_id in result.err
+    assert dreamfmt.parse(signed_path.read_bytes(), "x").id == dream_id
+    assert run("verify", signed_path).code == 0
+
+
+def test_private_key_file_is_0600_and_outside_git(run: Any, home: Path) -> None:
+    assert run("keygen", "--author", "ada").code == 0
+    files = list((home / "keys").iterdir())
+    assert len(files) == 1
+    assert files[0].stat().st_mode & 0o777 == 0o600
+    assert (home / "keys").stat().st_mode & 0o777 == 0o700
+
+
+def test_keygen_refuses_inside_a_git_tree(run: Any, tmp_path: Path, monkeypatch: Any) -> None:
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    monkeypatch.setenv("DREAMPOOL_HOME", str(repo / "cfg"))
+    result = run("keygen", "--author", "ada")
+    assert result.code == 1
+    assert "git work tree" in result.err and "hint:" in result.err
+    assert not (repo / "cfg").exists()
+
+
+def test_signing_is_deterministic_so_ids_are_stable() -> None:
+    a = dreamfmt.sign(draft(), SEED)
+    b = dreamfmt.sign(copy.deepcopy(draft()), SEED)
+    assert a == b
+    assert independent_check(a) == independent_check(b)
+
+
+def test_sig_is_not_signed_and_field_order_does_not_matter() -> None:
+    signed = dreamfmt.sign(draft(), SEED)
+    reordered = dict(reversed(list(signed.items())))
+    data = json.dumps(reordered).encode()
+    assert dreamfmt.parse(data, "x").id == independent_check(signed)
+
+
+def signed_bytes_of(obj: dict[str, Any]) -> bytes:
+    return json.dumps(obj, ensure_ascii=False).encode()
+
+
+# --- refusals: each names the file and the JSON pointer ------------------------
+
+LONG = "x" * 301
+
+
+@pytest.mark.parametrize(
+    ("change", "pointer", "words"),
+    [
+        (lambda d: d.update(author=""), "/author", "1–64 characters, is 0"),
+        (lambda d: d.update(author="a" * 65), "/author", "is 65"),
+        (lambda d: d.update(title="t" * 121), "/title", "is 121"),
+        (lambda d: d.update(title="梦" * 121), "/title", "is 121"),  # code points, not bytes
+        (lambda d: d.update(summary="s" * 801), "/summary", "is 801"),
+        (lambda d: d.update(entries=[]), "/entries", "1–50 entries, holds 0"),
+        (lambda d: d.update(entries=d["entries"] * 26), "/entries", "holds 52"),
+        (lambda d: d["entries"][1].update(text=LONG), "/entries/1/text", "is 301"),
+        (lambda d: d["entries"][0].update(type="rumour"), "/entries/0/type", "one of fact"),
+        (lambda d: d["entries"][0].update(confidence="sure"), "/entries/0/confidence", "confirmed"),
+        (lambda d: d["entries"][0].update(source=LONG), "/entries/0/source", "is 301"),
+        (lambda d: d["entries"][0].update(mood="x"), "/entries/0/mood", "unknown field"),
+        (lambda d: d["entries"][0].pop("type"), "/entries/0/type", "required"),
+        (lambda d: d.update(tags=["t"] * 9), "/tags", "holds 9"),
+        (lambda d: d.update(tags=["t" * 33]), "/tags/0", "is 33"),
+        (lambda d: d.update(tags=["a", "a"]), "/tags/1", "repeats"),
+        (lambda d: d.update(tags=[""]), "/tags/0", "is 0"),
+        (lambda d: d.update(lineage={"generation": 1001}), "/lineage/generation", "0–1000"),
+        (lambda d: d.update(lineage={"generation": True}), "/lineage/generation", "0–1000"),
+        (lambda d: d.update(lineage={"parent": "p"}), "/lineage/generation", "required"),
+        (
+            lambda d: d.update(lineage={"parent": "p" * 65, "generation": 1}),
+            "/lineage/parent",
+            "is 65",
+        ),
+        (
+            lambda d: d.update(consent={"share": False, "anonymize": False}),
+            "/consent/share",
+            "true",
+        ),
+        (lambda d: d.update(consent={"share": True}), "/consent/anonymize", "required"),
+        (lambda d: d["consent"].update(derivatives="yes"), "/consent/derivatives", "true or false"),
+        (lambda d: d.update(summary=None), "/summary", "is null"),
+        (lambda d: d.update(extra=1), "/extra", "unknown field"),
+        (lambda d: d.pop("title"), "/title", "required"),
+        (lambda d: d.update(title="a\u202eb"), "/title", "U+202E"),
+        (lambda d: d.update(title="a\u2067b"), "/title", "U+2067"),
+        (lambda d: d.update(title="a\u200bb"), "/title", "U+200B"),
+        (lambda d: d.update(summary="a\ufeffb"), "/summary", "U+FEFF"),
+        (lambda d: d.update(summary="a\u2063b"), "/summary", "U+2063"),
+        (lambda d: d.update(title="a\x07b"), "/title", "U+0007"),
+        (lambda d: d.update(title="a\x85b"), "/title", "U+0085"),
+        (lambda d: d.update(title="two\nlines"), "/title", "newline"),
+        (lambda d: d.update(tags=["a\nb"]), "/tags/0", "newline"),
+        (lambda d: d["entries"][0].update(text="tab\there"), "/entries/0/text", "U+0009"),
+    ],
+)
+def test_schema_refusals(change: Any, pointer: str, words: str, run: Any, tmp_path: Path) -> None:
+    obj = dreamfmt.sign(draft(), SEED)
+    change(obj)
+    path = tmp_path / "bad.json"
+    path.write_bytes(signed_bytes_of(obj))
+    result = run("verify", path)
+    assert result.code == 1
+    assert f"{path}: {pointer}: " in result.err, result.err
+    assert words in result.err
+
+
+def test_newlines_allowed_in_summary_and_entry_text() -> None:
+    obj = dreamfmt.sign(
+        draft(
+            summary="a\nb", entries=[{"text": "one\ntwo", "type": "fact", "confidence": "theory"}]
+        ),
+        SEED,
+    )
+    dreamfmt.parse(signed_bytes_of(obj), "x")
+
+
+@pytest.mark.parametrize(
+    ("change", "pointer"),
+    [
+        (lambda s: s.update(alg="rsa"), "/sig/alg"),
+        (lambda s: s.update(keyId="sha256:XYZ"), "/sig/keyId"),
+        (lambda s: s.update(publicKey=s["publicKey"] + "="), "/sig/publicKey"),
+        (lambda s: s.update(publicKey=s["publicKey"][:-2]), "/sig/publicKey"),
+        (lambda s: s.update(value="!" * 86), "/sig/value"),
+        (lambda s: s.pop("value"), "/sig/value"),
+    ],
+)
+def test_sig_shape_refusals(change: Any, pointer: str, run: Any, tmp_path: Path) -> None:
+    obj = dreamfmt.sign(draft(), SEED)
+    change(obj["sig"])
+    path = tmp_path / "bad.json"
+    path.write_bytes(signed_bytes_of(obj))
+    result = run("verify", path)
+    assert result.code == 1 and f"{path}: {pointer}:" in result.err, result.err
+
+
+def test_signature_over_other_bytes_refused(run: Any, tmp_path: Path) -> None:
+    obj = dreamfmt.sign(draft(), SEED)
+    obj["title"] = "Changed after signing"
+    path = tmp_path / "bad.json"
+    path.write_bytes(signed_bytes_of(obj))
+    result = run("verify", path)
+    assert result.code == 1 and f"{path}: /sig: signature does not verify" in result.err
+
+
+def test_key_id_must_match_key(run: Any, tmp_path: Path) -> None:
+    obj = dreamfmt.sign(draft(), SEED)
+    obj["sig"]["keyId"] = "sha256:" + "0" * 16
+    path = tmp_path / "bad.json"
+    path.write_bytes(signed_bytes_of(obj))
+    result = run("verify", path)
+    assert result.code == 1 and "/sig/keyId" in result.err
+
+
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        (b"\xef\xbb\xbf{}", "byte order mark"),
+        (b'{"author": "a", "author": "b"}', "duplicate"),
+        (b'{"n": NaN}', "NaN"),
+        (b'{"n": 9007199254740993}', "2^53"),
+        (b'{"s": "\\udc00"}', "surrogate"),
+        (b"[" * 40 + b"]" * 40, "nested"),
+        (b'{"s": "' + b"a" * 70000 + b'"}', "limit is 65536"),
+        (b"\xc3\x28", "UTF-8"),
+        (b"[]", "must be a JSON object"),
+    ],
+)
+def test_json_refusals_name_the_file(data: bytes, words: str, run: Any, tmp_path: Path) -> None:
+    path = tmp_path / "bad.json"
+    path.write_bytes(data)
+    result = run("verify", path)
+    assert result.code == 1 and str(path) in result.err and words in result.err, result.err
+
+
+def test_errors_never_echo_values(run: Any, tmp_path: Path) -> None:
+    secret = "hunter2-very-secret-value-" * 3
+    obj = dreamfmt.sign(draft(), SEED)
+    obj["author"] = secret
+    path = tmp_path / "bad.json"
+    path.write_bytes(signed_bytes_of(obj))
+    result = run("verify", path)
+    assert result.code == 1 and "hunter2" not in result.err + result.out
+
+
+def test_optional_fields_may_not_be_null() -> None:
+    obj = dreamfmt.sign(draft(), SEED)
+    obj["lineage"] = None
+    with pytest.raises(InputError) as info:
+        dreamfmt.parse(signed_bytes_of(obj), "f.json")
+    assert info.value.problems[0].pointer == "/lineage"
+
+
+SIGNED = json.dumps(
+    dreamfmt.sign(draft(lineage={"parent": "abc", "generation": 2}), SEED),
+    ensure_ascii=False,
+    separators=(",", ":"),
+).encode()
+
+
+@settings(max_examples=300)
+@given(st.data())
+def test_flipping_any_byte_of_a_signed_dream_fails(data: st.DataObject) -> None:
+    index = data.draw(st.integers(0, len(SIGNED) - 1))
+    delta = data.draw(st.integers(1, 255))
+    mangled = bytearray(SIGNED)
+    mangled[index] ^= delta
+    with pytest.raises((InputError, SignatureError)):
+        dreamfmt.parse(bytes(mangled), "f.json")

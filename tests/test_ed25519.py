@@ -1,0 +1,98 @@
+"""Ed25519: RFC 8032 §7.1 vectors and the protocol's extra refusals."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from builder import ed25519
+from builder.errors import SignatureError
+from tests.conftest import VECTORS
+
+RFC8032 = json.loads((VECTORS / "ed25519" / "rfc8032-7.1.json").read_text())["vectors"]
+
+# The 8 low-order point encodings (canonical) and two non-canonical spellings.
+SMALL_ORDER = [
+    "0100000000000000000000000000000000000000000000000000000000000000",
+    "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+    "0000000000000000000000000000000000000000000000000000000000000000",
+    "0000000000000000000000000000000000000000000000000000000000000080",
+    "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
+    "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa",
+    "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",
+    "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc85",
+]
+NON_CANONICAL = [
+    "eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",  # y = p + 1 (identity)
+    "edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff",  # y = p
+]
+
+
+@pytest.mark.parametrize("vec", RFC8032, ids=[v["name"] for v in RFC8032])
+def test_rfc8032_vectors(vec: dict[str, str]) -> None:
+    seed = bytes.fromhex(vec["secretKey"])
+    message = bytes.fromhex(vec["message"])
+    assert ed25519.public_key_of(seed).hex() == vec["publicKey"]
+    assert ed25519.sign(seed, message).hex() == vec["signature"]
+    ed25519.verify(bytes.fromhex(vec["publicKey"]), message, bytes.fromhex(vec["signature"]))
+
+
+def test_three_rfc_vectors() -> None:
+    assert [v["name"] for v in RFC8032] == ["TEST 1", "TEST 2", "TEST 3"]
+
+
+@pytest.mark.parametrize("key", SMALL_ORDER + NON_CANONICAL)
+def test_small_order_and_non_canonical_keys_refused(key: str) -> None:
+    # With a small-order key A and R = identity, S = 0 verifies any message
+    # under a plain RFC 8032 cofactorless check; it must be refused here.
+    sig = bytes.fromhex(SMALL_ORDER[0]) + bytes(32)
+    with pytest.raises(SignatureError):
+        ed25519.verify(bytes.fromhex(key), b"any message", sig)
+
+
+def test_non_canonical_s_refused() -> None:
+    vec = RFC8032[0]
+    sig = bytes.fromhex(vec["signature"])
+    s = int.from_bytes(sig[32:], "little") + ed25519.L  # same point, malleated S
+    malleated = sig[:32] + s.to_bytes(32, "little")
+    with pytest.raises(SignatureError, match="S >= L"):
+        ed25519.verify(bytes.fromhex(vec["publicKey"]), b"", malleated)
+
+
+@pytest.mark.parametrize("size", [0, 31, 33])
+def test_wrong_key_size(size: int) -> None:
+    with pytest.raises(SignatureError, match="want 32"):
+        ed25519.verify(bytes(size), b"", bytes(64))
+
+
+def test_wrong_signature_size() -> None:
+    pk = bytes.fromhex(RFC8032[0]["publicKey"])
+    with pytest.raises(SignatureError, match="want 64"):
+        ed25519.verify(pk, b"", bytes(63))
+
+
+SEED = bytes.fromhex(RFC8032[1]["secretKey"])
+PUB = ed25519.public_key_of(SEED)
+
+
+@given(st.binary(max_size=64), st.data())
+def test_flipping_any_signature_bit_fails(message: bytes, data: st.DataObject) -> None:
+    sig = bytearray(ed25519.sign(SEED, message))
+    ed25519.verify(PUB, message, bytes(sig))
+    bit = data.draw(st.integers(0, len(sig) * 8 - 1))
+    sig[bit // 8] ^= 1 << (bit % 8)
+    with pytest.raises(SignatureError):
+        ed25519.verify(PUB, message, bytes(sig))
+
+
+@given(st.binary(min_size=1, max_size=64), st.data())
+def test_flipping_any_message_bit_fails(message: bytes, data: st.DataObject) -> None:
+    sig = ed25519.sign(SEED, message)
+    bit = data.draw(st.integers(0, len(message) * 8 - 1))
+    changed = bytearray(message)
+    changed[bit // 8] ^= 1 << (bit % 8)
+    with pytest.raises(SignatureError):
+        ed25519.verify(PUB, bytes(changed), sig)
