@@ -1,0 +1,238 @@
+"""The ``dreampool`` command line.
+
+The only place that catches :class:`DreampoolError`: it prints
+``dreampool: error: …`` (one line per problem) and ``dreampool: hint: …``
+to stderr and exits 1. Results go to stdout, progress and notes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from builder import __version__, keystore, pool, redact, statement
+from builder import dream as dreamfmt
+from builder.b64 import b64url_encode
+from builder.errors import DreampoolError, InputError, Problem
+
+PROG = "dreampool"
+
+
+def out(line: str = "") -> None:
+    print(line, flush=True)
+
+
+def note(line: str) -> None:
+    print(f"{PROG}: {line}", file=sys.stderr, flush=True)
+
+
+def report_problems(problems: Sequence[Problem]) -> None:
+    for p in problems:
+        print(f"{PROG}: error: {p}", file=sys.stderr)
+
+
+# --- author keys and signing ---------------------------------------------------
+
+
+def cmd_keygen(args: argparse.Namespace) -> int:
+    problems = dreamfmt.validate_author(args.author, "--author")
+    if problems:
+        raise InputError(problems, hint="an author name is a public pseudonym of 1–64 characters")
+    key = keystore.create_author_key(args.author)
+    note(
+        f"private key written to {keystore.key_dir(create=False)}/{key.key_id[7:]}.key (mode 0600)"
+    )
+    out(f"author     {args.author}")
+    out(f"keyId      {key.key_id}")
+    out(f"publicKey  {b64url_encode(key.public_key)}")
+    return 0
+
+
+def cmd_sign(args: argparse.Namespace) -> int:
+    file = str(args.draft)
+    draft = dreamfmt.load_json(pool.read_regular(args.draft), file)
+    if not isinstance(draft, dict):
+        raise InputError([Problem(file, "", "must be a JSON object")])
+    key = keystore.load_author_key(args.key)
+    draft.setdefault("author", key.author)
+    if draft["author"] != key.author:
+        raise InputError(
+            [Problem(file, "/author", f"is not the author of key {key.key_id} ({key.author!r})")],
+            hint="sign with the key made for this author, or change /author",
+        )
+    draft.pop("sig", None)
+    problems = dreamfmt.validate(draft, file, require_sig=False)
+    if problems:
+        raise InputError(problems, hint="fix the draft and sign again")
+    redacted, changes = redact.redact_dream(draft)
+    for change in changes:
+        note(f"redacted {change.pointer}: {change.kind} → [{change.kind}]")
+    problems = dreamfmt.validate(redacted, file, require_sig=False)
+    if problems:
+        raise InputError(problems, hint="after redaction the draft breaks these rules; shorten it")
+    signed = dreamfmt.sign(redacted, key.seed)
+    data = (json.dumps(signed, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+    d = dreamfmt.parse(data, file)
+    if args.output:
+        pool.atomic_write(Path(args.output), data)
+        note(f"signed dream {d.id} written to {args.output}")
+    else:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        note(f"signed dream {d.id}")
+    if redacted.get("consent", {}).get("anonymize"):
+        note(
+            "consent.anonymize is true: pages and feeds will not show your name, "
+            "but the signed record still carries it and anyone can read it there"
+        )
+    return 0
+
+
+def cmd_rotate(args: argparse.Namespace) -> int:
+    old = keystore.load_author_key(args.old)
+    new = keystore.load_author_key(args.new)
+    if old.author != new.author:
+        raise InputError(
+            [Problem("--new", "", f"key {new.key_id} is for {new.author!r}, not {old.author!r}")],
+            hint="make the new key with `dreampool keygen --author` and the same name",
+        )
+    signed = statement.sign(
+        {
+            "type": statement.ROTATE,
+            "author": old.author,
+            "oldKeyId": old.key_id,
+            "newKeyId": new.key_id,
+            "newPublicKey": b64url_encode(new.public_key),
+        },
+        old.seed,
+    )
+    data = (json.dumps(signed, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+    pool.atomic_write(Path(args.output), data)
+    note(
+        f"rotation {old.key_id} → {new.key_id} written to {args.output}; "
+        "submit it together with a dream signed by the new key"
+    )
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    failed = 0
+    for path in args.files:
+        try:
+            d = pool.check_dream(pool.read_regular(path), str(path))
+        except DreampoolError as exc:
+            failed += 1
+            _print_error(exc)
+            continue
+        except OSError as exc:
+            failed += 1
+            print(f"{PROG}: error: {path}: cannot read: {exc.strerror or exc}", file=sys.stderr)
+            continue
+        out(f"ok {path}: dream {d.id} by {d.author} ({d.key_id})")
+    return 1 if failed else 0
+
+
+# --- the pool ------------------------------------------------------------------
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    result = pool.submit(Path(args.content), [Path(f) for f in args.files])
+    for key_id in result.new_keys:
+        out(f"registered new key {key_id} as guest")
+    for dream_id in result.added:
+        out(f"added {dream_id} → {Path(args.content) / 'dreams' / (dream_id + '.json')}")
+    for dream_id in result.already:
+        out(f"already in the pool as {dream_id}")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    problems = pool.check(Path(args.content))
+    if args.format == "github":
+        for p in problems:
+            line = f",line={p.line}" if p.line else ""
+            rule = f"{p.pointer}: {p.rule}" if p.pointer else p.rule
+            out(f"::error file={p.file}{line}::{rule}")
+    else:
+        report_problems(problems)
+    if problems:
+        print(f"{PROG}: {len(problems)} problem(s) in {args.content}", file=sys.stderr)
+        return 1
+    out(f"ok: {args.content} has no problems")
+    return 0
+
+
+# --- plumbing ------------------------------------------------------------------
+
+
+def _print_error(exc: DreampoolError) -> None:
+    if isinstance(exc, InputError):
+        report_problems(exc.problems)
+    else:
+        print(f"{PROG}: error: {exc.message}", file=sys.stderr)
+    if exc.hint:
+        print(f"{PROG}: hint: {exc.hint}", file=sys.stderr)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="A public, verifiable pool of signed agent dreams.",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(
+        name: str, func: Callable[[argparse.Namespace], int], help: str
+    ) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help)
+        p.set_defaults(func=func)
+        return p
+
+    p = add("keygen", cmd_keygen, "make an Ed25519 author key in your key store")
+    p.add_argument("--author", required=True, help="your public pseudonym (1–64 characters)")
+
+    p = add("sign", cmd_sign, "redact a draft dream and sign it")
+    p.add_argument("draft", type=Path, metavar="DRAFT.json")
+    p.add_argument("--key", required=True, metavar="KEYID", help="keyId (sha256:…) or key file")
+    p.add_argument("-o", "--output", metavar="OUT", help="write here instead of stdout")
+
+    p = add("rotate", cmd_rotate, "sign a statement moving your author name to a new key")
+    p.add_argument("--old", required=True, metavar="KEYID", help="the key that holds the name now")
+    p.add_argument("--new", required=True, metavar="KEYID", help="the key to move to")
+    p.add_argument("-o", "--output", required=True, metavar="OUT")
+
+    p = add("verify", cmd_verify, "check the format and signature of signed dreams")
+    p.add_argument("files", nargs="+", type=Path, metavar="FILE")
+
+    p = add("submit", cmd_submit, "add signed dreams (and rotation statements) to a pool")
+    p.add_argument("files", nargs="+", metavar="SIGNED.json")
+    p.add_argument("--content", default="content", metavar="DIR")
+
+    p = add("check", cmd_check, "validate the whole pool without writing")
+    p.add_argument("--content", default="content", metavar="DIR")
+    p.add_argument("--format", choices=("text", "github"), default="text")
+
+    _add_later_commands(add)
+    return parser
+
+
+def _add_later_commands(
+    add: Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser],
+) -> None:
+    """Commands defined in other modules register here (log, site)."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except DreampoolError as exc:
+        _print_error(exc)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,525 @@
+"""The pool's data: the ``content/`` directory.
+
+Layout::
+
+    content/pool.yaml             title, origin, base_url, k (unknown keys refused)
+    content/keys/<16 hex>.yaml    the key directory: one file per key
+                                  {author, publicKey, tier, added[, rotatedFrom]}
+    content/rotations/<16 hex>.json   rotation statements, named by the new key
+    content/dreams/<id>.json      signed dreams, named by their id alone
+    content/log/                  the log state (see builder.logstate)
+
+Trust tiers (``maintainer`` > ``member`` > ``guest``) are set only by these
+files, by people with commit access; a submission never chooses its tier. A
+key seen for the first time is registered as ``guest`` (trust on first use).
+One key belongs to one author, and one author name to one key at a time: a
+new key for a name already held needs a rotation statement signed by the
+key that holds it.
+
+Only plain files whose names are derived from ids are read: a symlink, a
+directory, or any other name in ``keys/`` or ``dreams/`` is a problem that
+``check`` reports, never something the builder follows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import stat
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from builder import dream as dreamfmt
+from builder import redact, statement
+from builder.b64 import b64url_decode, b64url_encode
+from builder.errors import DreampoolError, InputError, PoolError, Problem, SignatureError
+
+TIERS = ("maintainer", "member", "guest")
+CONFIG_KEYS = {"title": str, "origin": str, "base_url": str, "k": int}
+_ID_FILE_RE = re.compile(r"([0-9a-f]{16})\.json")
+_KEY_FILE_RE = re.compile(r"([0-9a-f]{16})\.yaml")
+_ORIGIN_RE = re.compile(r"[^\s+/][^\s+]*")
+
+
+@dataclass(frozen=True, slots=True)
+class PoolConfig:
+    title: str
+    origin: str
+    base_url: str = "/"
+    k: int = 3
+
+
+@dataclass(frozen=True, slots=True)
+class KeyEntry:
+    key_id: str
+    author: str
+    public_key: bytes
+    tier: str
+    added: str
+    rotated_from: str | None = None
+
+
+@dataclass(slots=True)
+class KeyDirectory:
+    keys: dict[str, KeyEntry] = field(default_factory=dict)
+
+    def by_author(self, author: str) -> list[KeyEntry]:
+        return [k for k in self.keys.values() if k.author == author]
+
+
+# --- reading ---------------------------------------------------------------
+
+
+def read_regular(path: Path) -> bytes:
+    """Read a plain file, refusing symlinks and anything that is not a regular file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read(dreamfmt.MAX_BYTES + 1)
+    finally:
+        os.close(fd)
+
+
+def _strict_yaml(data: bytes, file: str) -> Any:
+    class Loader(yaml.SafeLoader):
+        pass
+
+    def mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+        result: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            key = loader.construct_object(key_node)
+            if key in result:
+                raise InputError(
+                    [Problem(file, f"/{key}", "is given twice", key_node.start_mark.line + 1)]
+                )
+            result[key] = loader.construct_object(value_node)
+        return result
+
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    try:
+        return yaml.load(data.decode("utf-8"), Loader=Loader)
+    except UnicodeDecodeError:
+        raise InputError([Problem(file, "", "not valid UTF-8")]) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        raise InputError(
+            [Problem(file, "", f"not valid YAML: {getattr(exc, 'problem', exc)}", line)]
+        ) from None
+
+
+def load_config(content: Path) -> PoolConfig:
+    file = str(content / "pool.yaml")
+    try:
+        data = read_regular(content / "pool.yaml")
+    except FileNotFoundError:
+        raise PoolError(
+            f"{file} not found: {content} is not a pool",
+            hint="pass --content DIR pointing at a pool, or start one with `dreampool init`",
+        ) from None
+    obj = _strict_yaml(data, file)
+    if not isinstance(obj, dict):
+        raise InputError([Problem(file, "", "must be a mapping of title, origin, base_url, k")])
+    problems = [
+        Problem(file, f"/{k}", f"unknown key (allowed: {', '.join(CONFIG_KEYS)})")
+        for k in obj
+        if k not in CONFIG_KEYS
+    ]
+    for name in ("title", "origin"):
+        if name not in obj:
+            problems.append(Problem(file, f"/{name}", "is required but missing"))
+    for name, kind in CONFIG_KEYS.items():
+        if name in obj and (type(obj[name]) is not kind):
+            problems.append(Problem(file, f"/{name}", f"must be a {kind.__name__}"))
+    if not problems:
+        if not _ORIGIN_RE.fullmatch(obj["origin"]):
+            problems.append(
+                Problem(
+                    file, "/origin", "must be a scheme-less URL prefix such as example.org/dreams"
+                )
+            )
+        if "k" in obj and not 1 <= obj["k"] <= 1000:
+            problems.append(Problem(file, "/k", "must be between 1 and 1000"))
+    if problems:
+        raise InputError(problems, hint=f"fix {file}")
+    return PoolConfig(**{k: obj[k] for k in CONFIG_KEYS if k in obj})
+
+
+def load_keys(content: Path) -> tuple[KeyDirectory, list[Problem]]:
+    """The key directory, and every problem found in it."""
+    directory = KeyDirectory()
+    problems: list[Problem] = []
+    for path, match in _scan(
+        content / "keys", _KEY_FILE_RE, "<16 hex of the keyId>.yaml", problems
+    ):
+        file = str(path)
+        try:
+            obj = _strict_yaml(read_regular(path), file)
+        except InputError as exc:
+            problems.extend(exc.problems)
+            continue
+        entry, found = _key_entry(obj, file, match.group(1))
+        problems.extend(found)
+        if entry is not None:
+            directory.keys[entry.key_id] = entry
+    problems.extend(_check_authors(content, directory))
+    return directory, problems
+
+
+def _key_entry(obj: Any, file: str, hex_id: str) -> tuple[KeyEntry | None, list[Problem]]:
+    allowed = ("author", "publicKey", "tier", "added", "rotatedFrom")
+    if not isinstance(obj, dict):
+        return None, [Problem(file, "", "must be a mapping of " + ", ".join(allowed))]
+    problems = [Problem(file, f"/{k}", "unknown key") for k in obj if k not in allowed]
+    problems += [
+        Problem(file, f"/{k}", "is required but missing") for k in allowed[:4] if k not in obj
+    ]
+    if problems:
+        return None, problems
+    added = obj["added"]
+    if isinstance(added, dt.date):
+        added = added.isoformat()
+    author = obj["author"]
+    if not isinstance(author, str) or not 1 <= len(author) <= 64:
+        problems.append(Problem(file, "/author", "must be a string of 1–64 characters"))
+    if obj["tier"] not in TIERS:
+        problems.append(Problem(file, "/tier", f"must be one of {', '.join(TIERS)}"))
+    try:
+        public_key = b64url_decode(str(obj["publicKey"]))
+        if len(public_key) != 32:
+            raise ValueError("must decode to 32 bytes")
+    except ValueError as exc:
+        return None, [*problems, Problem(file, "/publicKey", str(exc))]
+    key_id = dreamfmt.key_id(public_key)
+    if key_id != f"sha256:{hex_id}":
+        problems.append(
+            Problem(file, "", f"file name does not match the key (want {key_id[7:]}.yaml)")
+        )
+    rotated = obj.get("rotatedFrom")
+    if rotated is not None and not isinstance(rotated, str):
+        problems.append(Problem(file, "/rotatedFrom", "must be a keyId string"))
+    if problems:
+        return None, problems
+    return KeyEntry(key_id, author, public_key, obj["tier"], str(added), rotated), []
+
+
+def _check_authors(content: Path, directory: KeyDirectory) -> list[Problem]:
+    """One author name, one key at a time, unless a rotation statement links them."""
+    problems = []
+    for entry in directory.keys.values():
+        if entry.rotated_from is None:
+            others = [
+                k
+                for k in directory.by_author(entry.author)
+                if k.key_id != entry.key_id and k.rotated_from is None
+            ]
+            if others and entry.key_id > min(o.key_id for o in others):
+                problems.append(
+                    Problem(
+                        str(content / "keys" / f"{entry.key_id[7:]}.yaml"),
+                        "/author",
+                        f"author name is also held by key {min(o.key_id for o in others)} "
+                        "and no rotation links them",
+                    )
+                )
+            continue
+        path = content / "rotations" / f"{entry.key_id[7:]}.json"
+        try:
+            _verify_rotation(read_regular(path), str(path), directory, entry)
+        except FileNotFoundError:
+            problems.append(
+                Problem(
+                    str(path),
+                    "",
+                    f"missing: key {entry.key_id} claims rotatedFrom "
+                    f"{entry.rotated_from} but no rotation statement is stored",
+                )
+            )
+        except (InputError, SignatureError) as exc:
+            problems.extend(_problems_of(exc, str(path)))
+    return problems
+
+
+def _verify_rotation(data: bytes, file: str, directory: KeyDirectory, entry: KeyEntry) -> None:
+    obj = dreamfmt.load_json(data, file)
+    signer = statement.verify(obj, file, statement.ROTATE)
+    old = directory.keys.get(signer)
+    if signer != entry.rotated_from or old is None:
+        raise InputError([Problem(file, "/sig", "is not signed by the key named in rotatedFrom")])
+    if obj["newKeyId"] != entry.key_id or obj["oldKeyId"] != signer:
+        raise InputError([Problem(file, "/newKeyId", "does not name the rotated key")])
+    if obj["author"] != entry.author or old.author != entry.author:
+        raise InputError([Problem(file, "/author", "does not match the key directory")])
+
+
+def _problems_of(exc: DreampoolError, file: str) -> list[Problem]:
+    if isinstance(exc, InputError):
+        return exc.problems
+    text = exc.message.removeprefix(f"{file}: ")
+    pointer, _, rule = text.partition(": ") if text.startswith("/") else ("", "", text)
+    return [Problem(file, pointer, rule)]
+
+
+def _scan(
+    folder: Path, pattern: re.Pattern[str], wanted: str, problems: list[Problem]
+) -> Iterator[tuple[Path, re.Match[str]]]:
+    """Plain files of ``folder`` whose names match ``pattern``, in name order.
+
+    Anything else (symlinks, folders, other names) is reported, never read.
+    """
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except FileNotFoundError:
+        return
+    for entry in entries:
+        shown = entry.name.encode("unicode_escape").decode("ascii")
+        if entry.is_symlink():
+            problems.append(
+                Problem(str(folder / shown), "", "is a symlink; the pool holds plain files only")
+            )
+            continue
+        match = pattern.fullmatch(entry.name)
+        if match is None or not entry.is_file(follow_symlinks=False):
+            if entry.name.startswith("."):
+                continue
+            problems.append(
+                Problem(str(folder / shown), "", f"unexpected entry; files here are named {wanted}")
+            )
+            continue
+        yield Path(entry.path), match
+
+
+# --- dreams ----------------------------------------------------------------
+
+
+def check_dream(data: bytes, file: str) -> dreamfmt.Dream:
+    """Format, signature, and the redaction rule: the policy must change nothing."""
+    d = dreamfmt.parse(data, file)
+    _, changes = redact.redact_dream(d.body)
+    if changes:
+        raise InputError(
+            [
+                Problem(
+                    file,
+                    c.pointer,
+                    f"still holds personal data ({c.kind}); "
+                    "redact and sign the draft again with `dreampool sign`",
+                )
+                for c in changes
+            ],
+            hint="the pool never rewrites signed text: run `dreampool sign` on your draft "
+            "again (it redacts before signing) and submit the new file",
+        )
+    return d
+
+
+def check_key_rules(
+    d: dreamfmt.Dream, file: str, directory: KeyDirectory, rotations: Iterable[str] = ()
+) -> str | None:
+    """Trust on first use; return a problem, or None if the key may sign this dream."""
+    entry = directory.keys.get(d.key_id)
+    if entry is not None:
+        if entry.author != d.author:
+            return (
+                f"key {d.key_id} is registered to author {entry.author!r}, not {d.author!r}; "
+                "one key signs for one author"
+            )
+        return None
+    holders = [k for k in directory.by_author(d.author) if k.key_id != d.key_id]
+    if holders and d.key_id not in rotations:
+        return (
+            f"author name {d.author!r} is held by key {holders[0].key_id}; a new key for it "
+            "needs a rotation statement signed by that key (`dreampool rotate`)"
+        )
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class ScannedDream:
+    path: Path
+    dream: dreamfmt.Dream
+
+
+def scan_dreams(content: Path, directory: KeyDirectory) -> tuple[list[ScannedDream], list[Problem]]:
+    """Every valid dream in ``content/dreams`` (name order), and every problem."""
+    problems: list[Problem] = []
+    found: list[ScannedDream] = []
+    for path, match in _scan(content / "dreams", _ID_FILE_RE, "<dream id>.json", problems):
+        file = str(path)
+        try:
+            d = check_dream(read_regular(path), file)
+        except (InputError, SignatureError) as exc:
+            problems.extend(_problems_of(exc, file))
+            continue
+        if d.id != match.group(1):
+            problems.append(
+                Problem(file, "", f"file name does not match the dream id (want {d.id}.json)")
+            )
+            continue
+        if d.key_id not in directory.keys:
+            problems.append(
+                Problem(
+                    file, "/sig/keyId", f"key {d.key_id} is not in the key directory (content/keys)"
+                )
+            )
+            continue
+        rule = check_key_rules(d, file, directory)
+        if rule:
+            problems.append(Problem(file, "/author", rule))
+            continue
+        found.append(ScannedDream(path, d))
+    return found, problems
+
+
+def check(content: Path) -> list[Problem]:
+    """Every problem in the pool; nothing is written."""
+    problems: list[Problem] = []
+    try:
+        load_config(content)
+    except InputError as exc:
+        problems.extend(exc.problems)
+    directory, key_problems = load_keys(content)
+    problems.extend(key_problems)
+    _, dream_problems = scan_dreams(content, directory)
+    problems.extend(dream_problems)
+    return problems
+
+
+# --- submitting ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitResult:
+    added: list[str]
+    already: list[str]
+    new_keys: list[str]
+
+
+def submit(content: Path, files: list[Path], *, today: dt.date | None = None) -> SubmitResult:
+    """Validate every file, apply the key rules, then write: all or nothing.
+
+    A refused file raises before anything is written, so a failed submission
+    leaves ``content/`` exactly as it was.
+    """
+    load_config(content)
+    directory, key_problems = load_keys(content)
+    if key_problems:
+        raise InputError(
+            key_problems, hint="the pool's key directory is broken; run `dreampool check`"
+        )
+    rotations: dict[str, tuple[bytes, Any]] = {}
+    parsed: list[tuple[Path, bytes, dreamfmt.Dream]] = []
+    problems: list[Problem] = []
+    for path in files:
+        file = str(path)
+        try:
+            data = read_regular(path)
+        except OSError as exc:
+            raise PoolError(f"{file}: cannot read: {exc.strerror or exc}") from None
+        try:
+            obj = dreamfmt.load_json(data, file)
+            if isinstance(obj, dict) and obj.get("type") == statement.ROTATE:
+                rotations[_rotation_target(obj, file, directory)] = (data, obj)
+            else:
+                parsed.append((path, data, check_dream(data, file)))
+        except (InputError, SignatureError) as exc:
+            problems.extend(_problems_of(exc, file))
+    new_keys: dict[str, KeyEntry] = {}
+    writes: dict[Path, bytes] = {}
+    added: list[str] = []
+    already: list[str] = []
+    date = (today or dt.datetime.now(dt.UTC).date()).isoformat()
+    for path, data, d in parsed:
+        view = KeyDirectory({**directory.keys, **new_keys})
+        rule = check_key_rules(d, str(path), view, rotations)
+        if rule:
+            problems.append(Problem(str(path), "/author", rule))
+            continue
+        if d.key_id not in view.keys:
+            rotated = rotations.get(d.key_id)
+            new_keys[d.key_id] = KeyEntry(
+                d.key_id,
+                d.author,
+                d.public_key,
+                "guest",
+                date,
+                rotated[1]["oldKeyId"] if rotated else None,
+            )
+        target = content / "dreams" / f"{d.id}.json"
+        if target.exists() or target in writes:
+            already.append(d.id)
+            continue
+        writes[target] = data
+        added.append(d.id)
+    if problems:
+        raise InputError(
+            problems, hint="nothing was written; fix the files listed and submit again"
+        )
+    for entry in new_keys.values():
+        writes[content / "keys" / f"{entry.key_id[7:]}.yaml"] = format_key_entry(entry)
+        if entry.rotated_from:
+            writes[content / "rotations" / f"{entry.key_id[7:]}.json"] = rotations[entry.key_id][0]
+    for target, data in writes.items():
+        atomic_write(target, data)
+    return SubmitResult(added, already, sorted(new_keys))
+
+
+def _rotation_target(obj: Any, file: str, directory: KeyDirectory) -> str:
+    signer = statement.verify(obj, file, statement.ROTATE)
+    old = directory.keys.get(signer)
+    if old is None or obj["oldKeyId"] != signer or old.author != obj["author"]:
+        raise InputError(
+            [
+                Problem(
+                    file, "/sig", "must be signed by the author's registered key named in oldKeyId"
+                )
+            ]
+        )
+    try:
+        new_public = b64url_decode(obj["newPublicKey"])
+    except ValueError as exc:
+        raise InputError([Problem(file, "/newPublicKey", str(exc))]) from None
+    if dreamfmt.key_id(new_public) != obj["newKeyId"]:
+        raise InputError([Problem(file, "/newKeyId", "does not match newPublicKey")])
+    return str(obj["newKeyId"])
+
+
+def format_key_entry(entry: KeyEntry) -> bytes:
+    lines = [
+        f"author: {_yaml_str(entry.author)}",
+        f"publicKey: {b64url_encode(entry.public_key)}",
+        f"tier: {entry.tier}",
+        f"added: '{entry.added}'",
+    ]
+    if entry.rotated_from:
+        lines.append(f"rotatedFrom: '{entry.rotated_from}'")
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def _yaml_str(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)  # a JSON string is a YAML flow scalar
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write via a temporary file in the same folder and rename over the target."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        os.fchmod(fd, 0o644)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

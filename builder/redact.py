@@ -1,0 +1,473 @@
+"""The redaction policy: personal data and secrets a dream must not carry.
+
+PROTOCOL.md §1: a dream must already be redacted, so the policy applied to it
+changes nothing. The signer redacts before signing; the pool runs the same
+policy and refuses a dream it would still change (it never alters signed
+text). The policy is therefore a pure function of the text, and idempotent:
+``redact_text(redact_text(x)[0])[0] == redact_text(x)[0]``, or an author could
+never produce a dream the pool accepts.
+
+Each rule replaces what it matches by a marker naming the kind:
+
+* ``[secret]`` — credentials, whose leak is irreversible and not the author's
+  alone: PEM private key blocks (``-----BEGIN … PRIVATE KEY-----`` to the
+  matching ``-----END …-----``, the whole block; a block cut off before its
+  footer up to the end of its base64 body); ``sk-…`` API keys (OpenAI,
+  Anthropic: ``sk-proj-…``, ``sk-ant-…``; 20+ characters of key material);
+  GitHub tokens ``ghp_/gho_/ghu_/ghs_/ghr_…`` and ``github_pat_…``; AWS access
+  key ids (``AKIA`` + 16 upper-case letters or digits); Slack tokens
+  (``xoxb-``, ``xoxp-``, …); JWTs (b64url segments joined by dots, the first
+  starting ``eyJ``, which is ``{"`` in base64). Also the *value* of a URL query
+  or fragment parameter named token, key, sig, signature, secret, password,
+  access_token (and a few synonyms, case-insensitive): the rest of the URL
+  stays (``https://x.org/a?token=[secret]&page=2``), so a link keeps its use.
+* ``[email]`` — e-mail addresses (ASCII local part and domain, alphabetic
+  top-level label). ``git@host`` (an SSH remote, not a person) and names
+  like ``icon@2x.png`` (a file) are not addresses.
+* ``[id]`` — PRC resident identity numbers (GB 11643-1999): 17 digits and a
+  check character, optionally grouped 6-8-4. Only a number whose check
+  character is right (ISO 7064 MOD 11-2, weights 7 9 10 5 8 4 2 1 6 3 7 9 10
+  5 8 4 2, remainder 0…10 → ``10X98765432``) and whose digits 7–14 are a real
+  date of birth is an id; any other 18-digit number is left alone.
+* ``[phone]`` — mainland China mobile numbers (``1[3-9]`` + 9 digits, grouped
+  3-4-4 or not, with or without ``+86``/``0086``/``(+86)``) and E.164
+  international numbers (``+``, then 8–15 digits in groups separated by one
+  space, dot or dash, ``(0)``-style trunk groups allowed). A bare number is
+  only a mobile number: years, counts, dates, versions and amounts stay.
+* ``[ip]`` — private and loopback IPv4 addresses (10/8, 172.16/12,
+  192.168/16, 127/8), which map a person's machine or network. Public
+  addresses are published facts and stay; every octet is ≤ 255 and an address
+  inside a longer dotted number (a version string) is not one.
+* ``[hex]`` — runs of 32 or more hex digits standing alone: key material,
+  session ids, digests. A 16-hex dream id stays.
+
+Rules match at token boundaries written as explicit ASCII look-arounds, never
+``\\b``: Python counts CJK characters as word characters, and ``联系我13812345678``
+must be redacted. Matching runs on a folded copy of the text in which
+full-width digits, letters and ``＠＋－．``, the small ``﹫``, the ideographic
+space and no-break spaces are mapped one code point to one code point onto
+ASCII, so indexes stay aligned and the replacement is made on the original
+text: nothing outside a match is ever altered.
+
+Idempotence by construction: rules run in order on the folded text with the
+markers written in; a match never spans a marker's brackets, so markers are
+never re-matched. A marker can make a neighbour match that the original
+characters did not (``]`` is a boundary where a letter was not), so the
+rules run again until a pass finds nothing. The last pass saw exactly the
+folded output, which is what a second call would see.
+
+Never log or return the text of a match: it can be a secret. Only the kinds
+are reported.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+KINDS: tuple[str, ...] = ("email", "phone", "id", "secret", "ip", "hex")
+
+
+@dataclass(frozen=True, slots=True)
+class Redaction:
+    """One replaced span: the JSON pointer of its field and its kind (one of KINDS)."""
+
+    pointer: str
+    kind: str
+
+
+# A span of the original text: [start, end) and the kind that replaces it.
+_Span = tuple[int, int, str]
+
+# -- folding -----------------------------------------------------------------
+
+# Only the full-width forms that can be part of a match are folded: full-width
+# punctuation common in Chinese prose (，：（）…) is a boundary either way, and
+# leaving it out keeps clean Chinese text on the fast path. The parentheses a
+# phone number may carry are matched in both widths by the phone rules.
+_FOLDABLE = re.compile("[０-９Ａ-Ｚａ-ｚ＠＋－．﹫\u3000\u00a0\u202f]")
+_FOLD = {c: c - 0xFEE0 for c in range(ord("！"), ord("～") + 1)} | {
+    ord("﹫"): ord("@"),
+    0x3000: ord(" "),
+    0x00A0: ord(" "),
+    0x202F: ord(" "),
+}
+
+
+def _fold(text: str) -> str:
+    """``text`` with foldable characters mapped to ASCII; same length, same indexes."""
+    if text.isascii() or not _FOLDABLE.search(text):  # a search is 3x cheaper than a sub
+        return text
+    return _FOLDABLE.sub(lambda m: m.group().translate(_FOLD), text)
+
+
+# -- rules -------------------------------------------------------------------
+#
+# Each rule is a function from the (folded, partly redacted) text to the spans
+# it would replace. Speed matters (every dream, every build) and most text is
+# clean, so each rule first asks a cheap question its matches imply (a
+# character, a literal prefix, a "shape"). Patterns start with a literal or a
+# character class and check the character before the match with a
+# look-behind placed after the first character: a pattern that begins with a
+# look-behind loses re's fast scan for its first character and costs ~20x
+# more.
+
+_Rule = Callable[[str], Iterator[tuple[int, int]]]
+
+_PEM = re.compile(
+    r"-----BEGIN [A-Z0-9 ]{0,32}PRIVATE KEY(?: BLOCK)?-----"
+    r"(?:.*?-----END [A-Z0-9 ]{0,32}PRIVATE KEY(?: BLOCK)?-----"
+    # No footer (the text was cut short): the base64 body, lines of 16+
+    # characters separated by whitespace or a literal "\n".
+    r"|(?:\s|\\n)*+[A-Za-z0-9+/=]{16,}+(?:(?:\s|\\n)++[A-Za-z0-9+/=]{16,}+)*+)",
+    re.DOTALL,
+)
+
+
+def _pem_blocks(text: str) -> Iterator[tuple[int, int]]:
+    if "PRIVATE KEY" in text:
+        yield from (m.span() for m in _PEM.finditer(text))
+
+
+# (guard, pattern): a one-character guard is a memchr; a literal prefix makes
+# the pattern's own search about as cheap, so AKIA and eyJ need none.
+_TOKENS = (
+    ("-", re.compile(r"sk-(?<![0-9A-Za-z_\-]sk-)[A-Za-z0-9_\-]{20,}+")),
+    ("_", re.compile(r"gh[pousr]_(?<![0-9A-Za-z_]gh[pousr]_)[A-Za-z0-9]{20,}+")),
+    ("_", re.compile(r"github_pat_(?<![0-9A-Za-z_]github_pat_)[A-Za-z0-9_]{20,}+")),
+    ("", re.compile(r"AKIA(?<![0-9A-Za-z]AKIA)[0-9A-Z]{16}(?![0-9A-Za-z])")),
+    ("-", re.compile(r"xox[abeprs]-(?<![0-9A-Za-z]xox[abeprs]-)[A-Za-z0-9\-]{10,}+")),
+    (
+        "",
+        re.compile(
+            r"eyJ(?<![0-9A-Za-z_\-]eyJ)[A-Za-z0-9_\-]{5,}+\.[A-Za-z0-9_\-]{2,}+"
+            r"(?:\.[A-Za-z0-9_\-]*+)?"  # an unsigned or cut-off token still leaks its claims
+        ),
+    ),
+)
+
+
+def _tokens(text: str) -> Iterator[tuple[int, int]]:
+    for guard, pattern in _TOKENS:
+        if guard in text:
+            yield from (m.span() for m in pattern.finditer(text))
+
+
+_URL_SECRET = re.compile(
+    r"[?&;#](?:access_token|api_key|apikey|client_secret|id_token|key|passwd|password"
+    r"|refresh_token|secret|sig|signature|token|x-amz-security-token|x-amz-signature)="
+    # The value, without a trailing full stop: "see ?token=abc." ends a sentence.
+    r"([A-Za-z0-9\-_~%+/=@.]*[A-Za-z0-9\-_~%+/=@])",
+    re.IGNORECASE,
+)
+
+
+def _url_secrets(text: str) -> Iterator[tuple[int, int]]:
+    if "=" in text:
+        yield from (m.span(1) for m in _URL_SECRET.finditer(text))
+
+
+# Found from each "@": the local part is the run of local-part characters
+# before it (a regex would try every word start), the domain is matched after.
+_LOCAL_PART = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._%+-")
+_DOMAIN = re.compile(
+    r"(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.)+"
+    r"(?P<tld>[A-Za-z]{2,63}|xn--[A-Za-z0-9]{1,59})(?![A-Za-z0-9])"
+)
+# Image scale suffixes (icon@2x.png) look like addresses; none is a top-level domain.
+_FILE_TLDS = frozenset({"png", "jpg", "jpeg", "gif", "svg", "webp", "ico", "bmp", "tif", "tiff"})
+
+
+def _emails(text: str) -> Iterator[tuple[int, int]]:
+    done = 0  # end of the last address: a local part never reaches back into it
+    at = text.find("@")
+    while at != -1:
+        start = at
+        while start > done and text[start - 1] in _LOCAL_PART:
+            start -= 1
+        domain = _DOMAIN.match(text, at + 1)
+        if (
+            domain is not None
+            and start < at
+            and (start == 0 or text[start - 1] not in _LOCAL_PART)
+            and text[start:at] != "git"  # git@host:owner/repo is an SSH remote
+            and domain["tld"].lower() not in _FILE_TLDS
+        ):
+            yield start, domain.end()
+            done = domain.end()
+        at = text.find("@", max(at + 1, done))
+
+
+# Shapes: the UTF-8 bytes of the text with each byte mapped to its class, so
+# that "is there a run of N digits / hex digits" is a bytes search (memmem)
+# instead of a regex attempt at every digit or letter a-f.
+_DIGIT_SHAPE = bytes(0x64 if chr(b) in "0123456789Xx" else 0x20 for b in range(256))
+_HEX_SHAPE = bytes(0x68 if chr(b) in "0123456789abcdefABCDEF" else 0x20 for b in range(256))
+
+
+def _has_run(text: str, shape: bytes, run: bytes, skip: bytes = b"") -> bool:
+    """Whether ``text``, its bytes mapped by ``shape`` and ``skip`` bytes deleted, holds ``run``."""
+    # Folded text is ASCII where it matters: other bytes map to a space.
+    return run in text.encode("utf-8", "surrogatepass").translate(shape, skip)
+
+
+_PRC_ID = re.compile(
+    r"[1-9](?<![0-9A-Za-z][1-9])[0-9]{5}([ \-]?)[0-9]{8}\1[0-9]{3}[0-9Xx](?![0-9A-Za-z])"
+)
+_ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
+_ID_CHECK = "10X98765432"
+
+
+def _id_check_char(first17: str) -> str:
+    """The GB 11643-1999 check character of 17 ASCII digits (ISO 7064 MOD 11-2)."""
+    total = sum(int(d) * w for d, w in zip(first17, _ID_WEIGHTS, strict=True))
+    return _ID_CHECK[total % 11]
+
+
+def _is_birth_date(yyyymmdd: str) -> bool:
+    year, month, day = int(yyyymmdd[:4]), int(yyyymmdd[4:6]), int(yyyymmdd[6:])
+    if not (1800 <= year <= 2099 and 1 <= month <= 12 and day >= 1):
+        return False
+    if month == 2:
+        leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+        return day <= (29 if leap else 28)
+    return day <= (30 if month in (4, 6, 9, 11) else 31)
+
+
+def _prc_ids(text: str) -> Iterator[tuple[int, int]]:
+    # 17 digits and a check character, separators aside: a date or a dream id
+    # never has that many.
+    if not _has_run(text, _DIGIT_SHAPE, b"d" * 18, skip=b" -"):
+        return
+    for m in _PRC_ID.finditer(text):
+        digits = m.group().replace(" ", "").replace("-", "")
+        if digits[17].upper() == _id_check_char(digits[:17]) and _is_birth_date(digits[6:14]):
+            yield m.span()
+
+
+# After the leading 1, which each pattern matches itself.
+_MOBILE_REST = r"[3-9][0-9][ .\-]?[0-9]{4}[ .\-]?[0-9]{4}(?![0-9A-Za-z]|[.\-][0-9])"
+# A "+" may follow a letter ("Tel+86…"), not a digit ("1.0.0+2013…" is semver).
+_CN_MOBILE_PREFIXED = re.compile(
+    r"(?:(?<![0-9+])\+86[ .\-]?|(?<![0-9A-Za-z])0086[ .\-]?|[(（] ?(?:\+|00)86 ?[)）] ?)1"
+    + _MOBILE_REST
+)
+# Not after a digit and a dot or dash: 1.138.1234.5678 is no phone number.
+_CN_MOBILE = re.compile(r"1(?<![0-9A-Za-z+]1)(?<![0-9][.\-]1)" + _MOBILE_REST)
+
+
+def _cn_mobiles(text: str) -> Iterator[tuple[int, int]]:
+    if "86" in text:
+        yield from (m.span() for m in _CN_MOBILE_PREFIXED.finditer(text))
+    yield from (m.span() for m in _CN_MOBILE.finditer(text))
+
+
+_E164 = re.compile(
+    r"\+(?<![0-9+]\+)[1-9][0-9]*+"
+    r"(?:(?:[ .\-]|\s?[(（][0-9]{1,4}[)）]\s?)[0-9]++)*+(?![0-9A-Za-z])"
+)
+_DIGIT_RUN = re.compile("[0-9]+")
+
+
+def _e164(text: str) -> Iterator[tuple[int, int]]:
+    if "+" not in text:
+        return
+    for m in _E164.finditer(text):
+        # E.164 §6.1: at most 15 digits. Longer runs of groups end the number at
+        # the last group that fits, so "+44 20 7946 0958 2024" keeps no more
+        # digits than a number can have.
+        count, end = 0, 0
+        for run in _DIGIT_RUN.finditer(m.group()):
+            if count + len(run.group()) > 15:
+                break
+            count, end = count + len(run.group()), run.end()
+        if count >= 8:
+            yield m.start(), m.start() + end
+
+
+# The first octet of every private or loopback block, as a literal prefix.
+_IPV4 = re.compile(
+    r"(?:10(?<![0-9A-Za-z.]10)|127(?<![0-9A-Za-z.]127)|172(?<![0-9A-Za-z.]172)"
+    r"|192(?<![0-9A-Za-z.]192))\.[0-9]{1,3}+\.[0-9]{1,3}+\.[0-9]{1,3}+(?![0-9A-Za-z]|\.[0-9])"
+)
+
+
+def _is_private_ipv4(a: int, b: int) -> bool:
+    # RFC 1918 §3 private blocks and RFC 1122 §3.2.1.3 loopback.
+    return a in (10, 127) or (a == 172 and 16 <= b <= 31) or (a == 192 and b == 168)
+
+
+def _private_ipv4s(text: str) -> Iterator[tuple[int, int]]:
+    for m in _IPV4.finditer(text):
+        octets = [int(o) for o in m.group().split(".")]
+        if max(octets) <= 255 and _is_private_ipv4(octets[0], octets[1]):
+            yield m.span()
+
+
+_HEX = re.compile(r"[0-9a-fA-F](?<![0-9A-Za-z].)[0-9a-fA-F]{31,}+(?![0-9A-Za-z])")
+
+
+def _hex_runs(text: str) -> Iterator[tuple[int, int]]:
+    if len(text) >= 32 and _has_run(text, _HEX_SHAPE, b"h" * 32):
+        yield from (m.span() for m in _HEX.finditer(text))
+
+
+# Order matters only where matches would overlap: the most specific first
+# (a PEM body holds hex runs, a URL value can hold an address), and a later
+# rule sees the markers of earlier ones.
+_RULES: tuple[tuple[str, _Rule], ...] = (
+    ("secret", _pem_blocks),
+    ("secret", _tokens),
+    ("secret", _url_secrets),
+    ("email", _emails),
+    ("id", _prc_ids),
+    ("phone", _cn_mobiles),
+    ("phone", _e164),
+    ("ip", _private_ipv4s),
+    ("hex", _hex_runs),
+)
+
+# -- spans -------------------------------------------------------------------
+
+
+def _render(text: str, spans: list[_Span]) -> str:
+    parts: list[str] = []
+    at = 0
+    for start, end, kind in spans:
+        parts += (text[at:start], "[", kind, "]")
+        at = end
+    parts.append(text[at:])
+    return "".join(parts)
+
+
+class _Layout:
+    """Where the markers of a rendered text sit, to map its indexes back to the original."""
+
+    __slots__ = ("_ends", "_spans", "_starts")
+
+    def __init__(self, spans: list[_Span]) -> None:
+        self._spans = spans
+        self._starts: list[int] = []
+        self._ends: list[int] = []
+        shift = 0  # rendered index minus original index, after the spans so far
+        for start, end, kind in spans:
+            self._starts.append(start + shift)
+            shift += len(kind) + 2 - (end - start)
+            self._ends.append(end + shift)
+
+    def original(self, start: int, end: int) -> tuple[int, int]:
+        """Original span of rendered [start, end); a marker it cuts counts whole."""
+        # For start, the last marker starting at or before it; for end, before it.
+        return (
+            self._back(start, bisect_right(self._starts, start) - 1, is_end=False),
+            self._back(end, bisect_left(self._starts, end) - 1, is_end=True),
+        )
+
+    def _back(self, at: int, i: int, *, is_end: bool) -> int:
+        if i < 0:
+            return at
+        start, end, _ = self._spans[i]
+        if at < self._ends[i]:  # inside marker i, which goes whole
+            return end if is_end else start
+        return at - self._ends[i] + end
+
+
+def _merge(spans: list[_Span], new: list[_Span]) -> list[_Span] | None:
+    """``spans`` with ``new`` added, swallowing spans they cover; None if nothing changes.
+
+    Requires both lists disjoint within themselves, and no new span to cut an
+    old one (``_Layout.original`` widens a cut marker to the whole of it).
+    """
+    merged: list[_Span] = []
+    # By start, the longer first; sort is stable, so an old span beats an equal new one.
+    for span in sorted(spans + new, key=lambda s: (s[0], -s[1])):
+        if merged and span[1] <= merged[-1][1]:
+            continue
+        merged.append(span)
+    return None if merged == spans else merged
+
+
+def _find_spans(text: str) -> list[_Span]:
+    """The spans the policy replaces in ``text``, sorted and disjoint."""
+    folded = _fold(text)
+    spans: list[_Span] = []
+    current = folded
+    # Terminates: every change covers an original character not covered
+    # before or merges spans, and both are bounded by len(text).
+    changed = True
+    while changed:
+        changed = False
+        for kind, rule in _RULES:
+            found = list(rule(current))
+            if not found:
+                continue
+            layout = _Layout(spans)
+            merged = _merge(spans, [(*layout.original(s, e), kind) for s, e in found])
+            if merged is not None:
+                spans, changed = merged, True
+                current = _render(folded, spans)
+    return spans
+
+
+def redact_text(text: str) -> tuple[str, tuple[str, ...]]:
+    """Redacted text and the kinds replaced, in order of appearance (a kind once per occurrence)."""
+    spans = _find_spans(text)
+    if not spans:
+        return text, ()
+    return _render(text, spans), tuple(kind for _, _, kind in spans)
+
+
+# -- dreams ------------------------------------------------------------------
+
+
+def _copy(value: Any) -> Any:
+    # JSON values: containers rebuilt, immutable scalars shared.
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    if value is None or isinstance(value, str | int | float):
+        return value
+    return copy.deepcopy(value)
+
+
+def redact_dream(dream: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[Redaction, ...]]:
+    """A deep copy of the dream with every redactable field redacted, and what changed.
+
+    Redactable fields: /author, /title, /summary, /entries/N/text,
+    /entries/N/source, /tags/N, /lineage/parent. Every other field is copied
+    unchanged. A field of the wrong type (title an int, entries not a list) is
+    left as it is: schema validation is done elsewhere. Redactions are listed
+    field by field in that order, within a field in order of appearance.
+    """
+    out: dict[str, Any] = {k: _copy(v) for k, v in dream.items()}
+    found: list[Redaction] = []
+
+    def field(container: dict[str, Any] | list[Any], key: Any, pointer: str) -> None:
+        value = container[key]
+        if isinstance(value, str):
+            container[key], kinds = redact_text(value)
+            found.extend(Redaction(pointer, kind) for kind in kinds)
+
+    for key in ("author", "title", "summary"):
+        if key in out:
+            field(out, key, f"/{key}")
+    entries = out.get("entries")
+    if isinstance(entries, list):
+        for i, entry in enumerate(entries):
+            if isinstance(entry, dict):
+                for key in ("text", "source"):
+                    if key in entry:
+                        field(entry, key, f"/entries/{i}/{key}")
+    tags = out.get("tags")
+    if isinstance(tags, list):
+        for i in range(len(tags)):
+            field(tags, i, f"/tags/{i}")
+    lineage = out.get("lineage")
+    if isinstance(lineage, dict) and "parent" in lineage:
+        field(lineage, "parent", "/lineage/parent")
+    return out, tuple(found)

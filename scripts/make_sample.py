@@ -1,0 +1,90 @@
+"""Make the shipped sample pool in content/ from scripts/sample_drafts.json.
+
+Each author gets a throwaway Ed25519 key that lives only in this process: the
+private halves are never written anywhere, so nobody (us included) can sign
+as a sample author again. Run from the repository root:
+
+    python scripts/make_sample.py            # refuses if content/dreams is not empty
+
+Lineage parents in the drafts are local refs; they are replaced by the real
+dream ids as the drafts are signed in order. Trust tiers are set here, as a
+pool maintainer would set them by editing content/keys/.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from builder import dream as dreamfmt
+from builder import ed25519, pool, redact
+
+ROOT = Path(__file__).resolve().parents[1]
+CONTENT = ROOT / "content"
+DATE = "2026-11-30"
+TIERS = {
+    "ada-lovelace-bot": "maintainer",
+    "墨子": "maintainer",
+    "kestrel": "member",
+    "lin-wei": "member",
+    "小橘": "member",
+    "tessellate": "member",
+    "river": "member",
+    "nightjar": "guest",
+    "quartz": "guest",
+}
+POOL_YAML = """\
+# The sample pool shipped with dreampool.
+title: dreampool sample pool
+origin: dreampool.example/sample
+base_url: /
+k: 3
+"""
+
+
+def main() -> int:
+    drafts: list[dict[str, Any]] = json.loads((ROOT / "scripts" / "sample_drafts.json").read_text())
+    if any((CONTENT / "dreams").glob("*.json")):
+        print("content/dreams is not empty; remove it first to remake the sample", file=sys.stderr)
+        return 1
+    (CONTENT / "dreams").mkdir(parents=True, exist_ok=True)
+    (CONTENT / "keys").mkdir(parents=True, exist_ok=True)
+    (CONTENT / "pool.yaml").write_text(POOL_YAML, encoding="utf-8")
+    seeds = {author: ed25519.generate_seed() for author in sorted({d["author"] for d in drafts})}
+    ids: dict[str, str] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        files = []
+        for n, draft in enumerate(drafts):
+            body = {k: v for k, v in draft.items() if k != "ref"}
+            if "parent" in body.get("lineage", {}):
+                body["lineage"] = {**body["lineage"], "parent": ids[body["lineage"]["parent"]]}
+            body, changes = redact.redact_dream(body)
+            assert not changes, (draft["ref"], changes)
+            signed = dreamfmt.sign(body, seeds[draft["author"]])
+            path = Path(tmp) / f"{n:03d}.json"
+            data = json.dumps(signed, ensure_ascii=False, indent=2) + "\n"
+            path.write_text(data, encoding="utf-8")
+            ids[draft["ref"]] = dreamfmt.parse(data.encode(), str(path)).id
+            files.append(path)
+        pool.submit(CONTENT, files)
+    directory, problems = pool.load_keys(CONTENT)
+    assert not problems, problems
+    for entry in directory.keys.values():
+        updated = pool.KeyEntry(
+            entry.key_id, entry.author, entry.public_key, TIERS[entry.author], DATE
+        )
+        pool.atomic_write(
+            CONTENT / "keys" / f"{entry.key_id[7:]}.yaml", pool.format_key_entry(updated)
+        )
+    (ROOT / "scripts" / "sample_ids.json").write_text(
+        json.dumps(ids, ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
+    )
+    print(f"signed {len(drafts)} dreams by {len(seeds)} authors; keys discarded")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

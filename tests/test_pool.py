@@ -1,0 +1,245 @@
+"""The pool's content directory: submit, trust on first use, rotation, check."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from builder import dream as dreamfmt
+from builder import statement
+from builder.b64 import b64url_encode
+from builder.ed25519 import public_key_of
+from tests.conftest import draft
+
+ADA = bytes([1] * 32)
+ADA2 = bytes([2] * 32)
+BOB = bytes([3] * 32)
+
+POOL_YAML = "title: Test pool\norigin: example.org/dreams\nbase_url: /\nk: 3\n"
+
+
+@pytest.fixture
+def content(tmp_path: Path) -> Path:
+    root = tmp_path / "content"
+    (root / "dreams").mkdir(parents=True)
+    (root / "keys").mkdir()
+    (root / "pool.yaml").write_text(POOL_YAML, encoding="utf-8")
+    return root
+
+
+def signed_file(tmp_path: Path, seed: bytes, name: str = "d.json", **fields: Any) -> Path:
+    path = tmp_path / name
+    path.write_text(
+        json.dumps(dreamfmt.sign(draft(**fields), seed), ensure_ascii=False), encoding="utf-8"
+    )
+    return path
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+def test_submit_registers_guest_key_and_writes_by_id(
+    run: Any, content: Path, tmp_path: Path
+) -> None:
+    src = signed_file(tmp_path, ADA)
+    d = dreamfmt.parse(src.read_bytes(), "x")
+    result = run("submit", src, "--content", content)
+    assert result.code == 0, result
+    assert (content / "dreams" / f"{d.id}.json").read_bytes() == src.read_bytes()
+    key_file = content / "keys" / f"{d.key_id[7:]}.yaml"
+    assert "tier: guest" in key_file.read_text()
+    assert f"registered new key {d.key_id} as guest" in result.out
+    assert run("check", "--content", content).code == 0
+
+
+def test_submit_again_says_already_and_writes_nothing(
+    run: Any, content: Path, tmp_path: Path
+) -> None:
+    src = signed_file(tmp_path, ADA)
+    assert run("submit", src, "--content", content).code == 0
+    before = snapshot(content)
+    result = run("submit", src, "--content", content)
+    d = dreamfmt.parse(src.read_bytes(), "x")
+    assert result.code == 0 and f"already in the pool as {d.id}" in result.out
+    assert snapshot(content) == before
+
+
+def test_tier_comes_from_the_directory_not_the_submission(
+    run: Any, content: Path, tmp_path: Path
+) -> None:
+    src = signed_file(tmp_path, ADA)
+    obj = json.loads(src.read_text())
+    obj["tier"] = "maintainer"
+    src.write_text(json.dumps(obj))
+    result = run("submit", src, "--content", content)
+    assert result.code == 1 and "/tier: unknown field" in result.err
+    assert not list((content / "keys").iterdir())
+
+
+def test_one_key_two_names_refused(run: Any, content: Path, tmp_path: Path) -> None:
+    assert run("submit", signed_file(tmp_path, ADA), "--content", content).code == 0
+    before = snapshot(content)
+    other = signed_file(tmp_path, ADA, "e.json", author="mallory")
+    result = run("submit", other, "--content", content)
+    assert result.code == 1
+    assert f"{other}: /author: key" in result.err and "registered to author 'ada'" in result.err
+    assert snapshot(content) == before
+
+
+def test_name_squatting_refused_without_rotation(run: Any, content: Path, tmp_path: Path) -> None:
+    assert run("submit", signed_file(tmp_path, ADA), "--content", content).code == 0
+    before = snapshot(content)
+    squat = signed_file(tmp_path, BOB, "s.json", title="I am ada now")
+    result = run("submit", squat, "--content", content)
+    assert result.code == 1 and "author name 'ada' is held by key" in result.err
+    assert "dreampool rotate" in result.err
+    assert snapshot(content) == before
+
+
+def rotation(old: bytes, new: bytes, author: str = "ada") -> dict[str, Any]:
+    new_pub = public_key_of(new)
+    return statement.sign(
+        {
+            "type": statement.ROTATE,
+            "author": author,
+            "oldKeyId": dreamfmt.key_id(public_key_of(old)),
+            "newKeyId": dreamfmt.key_id(new_pub),
+            "newPublicKey": b64url_encode(new_pub),
+        },
+        old,
+    )
+
+
+def test_rotation_signed_by_old_key_moves_the_name(run: Any, content: Path, tmp_path: Path) -> None:
+    assert run("submit", signed_file(tmp_path, ADA), "--content", content).code == 0
+    rot = tmp_path / "rot.json"
+    rot.write_text(json.dumps(rotation(ADA, ADA2)))
+    new = signed_file(tmp_path, ADA2, "n.json", title="With my new key")
+    result = run("submit", rot, new, "--content", content)
+    assert result.code == 0, result
+    new_id = dreamfmt.key_id(public_key_of(ADA2))
+    assert (
+        f"rotatedFrom: '{dreamfmt.key_id(public_key_of(ADA))}'"
+        in (content / "keys" / f"{new_id[7:]}.yaml").read_text()
+    )
+    assert (content / "rotations" / f"{new_id[7:]}.json").exists()
+    assert run("check", "--content", content).code == 0
+
+
+def test_rotation_signed_by_someone_else_refused(run: Any, content: Path, tmp_path: Path) -> None:
+    assert run("submit", signed_file(tmp_path, ADA), "--content", content).code == 0
+    forged = rotation(BOB, ADA2)
+    forged["oldKeyId"] = dreamfmt.key_id(public_key_of(ADA))
+    rot = tmp_path / "rot.json"
+    rot.write_text(json.dumps(forged))
+    before = snapshot(content)
+    result = run("submit", rot, signed_file(tmp_path, ADA2, "n.json"), "--content", content)
+    assert result.code == 1 and str(rot) in result.err
+    assert snapshot(content) == before
+
+
+def test_one_bad_file_writes_nothing(run: Any, content: Path, tmp_path: Path) -> None:
+    good = signed_file(tmp_path, ADA)
+    bad = signed_file(tmp_path, BOB, "bad.json", author="bob")
+    obj = json.loads(bad.read_text())
+    obj["title"] = "tampered"
+    bad.write_text(json.dumps(obj))
+    result = run("submit", good, bad, "--content", content)
+    assert result.code == 1 and f"{bad}: /sig: signature does not verify" in result.err
+    assert "nothing was written" in result.err
+    assert not list((content / "dreams").iterdir()) and not list((content / "keys").iterdir())
+
+
+def test_pii_refused_with_hint_to_sign_again(run: Any, content: Path, tmp_path: Path) -> None:
+    src = signed_file(
+        tmp_path,
+        ADA,
+        entries=[{"text": "mail me at ada@example.com", "type": "fact", "confidence": "confirmed"}],
+    )
+    result = run("submit", src, "--content", content)
+    assert result.code == 1
+    assert f"{src}: /entries/0/text: still holds personal data (email)" in result.err
+    assert "dreampool sign" in result.err and "ada@example.com" not in result.err
+    assert not list((content / "dreams").iterdir())
+
+
+def test_sign_redacts_and_reports_paths_not_text(run: Any, home: Path, tmp_path: Path) -> None:
+    made = run("keygen", "--author", "ada")
+    key_id = made.out.split("keyId")[1].split()[0]
+    src = tmp_path / "draft.json"
+    src.write_text(
+        json.dumps(
+            draft(
+                entries=[
+                    {
+                        "text": "call 13812345678 or ada@example.com",
+                        "type": "fact",
+                        "confidence": "confirmed",
+                    },
+                    {
+                        "text": "token ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+                        "type": "warning",
+                        "confidence": "confirmed",
+                    },
+                ]
+            )
+        ),
+        encoding="utf-8",
+    )
+    out = tmp_path / "signed.json"
+    result = run("sign", src, "--key", key_id, "-o", out)
+    assert result.code == 0, result
+    assert "/entries/0/text: email → [email]" in result.err
+    assert "/entries/0/text: phone → [phone]" in result.err
+    assert "/entries/1/text: secret → [secret]" in result.err
+    assert "13812345678" not in result.err and "ghp_" not in result.err
+    assert "[email]" in out.read_text() and run("verify", out).code == 0
+
+
+def test_check_lists_every_problem(run: Any, content: Path, tmp_path: Path) -> None:
+    assert run("submit", signed_file(tmp_path, ADA), "--content", content).code == 0
+    dreams = content / "dreams"
+    (dreams / "0000000000000000.json").write_bytes(
+        signed_file(tmp_path, ADA, "x.json", title="misnamed").read_bytes()
+    )
+    (dreams / "notes.txt").write_text("hi")
+    (dreams / "1111111111111111.json").symlink_to("/etc/passwd")
+    (content / "pool.yaml").write_text(POOL_YAML + "colour: blue\n")
+    result = run("check", "--content", content)
+    assert result.code == 1
+    assert "pool.yaml: /colour: unknown key" in result.err
+    assert "0000000000000000.json: file name does not match the dream id" in result.err
+    assert "notes.txt: unexpected entry" in result.err
+    assert "1111111111111111.json: is a symlink" in result.err
+    assert "4 problem(s)" in result.err
+
+
+def test_check_github_format(run: Any, content: Path) -> None:
+    (content / "pool.yaml").write_text(POOL_YAML + "title: again\n")
+    result = run("check", "--content", content, "--format", "github")
+    assert result.code == 1 and "::error file=" in result.out and ",line=5::" in result.out
+
+
+def test_config_needs_origin(run: Any, content: Path) -> None:
+    (content / "pool.yaml").write_text("title: x\n")
+    result = run("check", "--content", content)
+    assert result.code == 1 and "pool.yaml: /origin: is required" in result.err
+
+
+def test_dream_by_unknown_key_is_a_problem(content: Path, tmp_path: Path, run: Any) -> None:
+    src = signed_file(tmp_path, ADA)
+    d = dreamfmt.parse(src.read_bytes(), "x")
+    (content / "dreams" / f"{d.id}.json").write_bytes(src.read_bytes())
+    result = run("check", "--content", content)
+    assert result.code == 1 and "is not in the key directory" in result.err
+
+
+def test_check_on_missing_pool(run: Any, tmp_path: Path) -> None:
+    result = run("check", "--content", tmp_path / "nope")
+    assert result.code == 1 and "is not a pool" in result.err and "hint:" in result.err
