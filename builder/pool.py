@@ -43,7 +43,7 @@ from builder.errors import DreampoolError, InputError, PoolError, Problem, Signa
 
 TIERS = ("maintainer", "member", "guest")
 CONFIG_KEYS = {"title": str, "origin": str, "base_url": str, "k": int}
-_ID_FILE_RE = re.compile(r"([0-9a-f]{16})\.json")
+_ID_FILE_RE = re.compile(r"([0-9a-f]{16})\.(json|salt)")
 _KEY_FILE_RE = re.compile(r"([0-9a-f]{16})\.yaml")
 _ORIGIN_RE = re.compile(r"[^\s+/][^\s+]*")
 
@@ -354,6 +354,8 @@ def scan_dreams(content: Path, directory: KeyDirectory) -> tuple[list[ScannedDre
     problems: list[Problem] = []
     found: list[ScannedDream] = []
     for path, match in _scan(content / "dreams", _ID_FILE_RE, "<dream id>.json", problems):
+        if match.group(2) == "salt":  # the commitment salt beside its dream (logstate)
+            continue
         file = str(path)
         try:
             d = check_dream(read_regular(path), file)

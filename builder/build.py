@@ -1,0 +1,77 @@
+"""``dreampool build``: read the pool, update the log, render, write atomically.
+
+The pipeline's stages, each a function from values to values, with I/O only
+at the two ends:
+
+    content/ ─▶ pool.scan_dreams ─▶ logbuild.update ─▶ logbuild.publish
+                                                        + site pages ─▶ writer.write_tree ─▶ site/
+
+The log state under ``content/log`` is written by ``logbuild.update`` before
+the site is swapped in; see :mod:`builder.logstate` for why an interrupted
+build leaves a state the next build accepts.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from builder import logbuild, pool, writer
+from builder.errors import InputError, KeyStoreError, Problem
+from builder.note import Signer, parse_private_key
+
+
+@dataclass(slots=True)
+class BuildReport:
+    admitted: list[str] = field(default_factory=list)
+    erased: list[str] = field(default_factory=list)
+    refused: list[Problem] = field(default_factory=list)
+    files: int = 0
+    size: int = 0
+    signed: bool = False
+    seconds: float = 0.0
+
+
+def load_log_key(path: Path | None) -> Signer | None:
+    """The log's signer from ``--log-key FILE`` or ``$DREAMPOOL_LOG_KEY``; None if neither."""
+    if path is not None:
+        try:
+            text = path.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise KeyStoreError(f"{path}: cannot read the log key: {exc.strerror}") from None
+    else:
+        text = os.environ.get("DREAMPOOL_LOG_KEY", "").strip()
+        if not text:
+            return None
+    return parse_private_key(text)
+
+
+def build(
+    content: Path,
+    out: Path,
+    *,
+    signer: Signer | None,
+    base_url: str | None = None,
+) -> BuildReport:
+    started = time.monotonic()
+    config = pool.load_config(content)
+    directory, key_problems = pool.load_keys(content)
+    if key_problems:
+        raise InputError(key_problems, hint="fix the key directory (content/keys) first")
+    scanned, refused = pool.scan_dreams(content, directory)
+    url = base_url or config.base_url
+    log_url = url + "log/" if url.startswith(("https://", "http://")) else None
+    log = logbuild.update(content, scanned, origin=config.origin, signer=signer, log_url=log_url)
+    plan = logbuild.publish(log)
+    writer.write_tree(out, plan)
+    return BuildReport(
+        admitted=log.admitted_now,
+        erased=log.erased_now,
+        refused=refused + log.refused,
+        files=len(plan),
+        size=log.tree.size,
+        signed=log.signed_now,
+        seconds=time.monotonic() - started,
+    )

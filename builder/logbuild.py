@@ -1,0 +1,439 @@
+"""The log half of ``dreampool build``: admit, prove append-only, sign, publish.
+
+1. Read the log state (:mod:`builder.logstate`) and rebuild the tree from it.
+2. Prove the stored tree is the one the pool signed: every stored checkpoint
+   verifies under the pool's policy and equals the rebuilt root at its size.
+   Any drop, change or reorder of a leaf fails here, with the evidence, and
+   nothing is signed.
+3. Check every logged dream against ``content/``: its file and salt still give
+   the committed value, or an erasure is recorded for it.
+4. Append, in a deterministic order (dream id), a key leaf before the first
+   dream of each new key, then each new dream (PROTOCOL.md §3), and an
+   erasure leaf for each newly erased dream.
+5. If the tree grew, sign a checkpoint (C2SP tlog-checkpoint) with the log
+   key; a tree that did not grow is not signed again.
+
+:func:`publish` then lays out ``log/`` and ``dreams/<id>/`` files
+(PROTOCOL.md §4–§5) as a plan ``{path: bytes}``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from builder import logstate, merkle, strictjson, tiles
+from builder.b64 import b64_encode, b64url_decode, b64url_encode
+from builder.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
+from builder.dream import Dream
+from builder.errors import InputError, LogError, Problem
+from builder.note import Signer
+from builder.policy import Policy, PolicyLog, format_policy, parse_policy
+from builder.pool import ScannedDream, atomic_write, read_regular
+from builder.tlogproof import TlogProof, format_tlog_proof
+
+ERASURE_REASONS = ("author-request", "legal", "abuse")
+SALT_SIZE = 32
+
+
+# --- leaves (PROTOCOL.md §3) ------------------------------------------------
+
+
+def commitment(dream: Any, salt: str) -> str:
+    """PROTOCOL.md §2: hex(H(JCS({"dream": dream, "salt": salt})))."""
+    return hashlib.sha256(strictjson.canonical({"dream": dream, "salt": salt})).hexdigest()
+
+
+def dream_leaf(dream_id: str, commit: str) -> bytes:
+    return strictjson.canonical({"v": 1, "kind": "dream", "id": dream_id, "commitment": commit})
+
+
+def key_leaf(key_id: str, public_key: bytes, author: str) -> bytes:
+    return strictjson.canonical(
+        {
+            "v": 1,
+            "kind": "key",
+            "keyId": key_id,
+            "publicKey": b64url_encode(public_key),
+            "author": author,
+        }
+    )
+
+
+def erasure_leaf(dream_id: str, reason: str) -> bytes:
+    return strictjson.canonical({"v": 1, "kind": "erasure", "id": dream_id, "reason": reason})
+
+
+# --- the log as built -------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """A dream in the log whose record is published."""
+
+    dream: Dream
+    index: int
+    salt: str
+    date: str
+
+
+@dataclass(frozen=True, slots=True)
+class Erased:
+    id: str
+    index: int
+    erasure_index: int
+    reason: str
+    date: str
+
+
+@dataclass(slots=True)
+class Log:
+    state: logstate.LogState
+    tree: merkle.MerkleTree
+    policy: Policy
+    checkpoint: Checkpoint | None
+    dreams: dict[str, Admitted] = field(default_factory=dict)
+    erased: dict[str, Erased] = field(default_factory=dict)
+    key_index: dict[str, int] = field(default_factory=dict)
+    admitted_now: list[str] = field(default_factory=list)
+    erased_now: list[str] = field(default_factory=list)
+    refused: list[Problem] = field(default_factory=list)
+    signed_now: bool = False
+
+
+def now_time() -> str:
+    """RFC 3339 UTC seconds: SOURCE_DATE_EPOCH when set (reproducible builds), else now."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    moment = dt.datetime.fromtimestamp(int(epoch), dt.UTC) if epoch else dt.datetime.now(dt.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def update(
+    content: Path,
+    scanned: Iterable[ScannedDream],
+    *,
+    origin: str,
+    signer: Signer | None,
+    log_url: str | None = None,
+    time: str | None = None,
+) -> Log:
+    """Steps 1–5 of the module docstring; writes the new state to ``content/``."""
+    state = logstate.load(content)
+    policy = _policy(content, state, origin, signer, log_url)
+    leaves = state.leaves
+    tree = merkle.MerkleTree.from_leaf_hashes(merkle.leaf_hash(leaf) for leaf in leaves)
+    checkpoint = _prove_append_only(state, tree, policy)
+    log = Log(state=state, tree=tree, policy=policy, checkpoint=checkpoint)
+    present = {s.dream.id: s for s in scanned}
+    logged = _read_leaves(leaves)
+    new_leaves: list[bytes] = []
+    salts: dict[str, str] = {}
+
+    # Step 3: every logged dream still matches content/, or is erased.
+    for dream_id, index in logged.dreams.items():
+        if dream_id in logged.erasures:
+            continue
+        found = present.get(dream_id)
+        if found is None:
+            reason = _erasure_reason(content, dream_id)
+            if reason is None:
+                raise LogError(
+                    f"leaf {index} logs dream {dream_id}, but content/dreams/{dream_id}.json "
+                    "is missing and no erasure is recorded",
+                    hint="restore the file from git history, or erase the dream with "
+                    f"`dreampool erase {dream_id} --reason …`",
+                )
+            new_leaves.append(erasure_leaf(dream_id, reason))
+            log.erased_now.append(dream_id)
+            continue
+        salt = _read_salt(content, dream_id)
+        if salt is None:
+            raise LogError(
+                f"dream {dream_id} (leaf {index}) has lost its salt content/dreams/{dream_id}.salt",
+                hint="restore it from git history; without it the record cannot be published",
+            )
+        want = json.loads(leaves[index])["commitment"]
+        if commitment(found.dream.body, salt) != want:
+            raise LogError(
+                f"content/dreams/{dream_id}.json or its salt changed after it was logged: "
+                f"leaf {index} commits to {want}",
+                hint="a logged dream is never edited; restore both files from git history",
+            )
+        salts[dream_id] = salt
+
+    # Step 4: new dreams in id order, each new key announced first.
+    for dream_id in sorted(present):
+        if dream_id in logged.dreams:
+            if dream_id in logged.erasures:
+                log.refused.append(
+                    Problem(
+                        str(present[dream_id].path),
+                        "",
+                        f"dream {dream_id} was erased from this pool and cannot return",
+                    )
+                )
+            continue
+        d = present[dream_id].dream
+        if d.key_id not in logged.keys:
+            entry = key_leaf(d.key_id, d.public_key, d.author)
+            logged.keys[d.key_id] = len(leaves) + len(new_leaves)
+            new_leaves.append(entry)
+        salt = _read_salt(content, dream_id)
+        if salt is None:
+            salt = b64url_encode(os.urandom(SALT_SIZE))
+            atomic_write(content / "dreams" / f"{dream_id}.salt", salt.encode() + b"\n")
+        salts[dream_id] = salt
+        logged.dreams[dream_id] = len(leaves) + len(new_leaves)
+        new_leaves.append(dream_leaf(dream_id, commitment(d.body, salt)))
+        log.admitted_now.append(dream_id)
+
+    # Step 5: append and sign, or reuse the last checkpoint.
+    if new_leaves or len(leaves) > state.signed_size:
+        if signer is None:
+            raise LogError(
+                f"{len(log.admitted_now)} new dream(s) and {len(log.erased_now)} erasure(s) "
+                "to log, but no log key was given",
+                hint="set DREAMPOOL_LOG_KEY to the log's private key string or pass "
+                "--log-key FILE (make one with `dreampool log-keygen --origin ORIGIN`)",
+            )
+        for leaf in new_leaves:
+            tree.append(merkle.leaf_hash(leaf))
+        logstate.append(content, state, new_leaves)
+        checkpoint = Checkpoint(origin, tree.size, tree.root())
+        note = sign_checkpoint(checkpoint, signer)
+        logstate.record_checkpoint(content, state, tree.size, note, time or now_time())
+        log.checkpoint = checkpoint
+        log.signed_now = True
+    _index_log(log, present, salts)
+    return log
+
+
+@dataclass(slots=True)
+class _Logged:
+    dreams: dict[str, int] = field(default_factory=dict)
+    keys: dict[str, int] = field(default_factory=dict)
+    erasures: dict[str, tuple[int, str]] = field(default_factory=dict)
+
+
+def _read_leaves(leaves: list[bytes]) -> _Logged:
+    logged = _Logged()
+    for index, data in enumerate(leaves):
+        obj = json.loads(data)
+        kind = obj.get("kind")
+        if kind == "dream":
+            logged.dreams[obj["id"]] = index
+        elif kind == "key":
+            logged.keys[obj["keyId"]] = index
+        elif kind == "erasure":
+            logged.erasures[obj["id"]] = (index, obj["reason"])
+    return logged
+
+
+def _index_log(log: Log, present: dict[str, ScannedDream], salts: dict[str, str]) -> None:
+    """Fill in what the site publishes, from the leaves as they now stand."""
+    history = log.state.history
+    logged = _read_leaves(log.state.leaves)
+    for dream_id, (index, reason) in logged.erasures.items():
+        log.erased[dream_id] = Erased(
+            dream_id,
+            logged.dreams[dream_id],
+            index,
+            reason,
+            logstate.leaf_date(history, index) or "",
+        )
+    for dream_id, index in logged.dreams.items():
+        if dream_id in log.erased or dream_id not in present:
+            continue
+        log.dreams[dream_id] = Admitted(
+            present[dream_id].dream,
+            index,
+            salts[dream_id],
+            logstate.leaf_date(history, index) or "",
+        )
+    log.key_index = dict(logged.keys)
+
+
+def _read_salt(content: Path, dream_id: str) -> str | None:
+    try:
+        text = read_regular(content / "dreams" / f"{dream_id}.salt").decode("ascii").strip()
+    except FileNotFoundError:
+        return None
+    try:
+        if len(b64url_decode(text)) != SALT_SIZE:
+            raise ValueError
+    except ValueError:
+        raise LogError(
+            f"content/dreams/{dream_id}.salt: want the b64url of {SALT_SIZE} random bytes",
+            hint="restore it from git history",
+        ) from None
+    return text
+
+
+def _erasure_reason(content: Path, dream_id: str) -> str | None:
+    path = content / "erasures" / f"{dream_id}.json"
+    try:
+        obj = strictjson.loads(read_regular(path))
+    except FileNotFoundError:
+        return None
+    except strictjson.JSONError as exc:
+        raise InputError([Problem(str(path), "", exc.message, exc.line)]) from None
+    reason = obj.get("reason") if isinstance(obj, dict) else None
+    if reason not in ERASURE_REASONS or obj.get("id") != dream_id:
+        raise InputError(
+            [Problem(str(path), "/reason", f"must name this dream and one of {ERASURE_REASONS}")]
+        )
+    return str(reason)
+
+
+def _policy(
+    content: Path,
+    state: logstate.LogState,
+    origin: str,
+    signer: Signer | None,
+    log_url: str | None,
+) -> Policy:
+    path = logstate.log_dir(content) / "policy"
+    if state.policy is None:
+        if state.history:
+            raise LogError(f"{path} is missing but checkpoints were signed; restore it from git")
+        if signer is None:
+            raise LogError(
+                "this pool has no log yet: the first build needs the log key",
+                hint="make one with `dreampool log-keygen --origin ORIGIN` and pass it with "
+                "DREAMPOOL_LOG_KEY or --log-key FILE",
+            )
+        # tlog-policy: `log <vkey> [<url>]`; `quorum none` with no witnesses.
+        policy = Policy((PolicyLog(signer.verifier, log_url),), (), (), "none")
+        atomic_write(path, format_policy(policy).encode())
+        state.policy = format_policy(policy)
+        return policy
+    policy = parse_policy(state.policy.encode())
+    if not any(v.name == origin for v in policy.log_verifiers):
+        raise LogError(f"{path}: no log key named {origin!r}, the origin in pool.yaml")
+    if signer is not None and signer.verifier.vkey not in {v.vkey for v in policy.log_verifiers}:
+        raise LogError(
+            f"the log key given ({signer.verifier.vkey}) is not the one in {path}",
+            hint="use the pool's log key, or rotate the log key as docs/operators.md describes",
+        )
+    return policy
+
+
+def _prove_append_only(
+    state: logstate.LogState, tree: merkle.MerkleTree, policy: Policy
+) -> Checkpoint | None:
+    """Step 2: every stored checkpoint verifies and matches the rebuilt tree."""
+    latest: Checkpoint | None = None
+    verifiers = {v.name: v for v in policy.log_verifiers}
+    for entry in state.history:
+        note = state.checkpoints[entry.size]
+        cp_text = note.split(b"\n\n", 1)[0].decode("utf-8", "replace")
+        origin = cp_text.split("\n", 1)[0]
+        verifier = verifiers.get(origin)
+        if verifier is None:
+            raise LogError(f"checkpoint {entry.size}: origin {origin!r} is not in the policy")
+        cp, _ = open_checkpoint(note, verifier, policy.witness_verifiers)
+        if cp.size != entry.size:
+            raise LogError(
+                f"content/log/checkpoints/{entry.size} holds a checkpoint of size {cp.size}"
+            )
+        rebuilt = tree.root(cp.size)
+        if rebuilt != cp.root:
+            first = _first_mismatch(state, tree)
+            raise LogError(
+                "the stored leaves are not the tree the pool signed: checkpoint "
+                f"{cp.size} has root {b64_encode(cp.root)}, the leaves give "
+                f"{b64_encode(rebuilt)}{first}",
+                hint="a leaf was changed, dropped or reordered (a hand edit or a bad merge); "
+                "restore content/log from git history. Nothing was signed.",
+            )
+        latest = cp
+    return latest
+
+
+def _first_mismatch(state: logstate.LogState, tree: merkle.MerkleTree) -> str:
+    """Narrow the damage down with the roots the pool signed at every size."""
+    good = 0
+    for entry in state.history:
+        cp_text = state.checkpoints[entry.size].split(b"\n\n", 1)[0].decode()
+        root = cp_text.split("\n")[2]
+        if b64_encode(tree.root(entry.size)) != root:
+            return (
+                f"; checkpoint {good or 0} still matches, so the first differing leaf "
+                f"is at an index in [{good}, {entry.size})"
+            )
+        good = entry.size
+    return ""
+
+
+# --- publishing (PROTOCOL.md §4–§5) ------------------------------------------
+
+
+def publish(log: Log) -> dict[str, bytes]:
+    """The log's files for the site: ``log/…`` and ``dreams/<id>/…``."""
+    plan: dict[str, bytes] = {}
+    state, tree = log.state, log.tree
+    if log.checkpoint is None:
+        return plan
+    size = tree.size
+    assert size == state.signed_size
+    plan["log/checkpoint"] = state.checkpoints[size]
+    plan["log/policy"] = (state.policy or "").encode()
+    for entry in state.history:
+        plan[f"log/checkpoints/{entry.size}"] = state.checkpoints[entry.size]
+        if entry.size < size:
+            proof = tree.consistency_proof(entry.size, size)
+            plan[f"log/consistency/{entry.size}"] = "".join(
+                b64_encode(h) + "\n" for h in proof
+            ).encode()
+    # Every tile that existed at any published size: partial tiles stay (§4).
+    refs: set[tiles.TileRef] = set()
+    for entry in state.history:
+        refs.update(tiles.tiles_for_size(entry.size))
+    for ref in sorted(refs):
+        if ref.is_entry_bundle:
+            span = ref.hash_indices
+            data = tiles.encode_entry_bundle(state.leaves[span.start : span.stop])
+        else:
+            data = tiles.tile_data(tree, ref)
+        plan[f"log/{ref.path}"] = data
+    for admitted in log.dreams.values():
+        plan[f"dreams/{admitted.dream.id}/record.json"] = record_bytes(admitted)
+    for dream_id, index in _dream_indices(log).items():
+        plan[f"dreams/{dream_id}/proof.tlog-proof"] = proof_bytes(state, tree, index)
+    return plan
+
+
+def _dream_indices(log: Log) -> dict[str, int]:
+    out = {d.dream.id: d.index for d in log.dreams.values()}
+    out.update({e.id: e.index for e in log.erased.values()})
+    return out
+
+
+def record_bytes(admitted: Admitted) -> bytes:
+    record = {
+        "format": "dreampool-record/v1",
+        "id": admitted.dream.id,
+        "index": admitted.index,
+        "salt": admitted.salt,
+        "dream": admitted.dream.body,
+    }
+    return (json.dumps(record, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+
+
+def proof_bytes(state: logstate.LogState, tree: merkle.MerkleTree, index: int) -> bytes:
+    """PROTOCOL.md §5: the proof against the checkpoint of the build that admitted
+    the leaf (the first checkpoint holding it), so the file never changes."""
+    size = next(e.size for e in state.history if e.size > index)
+    proof = TlogProof(
+        index=index,
+        extra=state.leaves[index],
+        proof=tuple(tree.inclusion_proof(index, size)),
+        checkpoint=state.checkpoints[size],
+    )
+    return format_tlog_proof(proof)

@@ -1,0 +1,58 @@
+"""Small pools made in tests: fixed author seeds, a fresh log key per pool."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from builder import dream as dreamfmt
+from builder import note, pool
+from builder.ed25519 import public_key_of
+from tests.conftest import draft
+
+SEEDS = {"ada": bytes([1] * 32), "bob": bytes([2] * 32), "墨子": bytes([3] * 32)}
+ORIGIN = "test.example/pool"
+
+
+@dataclass
+class PoolFixture:
+    content: Path
+    log_key: str
+    vkey: str
+
+    def add(self, author: str, n: int, **fields: Any) -> list[str]:
+        """Sign and submit n distinct dreams by author; return their ids."""
+        ids = []
+        files = []
+        for i in range(n):
+            title = fields.pop("title", None) or f"{author} dream {i} {self.counter()}"
+            body = dreamfmt.sign(draft(author=author, title=title, **fields), SEEDS[author])
+            path = self.content.parent / f"in-{title}.json".replace("/", "_")
+            path.write_text(json.dumps(body, ensure_ascii=False), encoding="utf-8")
+            files.append(path)
+            ids.append(dreamfmt.parse(path.read_bytes(), "x").id)
+        pool.submit(self.content, files)
+        return ids
+
+    _n = 0
+
+    def counter(self) -> int:
+        PoolFixture._n += 1
+        return PoolFixture._n
+
+
+def make_pool(root: Path, *, base_url: str = "/") -> PoolFixture:
+    content = root / "content"
+    (content / "dreams").mkdir(parents=True)
+    (content / "keys").mkdir()
+    (content / "pool.yaml").write_text(
+        f"title: Test pool\norigin: {ORIGIN}\nbase_url: {base_url}\nk: 2\n", encoding="utf-8"
+    )
+    skey, vkey = note.generate_key(ORIGIN)
+    return PoolFixture(content, skey, vkey)
+
+
+def key_id_of(author: str) -> str:
+    return dreamfmt.key_id(public_key_of(SEEDS[author]))

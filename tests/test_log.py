@@ -1,0 +1,310 @@
+"""The log as `dreampool build` keeps it: admission, append-only, erasure."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from builder import build as buildmod
+from builder import logbuild, logstate
+from builder.errors import LogError
+from builder.note import parse_private_key
+from tests.pools import PoolFixture, key_id_of, make_pool
+
+
+@pytest.fixture
+def tp(tmp_path: Path) -> PoolFixture:
+    return make_pool(tmp_path)
+
+
+def do_build(tp: PoolFixture, out: Path, *, key: bool = True) -> buildmod.BuildReport:
+    signer = parse_private_key(tp.log_key) if key else None
+    return buildmod.build(tp.content, out, signer=signer)
+
+
+def tree_files(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+def leaves(tp: PoolFixture) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in logstate.load(tp.content).leaves]
+
+
+def test_first_build_logs_key_leaves_before_dreams(tp: PoolFixture, tmp_path: Path) -> None:
+    tp.add("ada", 2)
+    tp.add("bob", 1)
+    report = do_build(tp, tmp_path / "site")
+    assert report.signed and len(report.admitted) == 3
+    kinds = [(x["kind"], x.get("keyId") or x.get("id")) for x in leaves(tp)]
+    seen_keys: set[str] = set()
+    for kind, _ in kinds:
+        assert kind in ("key", "dream")
+    for x in leaves(tp):
+        if x["kind"] == "key":
+            seen_keys.add(x["keyId"])
+        else:
+            record = json.loads(
+                (tmp_path / "site" / "dreams" / x["id"] / "record.json").read_text()
+            )
+            assert record["dream"]["sig"]["keyId"] in seen_keys
+    assert {key_id_of("ada"), key_id_of("bob")} == seen_keys
+    dream_ids = [x["id"] for x in leaves(tp) if x["kind"] == "dream"]
+    assert dream_ids == sorted(dream_ids)  # deterministic order: by id within a build
+
+
+def test_rebuild_after_growth_is_consistent_and_old_proofs_unchanged(
+    tp: PoolFixture, tmp_path: Path
+) -> None:
+    tp.add("ada", 3)
+    site = tmp_path / "site"
+    do_build(tp, site)
+    first = tree_files(site)
+    first_cp = (site / "log" / "checkpoint").read_bytes()
+    tp.add("bob", 2)
+    tp.add("ada", 1)
+    report = do_build(tp, site)
+    assert report.signed and len(report.admitted) == 3
+    second = tree_files(site)
+    for path, data in first.items():
+        if path.endswith("proof.tlog-proof") or path.startswith("log/checkpoints/"):
+            assert second[path] == data, path
+        if "/tile/" in path:  # tiles (incl. partial ones) stay published, unchanged
+            assert second[path] == data, path
+    size1 = int(first_cp.split(b"\n")[1])
+    assert f"log/consistency/{size1}" in second
+    from builder import checkpoint, merkle
+    from builder.b64 import b64_decode
+
+    cp1 = checkpoint.parse_checkpoint(first_cp.split(b"\n\n")[0].decode() + "\n")
+    cp2 = checkpoint.parse_checkpoint(second["log/checkpoint"].split(b"\n\n")[0].decode() + "\n")
+    proof = [b64_decode(x) for x in second[f"log/consistency/{size1}"].decode().split()]
+    merkle.verify_consistency(cp1.size, cp2.size, cp1.root, cp2.root, proof)
+
+
+def test_nothing_new_needs_no_key_and_is_not_resigned(tp: PoolFixture, tmp_path: Path) -> None:
+    tp.add("ada", 1)
+    do_build(tp, tmp_path / "a")
+    before = tree_files(tp.content)
+    report = do_build(tp, tmp_path / "b", key=False)
+    assert not report.signed and report.admitted == []
+    assert tree_files(tp.content) == before
+    assert tree_files(tmp_path / "a") == tree_files(tmp_path / "b")
+
+
+def test_new_dreams_without_key_stop_with_hint(tp: PoolFixture, tmp_path: Path) -> None:
+    tp.add("ada", 1)
+    do_build(tp, tmp_path / "site")
+    tp.add("bob", 1)
+    before = tree_files(tp.content)
+    with pytest.raises(LogError) as info:
+        do_build(tp, tmp_path / "site", key=False)
+    assert "no log key" in info.value.message and "DREAMPOOL_LOG_KEY" in (info.value.hint or "")
+    after = tree_files(tp.content)
+    # Only the new dream's salt may have been drawn; no leaf, no checkpoint.
+    assert {k for k in after if k not in before} <= {k for k in after if k.endswith(".salt")}
+
+
+def _flip_commitment(line: bytes) -> bytes:
+    obj = json.loads(line)
+    c = obj["commitment"]
+    obj["commitment"] = ("1" if c[0] == "0" else "0") + c[1:]
+    import rfc8785
+
+    return rfc8785.dumps(obj)
+
+
+def _rewrite_leaves(tp: PoolFixture, change: Any) -> None:
+    path = tp.content / "log" / "leaves" / "000000.jsonl"
+    lines = path.read_bytes().split(b"\n")[:-1]
+    lines = change(lines)
+    path.write_bytes(b"".join(line + b"\n" for line in lines))
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(lambda ls: [ls[1], ls[0], *ls[2:]], id="reorder"),
+        pytest.param(lambda ls: ls[:-1], id="truncate"),
+        pytest.param(lambda ls: [*ls[:2], ls[1], *ls[2:]], id="duplicate"),
+        pytest.param(lambda ls: [*ls[:-1], _flip_commitment(ls[-1])], id="edit"),
+        pytest.param(lambda ls: [*ls[:-1], b"{}"], id="edit-not-a-leaf"),
+    ],
+)
+def test_tampered_state_fails_with_evidence_and_signs_nothing(
+    tp: PoolFixture, tmp_path: Path, change: Any
+) -> None:
+    tp.add("ada", 3)
+    do_build(tp, tmp_path / "site")
+    tp.add("bob", 1)
+    checkpoints_before = tree_files(tp.content / "log" / "checkpoints")
+    site_before = tree_files(tmp_path / "site")
+    _rewrite_leaves(tp, change)
+    with pytest.raises(LogError) as info:
+        do_build(tp, tmp_path / "site")
+    message = info.value.message
+    assert any(
+        words in message
+        for words in ("the leaves give", "lost", "changed after it was logged", "edited by hand")
+    ), message
+    assert tree_files(tp.content / "log" / "checkpoints") == checkpoints_before
+    assert tree_files(tmp_path / "site") == site_before
+
+
+def test_root_mismatch_evidence_names_both_roots_and_the_range(
+    tp: PoolFixture, tmp_path: Path
+) -> None:
+    tp.add("ada", 3)
+    do_build(tp, tmp_path / "site")
+    _rewrite_leaves(tp, lambda ls: [ls[0], ls[2], ls[1], *ls[3:]])
+    with pytest.raises(LogError) as info:
+        do_build(tp, tmp_path / "site")
+    m = info.value.message
+    assert "checkpoint 4 has root" in m and "the leaves give" in m and "[0, 4)" in m
+    assert "Nothing was signed" in (info.value.hint or "")
+
+
+def test_edited_dream_after_logging_is_caught(tp: PoolFixture, tmp_path: Path) -> None:
+    (dream_id,) = tp.add("ada", 1)
+    do_build(tp, tmp_path / "site")
+    (tp.content / "dreams" / f"{dream_id}.salt").write_text("A" * 43 + "\n")
+    with pytest.raises(LogError, match="changed after it was logged"):
+        do_build(tp, tmp_path / "site")
+
+
+def test_lost_dream_file_is_caught(tp: PoolFixture, tmp_path: Path) -> None:
+    (dream_id,) = tp.add("ada", 1)
+    do_build(tp, tmp_path / "site")
+    (tp.content / "dreams" / f"{dream_id}.json").unlink()
+    with pytest.raises(LogError, match="is missing and no erasure is recorded") as info:
+        do_build(tp, tmp_path / "site")
+    assert "dreampool erase" in (info.value.hint or "")
+
+
+def test_wrong_log_key_refused(tp: PoolFixture, tmp_path: Path) -> None:
+    from builder.note import generate_key
+
+    tp.add("ada", 1)
+    do_build(tp, tmp_path / "site")
+    tp.add("bob", 1)
+    other, _ = generate_key("test.example/pool")
+    with pytest.raises(LogError, match="is not the one in"):
+        buildmod.build(tp.content, tmp_path / "site", signer=parse_private_key(other))
+
+
+def all_text(root: Path) -> bytes:
+    return b"\n".join(p.read_bytes() for p in root.rglob("*") if p.is_file())
+
+
+def test_erasure_leaves_zero_residue_and_proof_still_verifies(
+    tp: PoolFixture, tmp_path: Path, run: Any
+) -> None:
+    secret_title = "A dream about the lighthouse keeper's ledger"
+    (gone,) = tp.add(
+        "ada", 1, title=secret_title, summary="The ledger summary that must vanish entirely."
+    )
+    kept = tp.add("bob", 1)
+    site = tmp_path / "site"
+    do_build(tp, site)
+    old_proof = (site / "dreams" / gone / "proof.tlog-proof").read_bytes()
+    signature = json.loads((site / "dreams" / gone / "record.json").read_text())["dream"]["sig"][
+        "value"
+    ]
+    for p in tp.content.parent.glob("in-*.json"):
+        p.unlink()  # the submitted copies outside content/
+    result = run("erase", gone, "--reason", "author-request", "--content", tp.content)
+    assert result.code == 0, result
+    report = do_build(tp, site)
+    assert report.erased == [gone]
+    assert leaves(tp)[-1] == {"v": 1, "kind": "erasure", "id": gone, "reason": "author-request"}
+    for root in (tp.content, site):
+        blob = all_text(root)
+        for needle in (secret_title, "lighthouse", "must vanish", signature):
+            assert needle.encode() not in blob, (root, needle)
+    assert not (site / "dreams" / gone / "record.json").exists()
+    assert (site / "dreams" / gone / "proof.tlog-proof").read_bytes() == old_proof
+    assert (site / "dreams" / kept[0] / "record.json").exists()
+
+
+def test_erased_dream_cannot_return(tp: PoolFixture, tmp_path: Path, run: Any) -> None:
+    (gone,) = tp.add("ada", 1, title="Returning dream")
+    src = next(tp.content.parent.glob("in-Returning*.json"))
+    do_build(tp, tmp_path / "site")
+    src_bytes = src.read_bytes()
+    src.unlink()
+    assert run("erase", gone, "--reason", "legal", "--content", tp.content).code == 0
+    do_build(tp, tmp_path / "site")
+    (tp.content / "dreams" / f"{gone}.json").write_bytes(src_bytes)
+    report = do_build(tp, tmp_path / "site")
+    assert any("was erased" in p.rule for p in report.refused)
+    assert not (tmp_path / "site" / "dreams" / gone / "record.json").exists()
+
+
+def test_erase_refuses_while_text_remains_elsewhere(
+    tp: PoolFixture, tmp_path: Path, run: Any
+) -> None:
+    (gone,) = tp.add("ada", 1, title="Quoted somewhere else entirely")
+    do_build(tp, tmp_path / "site")
+    (tp.content / "notes.md").write_text("see: Quoted somewhere else entirely\n")
+    result = run("erase", gone, "--reason", "abuse", "--content", tp.content)
+    assert result.code == 1 and "notes.md" in result.err
+    assert (tp.content / "dreams" / f"{gone}.json").exists()
+
+
+def test_erase_request_must_be_signed_by_the_dreams_key(
+    tp: PoolFixture, tmp_path: Path, run: Any
+) -> None:
+    from builder import statement
+    from tests.pools import SEEDS
+
+    (gone,) = tp.add("ada", 1)
+    req = {"type": statement.ERASE, "id": gone, "reason": "author-request"}
+    forged = tmp_path / "forged.json"
+    forged.write_text(json.dumps(statement.sign(req, SEEDS["bob"])))
+    result = run(
+        "erase", gone, "--reason", "author-request", "--request", forged, "--content", tp.content
+    )
+    assert result.code == 1 and "is not signed by the dream's key" in result.err
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(statement.sign(req, SEEDS["ada"])))
+    result = run(
+        "erase", gone, "--reason", "author-request", "--request", good, "--content", tp.content
+    )
+    assert result.code == 0, result
+
+
+def test_dates_come_from_source_date_epoch(
+    tp: PoolFixture, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    tp.add("ada", 1)
+    do_build(tp, tmp_path / "site")
+    assert logstate.load(tp.content).history[0].time == "2023-11-14T22:13:20Z"
+
+
+def test_commitment_matches_protocol() -> None:
+    import hashlib
+
+    import rfc8785
+
+    dream = {"author": "a"}
+    salt = "s" * 43
+    want = hashlib.sha256(rfc8785.dumps({"dream": dream, "salt": salt})).hexdigest()
+    assert logbuild.commitment(dream, salt) == want
+
+
+def test_build_cli_summary(tp: PoolFixture, tmp_path: Path, run: Any, monkeypatch: Any) -> None:
+    tp.add("ada", 2)
+    monkeypatch.setenv("DREAMPOOL_LOG_KEY", tp.log_key)
+    result = run("build", "--content", tp.content, "--out", tmp_path / "site")
+    assert result.code == 0, result
+    assert "2 admitted, 0 refused, 0 erased; log size 3 (signed a new checkpoint)" in result.out
+    monkeypatch.delenv("DREAMPOOL_LOG_KEY")
+    again = run("build", "--content", tp.content, "--out", tmp_path / "site")
+    assert again.code == 0 and "checkpoint unchanged" in again.out
+    assert os.path.exists(tmp_path / "site" / "log" / "checkpoints" / "3")
