@@ -1,0 +1,1 @@
+"""The site's Jinja templates and static assets, installed as ``builder.templates``."""
