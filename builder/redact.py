@@ -69,6 +69,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+# The kinds a Redaction names; the rules apply in the order of _RULES below.
 KINDS: tuple[str, ...] = ("email", "phone", "id", "secret", "ip", "hex")
 
 
@@ -90,6 +91,8 @@ _Span = tuple[int, int, str]
 # leaving it out keeps clean Chinese text on the fast path. The parentheses a
 # phone number may carry are matched in both widths by the phone rules.
 _FOLDABLE = re.compile("[０-９Ａ-Ｚａ-ｚ＠＋－．﹫\u3000\u00a0\u202f]")
+# The whole full-width ASCII block (U+FF01–FF5E sits 0xFEE0 above ASCII); only
+# characters _FOLDABLE finds are ever translated.
 _FOLD = {c: c - 0xFEE0 for c in range(ord("！"), ord("～") + 1)} | {
     ord("﹫"): ord("@"),
     0x3000: ord(" "),
@@ -118,31 +121,41 @@ def _fold(text: str) -> str:
 
 _Rule = Callable[[str], Iterator[tuple[int, int]]]
 
-_PEM = re.compile(
-    r"-----BEGIN [A-Z0-9 ]{0,32}PRIVATE KEY(?: BLOCK)?-----"
-    r"(?:.*?-----END [A-Z0-9 ]{0,32}PRIVATE KEY(?: BLOCK)?-----"
-    # No footer (the text was cut short): the base64 body, lines of 16+
-    # characters separated by whitespace or a literal "\n".
-    r"|(?:\s|\\n)*+[A-Za-z0-9+/=]{16,}+(?:(?:\s|\\n)++[A-Za-z0-9+/=]{16,}+)*+)",
-    re.DOTALL,
-)
+_PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]{0,32}PRIVATE KEY(?: BLOCK)?-----")
+_PEM_END = re.compile(r"-----END [A-Z0-9 ]{0,32}PRIVATE KEY(?: BLOCK)?-----")
+# A block cut off before its footer: the base64 body, lines of 16+ characters
+# separated by whitespace or a literal "\n".
+_PEM_BODY = re.compile(r"(?:\s|\\n)*+[A-Za-z0-9+/=]{16,}+(?:(?:\s|\\n)++[A-Za-z0-9+/=]{16,}+)*+")
 
 
 def _pem_blocks(text: str) -> Iterator[tuple[int, int]]:
-    if "PRIVATE KEY" in text:
-        yield from (m.span() for m in _PEM.finditer(text))
+    if "PRIVATE KEY" not in text:
+        return
+    at, footers = 0, True
+    while begin := _PEM_BEGIN.search(text, at):
+        # Once a footer search fails no later one can succeed: stop searching,
+        # or many headers without footers would cost quadratic time.
+        end = _PEM_END.search(text, begin.end()) if footers else None
+        if end is None:
+            footers = False
+            end = _PEM_BODY.match(text, begin.end())
+        if end is None:
+            at = begin.end()
+        else:
+            yield begin.start(), end.end()
+            at = end.end()
 
 
-# (guard, pattern): a one-character guard is a memchr; a literal prefix makes
-# the pattern's own search about as cheap, so AKIA and eyJ need none.
+# (guard, pattern): a substring every match holds, so that clean text costs a
+# substring search instead of a regex call.
 _TOKENS = (
-    ("-", re.compile(r"sk-(?<![0-9A-Za-z_\-]sk-)[A-Za-z0-9_\-]{20,}+")),
+    ("sk-", re.compile(r"sk-(?<![0-9A-Za-z_\-]sk-)[A-Za-z0-9_\-]{20,}+")),
     ("_", re.compile(r"gh[pousr]_(?<![0-9A-Za-z_]gh[pousr]_)[A-Za-z0-9]{20,}+")),
     ("_", re.compile(r"github_pat_(?<![0-9A-Za-z_]github_pat_)[A-Za-z0-9_]{20,}+")),
-    ("", re.compile(r"AKIA(?<![0-9A-Za-z]AKIA)[0-9A-Z]{16}(?![0-9A-Za-z])")),
-    ("-", re.compile(r"xox[abeprs]-(?<![0-9A-Za-z]xox[abeprs]-)[A-Za-z0-9\-]{10,}+")),
+    ("AKIA", re.compile(r"AKIA(?<![0-9A-Za-z]AKIA)[0-9A-Z]{16}(?![0-9A-Za-z])")),
+    ("xox", re.compile(r"xox[abeprs]-(?<![0-9A-Za-z]xox[abeprs]-)[A-Za-z0-9\-]{10,}+")),
     (
-        "",
+        "eyJ",
         re.compile(
             r"eyJ(?<![0-9A-Za-z_\-]eyJ)[A-Za-z0-9_\-]{5,}+\.[A-Za-z0-9_\-]{2,}+"
             r"(?:\.[A-Za-z0-9_\-]*+)?"  # an unsigned or cut-off token still leaks its claims
@@ -157,18 +170,29 @@ def _tokens(text: str) -> Iterator[tuple[int, int]]:
             yield from (m.span() for m in pattern.finditer(text))
 
 
-_URL_SECRET = re.compile(
-    r"[?&;#](?:access_token|api_key|apikey|client_secret|id_token|key|passwd|password"
-    r"|refresh_token|secret|sig|signature|token|x-amz-security-token|x-amz-signature)="
-    # The value, without a trailing full stop: "see ?token=abc." ends a sentence.
-    r"([A-Za-z0-9\-_~%+/=@.]*[A-Za-z0-9\-_~%+/=@])",
-    re.IGNORECASE,
+_SECRET_PARAMS = (
+    *("token", "key", "sig", "signature", "secret", "password", "access_token"),
+    *("api_key", "apikey", "client_secret", "id_token", "passwd", "refresh_token"),
+    *("x-amz-security-token", "x-amz-signature"),  # AWS pre-signed URLs
 )
+# A parameter starts a query (?), follows another (& or ;, also as in &amp;) or
+# starts a fragment (#access_token=… in OAuth redirects).
+_PARAM_ENDINGS = tuple(sep + name for sep in "?&;#" for name in _SECRET_PARAMS)
+_PARAM_LOOKBACK = max(map(len, _PARAM_ENDINGS))
+# The value, without a trailing full stop: "see ?token=abc." ends a sentence.
+_PARAM_VALUE = re.compile(r"[A-Za-z0-9\-_~%+/=@.]*[A-Za-z0-9\-_~%+/=@]")
 
 
 def _url_secrets(text: str) -> Iterator[tuple[int, int]]:
-    if "=" in text:
-        yield from (m.span(1) for m in _URL_SECRET.finditer(text))
+    # From each "=": a regex for [?&;#]name= would test every character.
+    eq = text.find("=")
+    while eq != -1:
+        if text[max(0, eq - _PARAM_LOOKBACK) : eq].lower().endswith(_PARAM_ENDINGS) and (
+            value := _PARAM_VALUE.match(text, eq + 1)
+        ):
+            yield value.span()
+            eq = value.end() - 1
+        eq = text.find("=", eq + 1)
 
 
 # Found from each "@": the local part is the run of local-part characters
@@ -189,12 +213,11 @@ def _emails(text: str) -> Iterator[tuple[int, int]]:
         start = at
         while start > done and text[start - 1] in _LOCAL_PART:
             start -= 1
-        domain = _DOMAIN.match(text, at + 1)
         if (
-            domain is not None
-            and start < at
+            start < at
             and (start == 0 or text[start - 1] not in _LOCAL_PART)
             and text[start:at] != "git"  # git@host:owner/repo is an SSH remote
+            and (domain := _DOMAIN.match(text, at + 1)) is not None
             and domain["tld"].lower() not in _FILE_TLDS
         ):
             yield start, domain.end()
