@@ -1,0 +1,353 @@
+"""The site's HTML pages, its search index and its static assets.
+
+:func:`render_pages` turns the :class:`~builder.model.SiteModel` into a plan
+(``{site-relative path: bytes}``) holding every page of the URL scheme:
+
+    index.html                       home: latest dreams, counts, checkpoint
+    dreams/<id>/index.html           a dream, or a tombstone if it was erased
+    authors/index.html               authors, with tiers and counts
+    authors/<slug>/index.html        a diary: keys and a timeline by month
+    tags/index.html, tags/<slug>/index.html
+    lineage/index.html               parent → child chains, one tree per root
+    patterns/index.html              the k-anonymous patterns fragment, wrapped
+    log/index.html                   checkpoints, policy, how to monitor
+    search/index.html, search/index.json
+    404.html
+    static/style.css, static/search.js
+
+Safety, in the order a hostile dream meets it:
+
+* Jinja autoescape is on for every template, and data is never template
+  source, so ``{{ 7*7 }}`` in a title stays text.
+* Markdown (summaries only) goes through one markdown-it-py parser with raw
+  HTML off, links limited to http, https and mailto, ``rel="nofollow ugc
+  noopener"`` on every link and images turned off: ``![a](b)`` reads as ``!``
+  and a link, so a page never loads a remote image.
+* Every element that holds user text carries ``dir="auto"``: a right-to-left
+  title cannot reorder the text around it.
+* No inline script, style or ``on*`` attribute anywhere: the pages carry a
+  CSP meta that forbids them, and search.js builds results with
+  ``textContent`` only.
+* URL paths come from ids and :func:`builder.model.slug` alone.
+
+Links are relative to the page (``../`` per level), so the site works under
+any sub-path; only 404.html, which a server shows at arbitrary paths, uses the
+base path from ``base_url``. Rendering is a pure function of the model: the
+same model gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from importlib import resources
+from typing import Any
+from urllib.parse import urlsplit
+
+import jinja2
+from markdown_it import MarkdownIt
+from markdown_it.renderer import RendererHTML
+from markdown_it.token import Token
+from markdown_it.utils import EnvType, OptionsDict
+from markupsafe import Markup
+
+from builder.model import DreamView, SiteModel
+
+# The page kinds of the header nav, in order: (key, label, path from the root).
+NAV = (
+    ("home", "Home", ""),
+    ("tags", "Tags", "tags/"),
+    ("authors", "Authors", "authors/"),
+    ("lineage", "Lineage", "lineage/"),
+    ("patterns", "Patterns", "patterns/"),
+    ("log", "Log", "log/"),
+    ("search", "Search", "search/"),
+    ("verify", "Verify", "verify/"),  # verify/index.html comes from the browser-verifier issue
+)
+STATIC = ("style.css", "search.js")
+LATEST = 20
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "object-src 'none'; base-uri 'none'; form-action 'none'"
+)
+ENTRY_HEADINGS = {
+    "fact": "Facts",
+    "decision": "Decisions",
+    "preference": "Preferences",
+    "lesson": "Lessons",
+    "rule": "Rules",
+    "warning": "Warnings",
+    "theory": "Theories",
+    "plan": "Plans",
+}
+MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
+LINK_SCHEMES = ("http:", "https:", "mailto:")
+LINK_REL = "nofollow ugc noopener"
+_WEB_URL = re.compile(r"https?://[^\s<>\"'`]{1,290}")
+
+
+# --- Markdown ----------------------------------------------------------------
+
+
+def is_web_url(text: str) -> bool:
+    """Whether an entry's source is a bare http(s) URL, shown as a link."""
+    return _WEB_URL.fullmatch(text) is not None
+
+
+def _validate_link(url: str) -> bool:
+    # markdown-it hands over the normalized URL; a scheme is matched without
+    # case and leading blanks, as a browser would. Anything else (javascript:,
+    # data:, relative paths that would point into the site) stays text.
+    return url.strip().lower().startswith(LINK_SCHEMES)
+
+
+def _link_open(
+    self: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+) -> str:
+    tokens[idx].attrSet("rel", LINK_REL)
+    return self.renderToken(tokens, idx, options, env)
+
+
+def _heading(
+    self: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+) -> str:
+    # A summary sits under the page's h1 and a section's h2: its "# x" is an h3.
+    token = tokens[idx]
+    token.tag = f"h{min(6, int(token.tag[1]) + 2)}"
+    return self.renderToken(tokens, idx, options, env)
+
+
+def _make_markdown() -> MarkdownIt:
+    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
+    md.disable("image")  # no remote loads: ![a](b) becomes "!" and a plain link
+    md.validateLink = _validate_link  # type: ignore[method-assign]
+    md.add_render_rule("link_open", _link_open)
+    md.add_render_rule("heading_open", _heading)
+    md.add_render_rule("heading_close", _heading)
+    return md
+
+
+_MD = _make_markdown()
+
+
+def render_markdown(text: str) -> str:
+    """HTML for a dream summary: CommonMark without raw HTML or images, safe links only."""
+    html: str = _MD.render(text)
+    return html
+
+
+# --- Derived views -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TreeStep:
+    """One step of a depth-first walk of a lineage tree, flat so that a chain
+    of a thousand generations renders without recursion: "open" and "close" a
+    nested list, "item" starts a dream's list item, "end" closes it."""
+
+    kind: str
+    dream: DreamView | None = None
+
+
+def lineage_roots(model: SiteModel) -> list[DreamView]:
+    """Dreams that start a chain: generation 0 or a parent outside the pool,
+    among dreams that take part in lineage at all (declared or with children)."""
+    return [
+        d
+        for d in reversed(model.dreams)  # oldest first: chains read in admission order
+        if (d.generation == 0 or not d.parent_in_pool) and (d.generation is not None or d.children)
+    ]
+
+
+def lineage_walk(model: SiteModel, root: DreamView) -> list[TreeStep]:
+    # "seen" guards against a node reached twice (ids are hashes of signatures,
+    # so a cycle cannot be made, but a guard is cheaper than that argument).
+    seen = {root.id}
+    steps = [TreeStep("open")]
+    stack: list[Iterator[DreamView]] = []
+
+    def enter(dream: DreamView) -> None:
+        steps.append(TreeStep("item", dream))
+        kids = [model.by_id[c] for c in dream.children if c in model.by_id and c not in seen]
+        seen.update(k.id for k in kids)
+        if kids:
+            steps.append(TreeStep("open"))
+            stack.append(iter(kids))
+        else:
+            steps.append(TreeStep("end"))
+
+    enter(root)
+    while stack:
+        nxt = next(stack[-1], None)
+        if nxt is None:
+            stack.pop()
+            steps += [TreeStep("close"), TreeStep("end")]
+        else:
+            enter(nxt)
+    steps.append(TreeStep("close"))
+    return steps
+
+
+def by_month(dreams: Sequence[DreamView]) -> list[tuple[str, str, list[DreamView]]]:
+    """(YYYY-MM, "Month YYYY", dreams) groups, newest month first."""
+    groups: dict[str, list[DreamView]] = defaultdict(list)
+    for d in dreams:
+        groups[d.month].append(d)
+    out = []
+    for month in sorted(groups, reverse=True):
+        year, mm = month.split("-")
+        out.append((month, f"{MONTHS[int(mm) - 1]} {year}", groups[month]))
+    return out
+
+
+def proof_size(model: SiteModel, index: int) -> int | None:
+    """The size of the checkpoint a dream's proof.tlog-proof is against: the
+    first one that holds the leaf (PROTOCOL.md §5; see logbuild.proof_bytes)."""
+    return next((h.size for h in model.history if h.size > index), None)
+
+
+class _TextOnly(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+
+    def handle_data(self, data: str) -> None:
+        self.parts.append(data)
+
+
+def excerpt(markdown: str, limit: int = 180) -> str:
+    """The first ``limit`` characters of a summary's text, Markdown syntax
+    removed (plain text: the template escapes it like any other)."""
+    parser = _TextOnly()
+    parser.feed(render_markdown(markdown))
+    parser.close()
+    text = " ".join("".join(parser.parts).split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _fold(text: str) -> str:
+    # NFKC folds full-width Latin (ＡＰＩ) and compatibility forms; search.js
+    # folds the query the same way, so substring search needs no segmentation.
+    return unicodedata.normalize("NFKC", text).lower()
+
+
+def search_index(model: SiteModel) -> bytes:
+    dreams = []
+    for d in model.dreams:
+        parts = [d.title, d.summary, *(e.text for e in d.entries), *(t.name for t in d.tags)]
+        dreams.append(
+            {
+                "id": d.id,
+                "title": d.title,
+                "author": d.author,
+                "tags": [t.name for t in d.tags],
+                "date": d.day,
+                "text": _fold("\n".join(parts)),
+            }
+        )
+    obj = {"format": "dreampool-search/v1", "dreams": dreams}
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+# --- Pages ---------------------------------------------------------------------
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("builder.templates", ""),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["markdown"] = lambda text: Markup(render_markdown(text))
+    env.filters["excerpt"] = excerpt
+    env.tests["web_url"] = is_web_url
+    env.globals.update(
+        NAV=NAV, CSP=CSP, ENTRY_HEADINGS=ENTRY_HEADINGS, LINK_REL=LINK_REL, proof_size=proof_size
+    )
+    return env
+
+
+_ENV = _environment()
+
+
+def _root(depth: int) -> str:
+    return "../" * depth if depth else "./"
+
+
+def _base_path(base_url: str) -> str:
+    path = urlsplit(base_url).path or "/"
+    return path if path.endswith("/") else path + "/"
+
+
+def _page(model: SiteModel, path: str, template: str, nav: str, **context: Any) -> bytes:
+    """One page at ``path``; ``nav`` names the header link marked as current."""
+    absolute = model.base_url.startswith(("https://", "http://"))
+    canonical = path != "404.html" and absolute
+    context.setdefault("root", _root(path.count("/")))
+    html = _ENV.get_template(template).render(
+        site=model,
+        nav=nav,
+        erased=frozenset(e.id for e in model.erased),
+        canonical=model.base_url + path.removesuffix("index.html") if canonical else None,
+        **context,
+    )
+    return html.encode("utf-8")
+
+
+def render_pages(model: SiteModel, patterns_html: str) -> dict[str, bytes]:
+    """Every HTML page, the search index and the static assets, as a plan.
+
+    ``patterns_html`` is trusted HTML from :mod:`builder.patterns`, already
+    escaped there; it is placed in the layout as it is.
+    """
+    plan: dict[str, bytes] = {}
+
+    def page(path: str, template: str, nav: str, **context: Any) -> None:
+        assert path not in plan, f"two pages at {path}"  # slugs and ids are unique
+        plan[path] = _page(model, path, template, nav, **context)
+
+    page("index.html", "home.html", "home", latest=model.dreams[:LATEST])
+    for d in model.dreams:
+        page(f"dreams/{d.id}/index.html", "dream.html", "", dream=d)
+    for e in model.erased:
+        page(f"dreams/{e.id}/index.html", "erased.html", "", gone=e)
+    page("authors/index.html", "authors.html", "authors")
+    for a in model.authors:
+        months = by_month([model.by_id[i] for i in a.dream_ids])
+        page(f"authors/{a.slug}/index.html", "diary.html", "authors", author=a, months=months)
+    page("tags/index.html", "tags.html", "tags")
+    for t in model.tags:
+        dreams = [model.by_id[i] for i in t.dream_ids]
+        page(f"tags/{t.slug}/index.html", "tag.html", "tags", tag=t, dreams=dreams)
+    trees = [(r, lineage_walk(model, r)) for r in lineage_roots(model)]
+    page("lineage/index.html", "lineage.html", "lineage", trees=trees)
+    page("patterns/index.html", "patterns.html", "patterns", patterns=Markup(patterns_html))
+    page("log/index.html", "log.html", "log")
+    page("search/index.html", "search.html", "search")
+    page("404.html", "404.html", "", root=_base_path(model.base_url))
+    plan["search/index.json"] = search_index(model)
+    static = resources.files("builder.templates") / "static"
+    for name in STATIC:
+        plan[f"static/{name}"] = (static / name).read_bytes()
+    return dict(sorted(plan.items()))

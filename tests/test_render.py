@@ -1,0 +1,473 @@
+"""The HTML pages: every kind exists, every link resolves, hostile text stays text."""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from importlib import resources
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from builder import build as buildmod
+from builder import erase, logbuild, model, pool, render
+from builder.note import parse_private_key
+from tests.pools import key_id_of, make_pool
+
+PAYLOADS = (
+    "<script>alert(1)</script>",
+    "<img src=x onerror=alert(1)>",
+    "<javascript:alert(1)>",
+    "[x](javascript:alert(1))",
+    "<svg onload=alert(1)>",
+    "{{ 7*7 }}",
+    "{% raw %}",
+    '"><b>',
+    "[d](data:text/html,<script>alert(1)</script>)",
+)
+HOSTILE_TAGS = [
+    "<script>alert(1)</script>",
+    "<img src=x onerror=alert(1)>",
+    "<svg onload=alert(1)>",
+    "{{ 7*7 }}",
+    "{% raw %}",
+    '"><b>',
+    "javascript:alert(1)",
+    "[x](javascript:alert(1))",
+]
+SECRET_TITLE = "The lighthouse ledger that was erased"
+PATTERNS = '<section class="pattern-list"><h2>Recurring tags</h2><p>fixture</p></section>'
+BASES = ("/", "https://example.org/pool/")
+# Pages that other modules write (feeds, the browser verifier): linked, not rendered here.
+ELSEWHERE = re.compile(r"(feed\.xml|(authors|tags)/[a-z0-9-]+/feed\.xml|verify/index\.html)")
+
+
+@dataclass(frozen=True)
+class Built:
+    content: Path
+    ids: dict[str, str]
+    log_plan: dict[str, bytes]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Built]:
+    root = tmp_path_factory.mktemp("render")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DREAMPOOL_HOME", str(root / "dphome"))
+        tp = make_pool(root)
+        (parent,) = tp.add("ada", 1, title="Root of a chain", lineage={"generation": 0})
+        (child,) = tp.add(
+            "ada",
+            1,
+            title="Child in the chain",
+            summary="See [the docs](https://example.com/docs) and *this*.",
+            lineage={"parent": parent, "generation": 1},
+            entries=[
+                {
+                    "text": "A fact with a source.",
+                    "type": "fact",
+                    "confidence": "confirmed",
+                    "source": "https://example.com/src",
+                }
+            ],
+        )
+        (grandchild,) = tp.add(
+            "bob", 1, title="Grandchild", lineage={"parent": child, "generation": 2}
+        )
+        (orphan,) = tp.add(
+            "bob", 1, title="Orphan", lineage={"parent": "feedfacefeedface", "generation": 4}
+        )
+        (chinese,) = tp.add("ada", 1, title="慢查询：复合索引的列顺序", tags=["数据库", "索引"])
+        (anon,) = tp.add(
+            "墨子",
+            1,
+            title="An anonymous dream",
+            consent={"share": True, "derivatives": True, "anonymize": True},
+        )
+        (hostile,) = tp.add(
+            "bob",
+            1,
+            title=" ".join(PAYLOADS[:4]),
+            summary="\n\n".join(PAYLOADS),
+            entries=[
+                {"text": p, "type": t, "confidence": "unconfirmed", "source": p}
+                for p, t in zip(PAYLOADS, ("fact", "warning", "rule", "lesson") * 3, strict=False)
+            ],
+            tags=HOSTILE_TAGS,
+            lineage={"parent": "<script>alert(1)</script>", "generation": 1},
+        )
+        (gone,) = tp.add("ada", 1, title=SECRET_TITLE, summary="Vanishing summary text.")
+        # Trust on first use registers keys as guest; make ada a member.
+        ada_key = tp.content / "keys" / f"{key_id_of('ada').removeprefix('sha256:')}.yaml"
+        ada_key.write_text(ada_key.read_text().replace("tier: guest", "tier: member"))
+        signer = parse_private_key(tp.log_key)
+        buildmod.build(tp.content, root / "site", signer=signer)
+        for p in root.glob("in-*.json"):
+            p.unlink()
+        erase.erase(tp.content, gone, "author-request")
+        buildmod.build(tp.content, root / "site", signer=signer)
+        ids = dict(
+            parent=parent,
+            child=child,
+            grandchild=grandchild,
+            orphan=orphan,
+            chinese=chinese,
+            anon=anon,
+            hostile=hostile,
+            gone=gone,
+        )
+        _, log = load(tp.content, "/")
+        yield Built(tp.content, ids, logbuild.publish(log))
+
+
+def load(content: Path, base_url: str) -> tuple[model.SiteModel, logbuild.Log]:
+    cfg = pool.load_config(content)
+    directory, _ = pool.load_keys(content)
+    scanned, _ = pool.scan_dreams(content, directory)
+    log = logbuild.update(content, scanned, origin=cfg.origin, signer=None)
+    return model.build_model(log, directory, cfg, base_url=base_url), log
+
+
+def render_for(built: Built, base_url: str = "/") -> dict[str, bytes]:
+    m, _ = load(built.content, base_url)
+    return render.render_pages(m, PATTERNS)
+
+
+def html_pages(plan: dict[str, bytes]) -> Iterator[tuple[str, str]]:
+    for path, data in plan.items():
+        if path.endswith(".html"):
+            yield path, data.decode("utf-8")
+
+
+class Page(HTMLParser):
+    """Every start tag with its attributes, and the text inside scripts."""
+
+    def __init__(self, html: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.script_text: list[str] = []
+        self._in_script = False
+        self.text: list[str] = []
+        self.feed(html)
+        self.close()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+        self._in_script = tag == "script"
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "script":
+            self._in_script = False
+
+    def handle_data(self, data: str) -> None:
+        (self.script_text if self._in_script else self.text).append(data)
+
+    def links(self) -> Iterator[str]:
+        for _, attrs in self.tags:
+            for name in ("href", "src"):
+                value = attrs.get(name)
+                if value is not None:
+                    yield value
+
+    def ids(self) -> set[str]:
+        return {a["id"] or "" for _, a in self.tags if "id" in a}
+
+
+# --- page kinds ---------------------------------------------------------------
+
+
+def test_every_page_kind_exists(built: Built) -> None:
+    plan = render_for(built)
+    m, _ = load(built.content, "/")
+    expected = {
+        "index.html",
+        "authors/index.html",
+        "tags/index.html",
+        "lineage/index.html",
+        "patterns/index.html",
+        "log/index.html",
+        "search/index.html",
+        "search/index.json",
+        "404.html",
+        "static/style.css",
+        "static/search.js",
+    }
+    expected |= {f"dreams/{d.id}/index.html" for d in m.dreams}
+    expected |= {f"dreams/{e.id}/index.html" for e in m.erased}
+    expected |= {f"authors/{a.slug}/index.html" for a in m.authors}
+    expected |= {f"tags/{t.slug}/index.html" for t in m.tags}
+    assert set(plan) == expected
+    assert not set(plan) & set(built.log_plan), "pages never overwrite log files"
+    assert [e.id for e in m.erased] == [built.ids["gone"]]
+    static = resources.files("builder.templates") / "static"
+    assert plan["static/style.css"] == (static / "style.css").read_bytes()
+    assert plan["static/search.js"] == (static / "search.js").read_bytes()
+
+
+def test_every_page_has_the_layout(built: Built) -> None:
+    for path, html in html_pages(render_for(built)):
+        page = Page(html)
+        tags = {t for t, _ in page.tags}
+        assert html.startswith('<!DOCTYPE html>\n<html lang="en">'), path
+        assert {"main", "nav", "header", "footer"} <= tags, path
+        metas = [a for t, a in page.tags if t == "meta"]
+        assert {"charset": "utf-8"} in metas, path
+        assert any(a.get("name") == "viewport" for a in metas), path
+        csp = [a["content"] for a in metas if a.get("http-equiv") == "Content-Security-Policy"]
+        assert csp == [render.CSP], path
+        feeds = [a for t, a in page.tags if t == "link" and a.get("rel") == "alternate"]
+        assert any((a["href"] or "").endswith("feed.xml") for a in feeds), path
+        assert ("a", {"class": "skip", "href": "#main"}) in page.tags, path
+        assert "Log size" in html, path
+
+
+@pytest.mark.parametrize("base_url", BASES)
+def test_every_internal_link_resolves(built: Built, base_url: str) -> None:
+    plan = render_for(built, base_url)
+    files = set(plan) | set(built.log_plan)
+    base_path = urlsplit(base_url).path
+    checked = 0
+    for path, html in html_pages(plan):
+        page = Page(html)
+        for url in page.links():
+            parts = urlsplit(url)
+            if parts.scheme in ("http", "https", "mailto"):
+                continue
+            assert not parts.scheme and not parts.netloc, (path, url)
+            if not parts.path:
+                assert parts.fragment in page.ids(), (path, url)
+                continue
+            if path == "404.html":  # served at any path: links from the base path
+                assert parts.path.startswith(base_path), (path, url)
+                rel = parts.path[len(base_path) :]
+            else:
+                assert not parts.path.startswith("/"), (path, url)
+                rel = posixpath.join(posixpath.dirname(path), parts.path)
+            target = posixpath.normpath(rel) if rel not in ("", ".") else "."
+            if parts.path.endswith("/") or target == ".":
+                target = posixpath.join(target, "index.html").removeprefix("./")
+            assert not target.startswith("../"), (path, url)
+            assert target in files or ELSEWHERE.fullmatch(target), (path, url, target)
+            checked += 1
+    assert checked > 500
+
+
+def test_no_inline_script_style_or_handlers(built: Built) -> None:
+    for path, html in html_pages(render_for(built)):
+        page = Page(html)
+        for tag, attrs in page.tags:
+            assert tag != "style", path
+            assert "style" not in attrs, (path, tag)
+            handlers = [a for a in attrs if a.startswith("on")]
+            assert not handlers, (path, tag, handlers)
+            if tag == "script":
+                assert (attrs.get("src") or "").endswith("static/search.js"), path
+        assert not "".join(page.script_text).strip(), path
+        scripts = sum(1 for t, _ in page.tags if t == "script")
+        assert len(re.findall(r"<script", html, re.I)) == scripts, path
+        assert scripts == (1 if path == "search/index.html" else 0), path
+
+
+# --- privacy and hostile text ----------------------------------------------------
+
+
+def test_anonymized_dream_shows_no_author_or_key(built: Built) -> None:
+    plan = render_for(built)
+    anon = built.ids["anon"]
+    html = plan[f"dreams/{anon}/index.html"].decode()
+    key_id = key_id_of("墨子")
+    assert "An anonymous dream" in html and "anonymous author" in html
+    for needle in ("墨子", key_id, key_id.removeprefix("sha256:"), model.slug("墨子")):
+        assert needle not in html, needle
+    index = json.loads(plan["search/index.json"])
+    (entry,) = [d for d in index["dreams"] if d["id"] == anon]
+    assert entry["author"] is None
+    blob = json.dumps(entry, ensure_ascii=False)
+    assert "墨子" not in blob and key_id.removeprefix("sha256:") not in blob
+    for path, page in html_pages(plan):  # listed as anonymous wherever it appears
+        if anon in page and not path.startswith("authors/"):
+            assert "墨子" not in page, path
+
+
+def test_hostile_dream_renders_as_inert_text(built: Built) -> None:
+    plan = render_for(built)
+    hostile = built.ids["hostile"]
+    dream_page = plan[f"dreams/{hostile}/index.html"].decode()
+    pages_with_it = [(p, h) for p, h in html_pages(plan) if hostile in h]
+    assert len(pages_with_it) >= 4  # dream, home, diary, tag pages
+    for path, html in pages_with_it:
+        page = Page(html)
+        tags = {t for t, _ in page.tags}
+        assert not tags & {"img", "svg", "b", "iframe", "object"}, path
+        for _, attrs in page.tags:
+            assert not [a for a in attrs if a.startswith("on")], path
+        for url in page.links():
+            scheme = url.strip().lower().split(":", 1)[0]
+            assert scheme not in ("javascript", "data", "vbscript"), (path, url)
+        for bad in ('href="javascript:', 'href="data:', "onerror=alert(1)>", "<svg", "<img"):
+            assert bad not in html, (path, bad)
+        assert len(re.findall(r"<script", html, re.I)) == (path == "search/index.html"), path
+    assert "{{ 7*7 }}" in dream_page and "{% raw %}" in dream_page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in dream_page
+    assert "&lt;img src=x onerror=alert(1)&gt;" in dream_page
+    assert "[x](javascript:alert(1))" in dream_page
+    assert "&#34;&gt;&lt;b&gt;" in dream_page
+    text = "".join(Page(dream_page).text)
+    for payload in PAYLOADS[:2] + PAYLOADS[4:8]:
+        assert payload in text, payload  # shown as the author wrote it, not dropped
+    assert "Third-party content (guest key)" in dream_page
+
+
+def test_erased_dream_leaves_a_bare_tombstone(built: Built) -> None:
+    plan = render_for(built)
+    gone = built.ids["gone"]
+    html = plan[f"dreams/{gone}/index.html"].decode()
+    assert gone in html and "author-request" in html and "Erased dream" in html
+    m, _ = load(built.content, "/")
+    (e,) = m.erased
+    assert f"<dd>{e.index}</dd>" in html and e.date[:10] in html
+    for path, data in plan.items():
+        assert b"lighthouse" not in data and b"Vanishing" not in data, path
+
+
+# --- page content -------------------------------------------------------------------
+
+
+def test_dream_page_shows_author_key_lineage_and_verify_panel(built: Built) -> None:
+    plan = render_for(built)
+    ids = built.ids
+    html = plan[f"dreams/{ids['child']}/index.html"].decode()
+    assert key_id_of("ada") in html and 'class="tier tier-member"' in html
+    assert 'href="../../authors/ada/"' in html
+    assert f'href="../../dreams/{ids["parent"]}/"' in html
+    assert f'href="../../dreams/{ids["grandchild"]}/"' in html
+    assert "gen 1" in html
+    assert f'data-dream-id="{ids["child"]}"' in html and 'id="verify"' in html
+    assert 'href="record.json"' in html and 'href="proof.tlog-proof"' in html
+    assert 'href="../../log/policy"' in html
+    assert "dreampool verify-proof proof.tlog-proof --record record.json --policy policy" in html
+    assert "Third-party content" not in html  # ada is a member
+    assert '<a href="https://example.com/docs" rel="nofollow ugc noopener">' in html
+    assert 'href="https://example.com/src" rel="nofollow ugc noopener"' in html
+    orphan = plan[f"dreams/{ids['orphan']}/index.html"].decode()
+    assert "feedfacefeedface" in orphan and "not in this pool" in orphan
+
+
+def test_lineage_nests_descendants_under_roots(built: Built) -> None:
+    html = render_for(built)["lineage/index.html"].decode()
+    ids = built.ids
+    i_parent, i_child, i_grand = (
+        html.index(f"dreams/{ids[k]}/") for k in ("parent", "child", "grandchild")
+    )
+    assert i_parent < i_child < i_grand
+    # the grandchild sits two lists deeper than its root
+    between = html[i_parent:i_grand]
+    assert between.count("<ul>") == 2
+    assert f"dreams/{ids['orphan']}/" in html and "feedfacefeedface" in html
+    assert ids["chinese"] not in html  # no lineage declared, no children: not a chain
+
+
+def test_diary_lists_keys_and_months(built: Built) -> None:
+    m, _ = load(built.content, "/")
+    html = render_for(built)["authors/ada/index.html"].decode()
+    assert key_id_of("ada") in html
+    month = m.by_id[built.ids["child"]].month
+    assert f'<time datetime="{month}">' in html
+    assert "gen 1" in html and "continues" in html
+    bob = render_for(built)["authors/bob/index.html"].decode()
+    assert "Third-party content (guest key)" in bob
+
+
+def test_home_tags_log_and_patterns(built: Built) -> None:
+    plan = render_for(built, "https://example.org/pool/")
+    m, _ = load(built.content, "https://example.org/pool/")
+    assert m.checkpoint is not None
+    home = plan["index.html"].decode()
+    assert m.checkpoint.root in home and 'href="./log/"' in home
+    assert '<link rel="canonical" href="https://example.org/pool/">' in home
+    tags = plan["tags/index.html"].decode()
+    assert f'href="{model.slug("数据库")}/"' in tags
+    log = plan["log/index.html"].decode()
+    assert "dreampool monitor --policy policy --state state https://example.org/pool/" in log
+    first = m.history[0].size
+    assert f'href="checkpoints/{first}"' in log and f'href="consistency/{first}"' in log
+    assert m.vkey in log
+    patterns = plan["patterns/index.html"].decode()
+    assert PATTERNS in patterns and "k = 2" in patterns and "derivatives" in patterns
+    assert 'href="/pool/static/style.css"' in plan["404.html"].decode()
+
+
+def test_search_index(built: Built) -> None:
+    raw = render_for(built)["search/index.json"]
+    assert b": " not in raw.split(b'"text"')[0]  # compact
+    index = json.loads(raw)
+    rows = {d["id"]: d for d in index["dreams"]}
+    assert index["format"] == "dreampool-search/v1"
+    assert set(rows[built.ids["child"]]) == {"id", "title", "author", "tags", "date", "text"}
+    chinese = rows[built.ids["chinese"]]
+    assert chinese["author"] == "ada" and chinese["tags"] == ["数据库", "索引"]
+    assert "索引" in chinese["text"] and "数据库" in chinese["text"]
+    child = rows[built.ids["child"]]
+    assert child["text"] == child["text"].lower() and "child in the chain" in child["text"]
+    assert "a fact with a source." in child["text"]
+    assert built.ids["gone"] not in rows
+
+
+def test_rendering_is_deterministic(built: Built) -> None:
+    assert render_for(built) == render_for(built)
+    m, _ = load(built.content, "/")
+    assert render.render_pages(m, PATTERNS) == render.render_pages(m, PATTERNS)
+
+
+# --- Markdown --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "[x](javascript:alert(1))",
+        "[x](JaVaScRiPt:alert(1))",
+        "[x](&#106;avascript:alert(1))",
+        "[x]( javascript:alert(1))",
+        "<javascript:alert(1)>",
+        "[x](data:text/html,hi)",
+        "[x](vbscript:msgbox)",
+        "[x](file:///etc/passwd)",
+        "[x](/local/path)",
+        "[x](../../log/)",
+        "[x][r]\n\n[r]: javascript:alert(1)",
+    ],
+)
+def test_markdown_refuses_unsafe_links(source: str) -> None:
+    html = render.render_markdown(source)
+    assert "href" not in html, html
+
+
+def test_markdown_links_are_nofollow_and_images_are_not_loaded() -> None:
+    html = render.render_markdown(
+        "[a](https://example.com/a) <http://example.com/b> [m](mailto:x@example.com) "
+        "![pic](https://example.com/p.png)"
+    )
+    assert html.count('rel="nofollow ugc noopener"') == 4
+    assert "<img" not in html and 'href="https://example.com/p.png"' in html
+    assert 'href="mailto:x@example.com"' in html
+
+
+def test_markdown_escapes_raw_html_and_demotes_headings() -> None:
+    html = render.render_markdown(
+        "# Title\n\n<script>alert(1)</script>\n\n<b onmouseover=x>hi</b> {{ 7*7 }}"
+    )
+    assert "<h3>Title</h3>" in html and "<h1>" not in html
+    assert "<script" not in html and "&lt;script&gt;" in html
+    assert "<b" not in html and "{{ 7*7 }}" in html
+
+
+def test_excerpt_is_plain_text() -> None:
+    assert render.excerpt("**bold** and [link](https://x.org)\n\n# h") == "bold and link h"
+    assert render.excerpt("<b>x</b>") == "<b>x</b>"  # escaped later by the template
+    assert len(render.excerpt("word " * 100)) == 180
