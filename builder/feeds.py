@@ -1,0 +1,318 @@
+"""The site's machine-readable files: Atom feeds, sitemap, robots.txt, JSON API.
+
+:func:`render_feeds` maps a :class:`~builder.model.SiteModel` to a plan
+``{site path: bytes}``::
+
+    feed.xml                   the pool's 50 newest dreams (Atom 1.0, RFC 4287)
+    authors/<slug>/feed.xml    an author's 50 newest dreams, anonymized ones left out
+    tags/<slug>/feed.xml       a tag's 50 newest dreams
+    sitemap.xml                every HTML page (sitemaps.org protocol 0.9)
+    robots.txt                 allow all, and where the sitemap is
+    api/dreams.json            every dream's metadata for programs, newest first
+
+Links. With an absolute ``base_url`` (``https://…``) every link is absolute.
+Otherwise the site may be served under any path, so feeds link relative to
+the site root and set ``xml:base`` to that root as seen from the feed (``./``
+or ``../../``; XML Base, RFC 3986 §5 resolution against the feed's URL), and
+the sitemap lists paths relative to the site root. Pages are named by their
+folder (``dreams/<id>/``), which every static host serves as its index.html.
+
+Ids. RFC 4287 §4.2.6 wants an entry's id never to change, even when the feed
+moves, so ids are tag URIs (RFC 4151) minted from the pool's origin rather
+than URLs built from ``base_url``: for origin ``dreampool.example/sample``,
+first signed in 2026, dream ``fe4be06e2406c5e2`` is
+``tag:dreampool.example,2026:sample/dreams/fe4be06e2406c5e2``. The year is
+the first checkpoint's, which an append-only log never changes.
+
+Every byte is a function of the model: no wall clock; a feed with no entries
+is ``updated`` at the latest checkpoint. XML is written by hand with
+:func:`xml.sax.saxutils.escape`, so attribute order and namespace prefixes are
+fixed. Dreams refuse control characters, but text is made XML 1.0-safe here
+anyway (characters outside the XML ``Char`` production become U+FFFD).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from urllib.parse import quote
+from xml.sax.saxutils import escape
+
+from builder.model import AuthorView, DreamView, SiteModel, TagView
+
+ATOM_NS = "http://www.w3.org/2005/Atom"
+SITEMAP_NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
+API_FORMAT = "dreampool-api/v1"
+FEED_LIMIT = 50
+SUMMARY_LIMIT = 300
+THIRD_PARTY = "third-party"
+# Used only when the model has no checkpoint at all (then it has no dreams either).
+_FALLBACK_DATE = "1970-01-01T00:00:00Z"
+_FALLBACK_YEAR = "2026"
+
+# XML 1.0 §2.2 Char: anything else cannot appear even as a character reference.
+_NOT_XML_CHAR = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+# "\r" would be normalized to "\n" by a parser (XML 1.0 §2.11): keep it as a reference.
+_TEXT_ENTITIES = {"\r": "&#13;"}
+# Attribute values are also whitespace-normalized (XML 1.0 §3.3.3).
+_ATTR_ENTITIES = {'"': "&quot;", "\r": "&#13;", "\n": "&#10;", "\t": "&#9;"}
+# RFC 4151 §2.1: taggingEntity's authorityName is a DNS name (or an email address).
+_DNS_NAME = re.compile(
+    r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
+)
+# RFC 3986 pchar minus "%": what a tag URI's specific part may hold unencoded.
+_TAG_SAFE = "/:@!$&'()*+,;=-._~"
+
+
+def render_feeds(model: SiteModel) -> dict[str, bytes]:
+    """The plan of every machine-readable file of the site."""
+    plan: dict[str, bytes] = {
+        "feed.xml": _feed(
+            model,
+            path="feed.xml",
+            title=model.title,
+            page="",
+            key="feed",
+            dreams=model.dreams,
+        )
+    }
+    for author in model.authors:
+        plan[f"authors/{author.slug}/feed.xml"] = _author_feed(model, author)
+    for tag in model.tags:
+        plan[f"tags/{tag.slug}/feed.xml"] = _tag_feed(model, tag)
+    plan["sitemap.xml"] = _sitemap(model)
+    plan["robots.txt"] = _robots(model)
+    plan["api/dreams.json"] = _api(model)
+    return plan
+
+
+# --- URLs and ids ------------------------------------------------------------
+
+
+def absolute_base(base_url: str) -> str | None:
+    """``base_url`` ending in "/" when it is an absolute http(s) URL, else None."""
+    if not base_url.startswith(("https://", "http://")):
+        return None
+    return base_url if base_url.endswith("/") else base_url + "/"
+
+
+def _href(model: SiteModel, site_path: str) -> str:
+    """A link to a site path: absolute, or relative to the site root (see ``xml:base``)."""
+    base = absolute_base(model.base_url)
+    if base is not None:
+        return base + site_path
+    return site_path or "./"
+
+
+def tag_uri(model: SiteModel, *parts: str) -> str:
+    """An RFC 4151 tag URI for a thing of this pool, stable wherever the site is hosted."""
+    origin = model.origin
+    match = _DNS_NAME.match(origin)
+    if match and (match.end() == len(origin) or origin[match.end()] == "/"):
+        authority, rest = match.group().lower(), origin[match.end() :]
+    else:  # not DNS-shaped (a port, say): keep the whole origin in the specific part
+        authority, rest = "dreampool.invalid", origin
+    year = model.history[0].date[:4] if model.history else _FALLBACK_YEAR
+    specific = "/".join(p for p in (rest.strip("/"), *parts) if p)
+    return f"tag:{authority},{year}:{quote(specific, safe=_TAG_SAFE)}"
+
+
+# --- XML ---------------------------------------------------------------------
+
+
+def _text(value: str) -> str:
+    return escape(_NOT_XML_CHAR.sub("\ufffd", value), _TEXT_ENTITIES)
+
+
+def _attr(value: str) -> str:
+    return escape(_NOT_XML_CHAR.sub("\ufffd", value), _ATTR_ENTITIES)
+
+
+def _el(name: str, text: str | None = None, attrs: Iterable[tuple[str, str]] = ()) -> str:
+    """One element on one line; empty when ``text`` is None."""
+    head = name + "".join(f' {k}="{_attr(v)}"' for k, v in attrs)
+    if text is None:
+        return f"<{head}/>"
+    return f"<{head}>{_text(text)}</{name}>"
+
+
+def _document(lines: Iterable[str]) -> bytes:
+    return ('<?xml version="1.0" encoding="utf-8"?>\n' + "\n".join(lines) + "\n").encode("utf-8")
+
+
+# --- Atom (RFC 4287) ---------------------------------------------------------
+
+
+def _author_feed(model: SiteModel, author: AuthorView) -> bytes:
+    # AuthorView.dream_ids already leaves out anonymized dreams; the filter
+    # makes the promise local, since a leak here would undo the anonymity.
+    dreams = [d for d in (model.by_id[i] for i in author.dream_ids) if not d.anonymized]
+    return _feed(
+        model,
+        path=f"authors/{author.slug}/feed.xml",
+        title=f"{author.name} — {model.title}",
+        page=f"authors/{author.slug}/",
+        key=f"authors/{author.slug}/feed",
+        dreams=dreams,
+    )
+
+
+def _tag_feed(model: SiteModel, tag: TagView) -> bytes:
+    return _feed(
+        model,
+        path=f"tags/{tag.slug}/feed.xml",
+        title=f"#{tag.name} — {model.title}",
+        page=f"tags/{tag.slug}/",
+        key=f"tags/{tag.slug}/feed",
+        dreams=[model.by_id[i] for i in tag.dream_ids],
+    )
+
+
+def _feed(
+    model: SiteModel, *, path: str, title: str, page: str, key: str, dreams: Sequence[DreamView]
+) -> bytes:
+    """One Atom feed of the newest ``FEED_LIMIT`` of ``dreams`` (newest first)."""
+    shown = dreams[:FEED_LIMIT]
+    attrs = [("xmlns", ATOM_NS)]
+    if absolute_base(model.base_url) is None:
+        attrs.append(("xml:base", "../" * path.count("/") or "./"))
+    updated = (
+        shown[0].date if shown else model.checkpoint.date if model.checkpoint else _FALLBACK_DATE
+    )
+    lines = [
+        "<feed" + "".join(f' {k}="{_attr(v)}"' for k, v in attrs) + ">",
+        "  " + _el("id", tag_uri(model, key)),
+        "  " + _el("title", title, [("type", "text")]),
+        "  " + _el("updated", updated),
+        "  "
+        + _el(
+            "link",
+            None,
+            [("rel", "self"), ("type", "application/atom+xml"), ("href", _href(model, path))],
+        ),
+        "  "
+        + _el(
+            "link",
+            None,
+            [("rel", "alternate"), ("type", "text/html"), ("href", _href(model, page))],
+        ),
+        "  " + _el("generator", "dreampool"),
+    ]
+    for dream in shown:
+        lines.extend("  " + line for line in _entry(model, dream))
+    lines.append("</feed>")
+    return _document(lines)
+
+
+def _entry(model: SiteModel, dream: DreamView) -> list[str]:
+    href = _href(model, f"dreams/{dream.id}/")
+    lines = [
+        "<entry>",
+        "  " + _el("id", tag_uri(model, "dreams", dream.id)),
+        "  " + _el("title", dream.title, [("type", "text")]),
+        "  " + _el("published", dream.date),
+        "  " + _el("updated", dream.date),
+        "  " + _el("link", None, [("rel", "alternate"), ("type", "text/html"), ("href", href)]),
+    ]
+    # An anonymized dream names no one: not the author, not a diary link.
+    if dream.author is None or dream.author_slug is None or dream.anonymized:
+        lines.append("  <author><name>anonymous</name></author>")
+    else:
+        diary = _href(model, f"authors/{dream.author_slug}/")
+        lines.append(f"  <author>{_el('name', dream.author)}{_el('uri', diary)}</author>")
+    # Tags carry a scheme, so that a tag named "third-party" cannot pass for the tier mark.
+    scheme = tag_uri(model, "tags")
+    for tag in dream.tags:
+        lines.append("  " + _el("category", None, [("term", tag.name), ("scheme", scheme)]))
+    if dream.third_party:
+        lines.append("  " + _el("category", None, [("term", THIRD_PARTY)]))
+    summary = _clip(dream.summary or (dream.entries[0].text if dream.entries else ""))
+    if summary:
+        lines.append("  " + _el("summary", summary, [("type", "text")]))
+    lines.append("</entry>")
+    return lines
+
+
+def _clip(text: str, limit: int = SUMMARY_LIMIT) -> str:
+    """``text`` stripped, at most ``limit`` characters including a closing "…"."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    return text[: limit - 1].rstrip() + "…"
+
+
+# --- sitemap, robots ---------------------------------------------------------
+
+
+def sitemap_pages(model: SiteModel) -> list[tuple[str, str | None]]:
+    """Every HTML page as (site path of its folder, lastmod or None), in a fixed order."""
+    pool_date = model.checkpoint.date if model.checkpoint else None
+    pages: list[tuple[str, str | None]] = [("", pool_date)]
+    pages += [(f"dreams/{d.id}/", d.date) for d in model.dreams]
+    pages += [(f"dreams/{e.id}/", e.date) for e in model.erased]  # tombstones
+    pages.append(("authors/", pool_date))
+    for author in model.authors:
+        # The newest dream the diary shows; an anonymized dream's date would hint at it.
+        pages.append(
+            (
+                f"authors/{author.slug}/",
+                model.by_id[author.dream_ids[0]].date if author.dream_ids else None,
+            )
+        )
+    pages.append(("tags/", pool_date))
+    pages += [(f"tags/{t.slug}/", model.by_id[t.dream_ids[0]].date) for t in model.tags]
+    pages += [(p, pool_date) for p in ("lineage/", "patterns/", "log/", "search/")]
+    pages.append(("verify/", None))  # static: it changes with dreampool, not with the pool
+    return pages
+
+
+def _sitemap(model: SiteModel) -> bytes:
+    lines = [f'<urlset xmlns="{SITEMAP_NS}">']
+    for path, lastmod in sitemap_pages(model):
+        loc = _el("loc", _href(model, path))
+        mod = _el("lastmod", lastmod) if lastmod else ""
+        lines.append(f"  <url>{loc}{mod}</url>")
+    lines.append("</urlset>")
+    return _document(lines)
+
+
+def _robots(model: SiteModel) -> bytes:
+    # RFC 9309. Crawlers read robots.txt only at a host's root and want an
+    # absolute Sitemap URL, so the line is there only when one can be given.
+    text = "User-agent: *\nAllow: /\n"
+    base = absolute_base(model.base_url)
+    if base is not None:
+        text += f"\nSitemap: {base}sitemap.xml\n"
+    return text.encode("utf-8")
+
+
+# --- JSON API ----------------------------------------------------------------
+
+
+def _api(model: SiteModel) -> bytes:
+    checkpoint = model.checkpoint
+    doc = {
+        "format": API_FORMAT,
+        "pool": {
+            "title": model.title,
+            "origin": model.origin,
+            "checkpoint": (
+                {"size": checkpoint.size, "root": checkpoint.root} if checkpoint else None
+            ),
+        },
+        "dreams": [
+            {
+                "id": d.id,
+                "title": d.title,
+                "author": None if d.anonymized else d.author,
+                "tags": [t.name for t in d.tags],
+                "tier": d.tier,
+                "date": d.date,
+                "index": d.index,
+            }
+            for d in model.dreams
+        ],
+    }
+    text = json.dumps(doc, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return (text + "\n").encode("utf-8")
