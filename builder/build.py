@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from builder import logbuild, pool, writer
+from builder import logbuild, model, pool, site, writer
 from builder.errors import InputError, KeyStoreError, Problem
 from builder.note import Signer, parse_private_key
 
@@ -48,6 +48,15 @@ def load_log_key(path: Path | None) -> Signer | None:
     return parse_private_key(text)
 
 
+def normalize_base_url(url: str) -> str:
+    """A base URL ends in ``/`` so relative joins stay under it."""
+    if not url.startswith(("https://", "http://", "/")):
+        raise InputError(
+            [Problem("--base-url", "", "must be an absolute http(s) URL or a path starting with /")]
+        )
+    return url if url.endswith("/") else url + "/"
+
+
 def build(
     content: Path,
     out: Path,
@@ -61,10 +70,11 @@ def build(
     if key_problems:
         raise InputError(key_problems, hint="fix the key directory (content/keys) first")
     scanned, refused = pool.scan_dreams(content, directory)
-    url = base_url or config.base_url
+    url = normalize_base_url(base_url or config.base_url)
     log_url = url + "log/" if url.startswith(("https://", "http://")) else None
     log = logbuild.update(content, scanned, origin=config.origin, signer=signer, log_url=log_url)
-    plan = logbuild.publish(log)
+    view = model.build_model(log, directory, config, base_url=url)
+    plan = site.merge([("log", logbuild.publish(log)), ("site", site.render_site(view))])
     writer.write_tree(out, plan)
     return BuildReport(
         admitted=log.admitted_now,

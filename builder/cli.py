@@ -8,6 +8,7 @@ to stderr and exits 1. Results go to stdout, progress and notes to stderr.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -165,6 +166,77 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- the log and the site ---------------------------------------------------
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from builder import build
+
+    signer = build.load_log_key(args.log_key)
+    report = build.build(Path(args.content), Path(args.out), signer=signer, base_url=args.base_url)
+    for problem in report.refused:
+        print(f"{PROG}: refused: {problem}", file=sys.stderr)
+    signed = "signed a new checkpoint" if report.signed else "checkpoint unchanged"
+    out(
+        f"built {args.out}: {len(report.admitted)} admitted, {len(report.refused)} refused, "
+        f"{len(report.erased)} erased; log size {report.size} ({signed}); "
+        f"{report.files} files in {report.seconds:.2f}s"
+    )
+    return 1 if report.refused else 0
+
+
+def cmd_log_keygen(args: argparse.Namespace) -> int:
+    from builder import note as notefmt
+
+    skey, vkey = notefmt.generate_key(args.origin)
+    name = "".join(c if c.isalnum() or c in "-." else "_" for c in args.origin)
+    path = keystore.key_dir(create=True) / f"log-{name}.key"
+    keystore.write_private(path, (skey + "\n").encode())
+    note_line = f"private log key written to {path} (mode 0600); "
+    note(note_line + f'build with --log-key {path} or DREAMPOOL_LOG_KEY="$(cat {path})"')
+    out(vkey)
+    return 0
+
+
+def cmd_erase(args: argparse.Namespace) -> int:
+    from builder import erase
+
+    record = erase.erase(Path(args.content), args.id, args.reason, args.request)
+    out(f"erased {args.id}: dream and salt deleted, reason recorded in {record}")
+    out(
+        "the next `dreampool build` logs the erasure; to purge it from git history too, "
+        "see docs/operators.md"
+    )
+    return 0
+
+
+def cmd_verify_proof(args: argparse.Namespace) -> int:
+    from builder import lightclient
+
+    return lightclient.cli_verify_proof(
+        args.proof, args.record, args.policy, args.newer, args.consistency
+    )
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from builder import serve
+
+    site = Path(args.out)
+    if not (site / "index.html").is_file():
+        raise DreampoolError(
+            f"{site} holds no built site", hint="run `dreampool build` first, or pass --out DIR"
+        )
+    with contextlib.suppress(KeyboardInterrupt):
+        serve.serve(site, port=args.port)
+    return 0
+
+
+def cmd_monitor(args: argparse.Namespace) -> int:
+    from builder import monitor
+
+    return monitor.run_monitor(args.policy, args.state, args.site)
+
+
 # --- plumbing ------------------------------------------------------------------
 
 
@@ -216,14 +288,58 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--content", default="content", metavar="DIR")
     p.add_argument("--format", choices=("text", "github"), default="text")
 
-    _add_later_commands(add)
+    p = add("build", cmd_build, "admit new dreams into the log and build the site")
+    p.add_argument("--content", default="content", metavar="DIR")
+    p.add_argument("--out", default="site", metavar="DIR")
+    p.add_argument("--base-url", metavar="URL", help="default: base_url in pool.yaml")
+    p.add_argument(
+        "--log-key",
+        type=Path,
+        metavar="FILE",
+        help="the log's private key (default: $DREAMPOOL_LOG_KEY)",
+    )
+    p.add_argument("--quiet", action="store_true", help="print only errors and the summary")
+
+    p = add("log-keygen", cmd_log_keygen, "make the pool's log signing key (a C2SP note key)")
+    p.add_argument("--origin", required=True, help="the pool's origin, e.g. example.org/dreams")
+
+    p = add("erase", cmd_erase, "erase a dream: delete its text and salt, log an erasure")
+    p.add_argument("id", metavar="ID")
+    p.add_argument("--reason", required=True, choices=("author-request", "legal", "abuse"))
+    p.add_argument(
+        "--request",
+        type=Path,
+        metavar="SIGNED.json",
+        help="the author's signed dreampool.erase/v1 request",
+    )
+    p.add_argument("--content", default="content", metavar="DIR")
+
+    p = add("verify-proof", cmd_verify_proof, "verify a dream's proof offline (PROTOCOL.md §5)")
+    p.add_argument("proof", type=Path, metavar="PROOF")
+    p.add_argument("--record", required=True, type=Path, metavar="RECORD.json")
+    p.add_argument("--policy", required=True, type=Path, metavar="POLICY")
+    p.add_argument(
+        "--newer",
+        type=Path,
+        metavar="CHECKPOINT",
+        help="a newer checkpoint to prove consistency with (step 5)",
+    )
+    p.add_argument(
+        "--consistency",
+        type=Path,
+        metavar="FILE",
+        help="the consistency proof to --newer (log/consistency/<m>)",
+    )
+
+    p = add("serve", cmd_serve, "preview the built site on 127.0.0.1")
+    p.add_argument("--out", default="site", metavar="DIR", help="the built site (default: site)")
+    p.add_argument("--port", type=int, default=8000)
+
+    p = add("monitor", cmd_monitor, "check a pool's new checkpoint against the last one seen")
+    p.add_argument("site", metavar="SITE", help="a site directory or http(s) URL")
+    p.add_argument("--policy", required=True, type=Path, metavar="POLICY")
+    p.add_argument("--state", required=True, type=Path, metavar="FILE")
     return parser
-
-
-def _add_later_commands(
-    add: Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser],
-) -> None:
-    """Commands defined in other modules register here (log, site)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:

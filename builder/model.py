@@ -204,7 +204,9 @@ def build_model(
                 generation=lineage.get("generation"),
                 parent_id=parent,
                 parent_in_pool=parent in log.dreams,
-                children=tuple(sorted(children.get(a.dream.id, []), key=lambda i: log.dreams[i].index)),
+                children=tuple(
+                    sorted(children.get(a.dream.id, []), key=lambda i: log.dreams[i].index)
+                ),
             )
         )
 

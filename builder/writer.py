@@ -42,6 +42,7 @@ def write_tree(out: Path, plan: Mapping[str, bytes]) -> None:
         check_path(rel)
     out = out.absolute()
     out.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale(out)
     staging = out.parent / f".{out.name}.new-{os.getpid()}"
     if staging.exists():
         shutil.rmtree(staging)
@@ -64,6 +65,24 @@ def write_tree(out: Path, plan: Mapping[str, bytes]) -> None:
     finally:
         if staging.exists():
             shutil.rmtree(staging)
+
+
+def _remove_stale(out: Path) -> None:
+    """Remove staging folders left by builds that were killed (their pid is gone)."""
+    for leftover in out.parent.glob(f".{out.name}.new-*"):
+        pid = leftover.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _same_bytes(path: Path, data: bytes) -> bool:

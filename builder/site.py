@@ -1,0 +1,40 @@
+"""Everything a reader sees, as one plan ``{path: bytes}``.
+
+Pages (:mod:`builder.render`), aggregate patterns (:mod:`builder.patterns`),
+feeds, sitemap and the JSON API (:mod:`builder.feeds`) are each rendered from
+the :class:`~builder.model.SiteModel` alone, then merged with the log's files
+(:func:`builder.logbuild.publish`). Two stages claiming one path is a bug,
+refused here rather than letting one silently win.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from builder import feeds, patterns, render
+from builder.model import SiteModel
+from builder.writer import PlanError
+
+
+def render_site(model: SiteModel) -> dict[str, bytes]:
+    found = patterns.compute_patterns(model)
+    parts = [
+        ("pages", render.render_pages(model, patterns.render_patterns_html(found))),
+        ("feeds", feeds.render_feeds(model)),
+    ]
+    return merge(parts)
+
+
+def merge(parts: Sequence[tuple[str, Mapping[str, bytes]]]) -> dict[str, bytes]:
+    plan: dict[str, bytes] = {}
+    owner: dict[str, str] = {}
+    for name, part in parts:
+        for path, data in part.items():
+            if path in plan:
+                raise PlanError(
+                    f"{path} is written by both {owner[path]} and {name}",
+                    hint="each site path has one owner; rename one of them",
+                )
+            plan[path] = data
+            owner[path] = name
+    return plan

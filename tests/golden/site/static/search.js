@@ -1,0 +1,162 @@
+// dreampool search: loads index.json beside the search page and filters it in
+// the browser. Matching is by substring on NFKC-lowercased text (the index is
+// folded the same way), so Chinese needs no word segmentation. Results are
+// built with createElement and textContent only: dream text never becomes HTML.
+(function () {
+  "use strict";
+
+  var LIMIT = 50;
+  var ID = /^[0-9a-f]{16}$/;
+  var input = document.getElementById("q");
+  var status = document.getElementById("search-status");
+  var list = document.getElementById("search-results");
+  if (!input || !status || !list) return;
+  var root = list.getAttribute("data-root") || "../";
+  var dreams = [];
+
+  function fold(s) {
+    return String(s).normalize("NFKC").toLowerCase();
+  }
+
+  function el(tag, cls, text) {
+    var node = document.createElement(tag);
+    if (cls) node.className = cls;
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function prepare(d) {
+    var tags = Array.isArray(d.tags) ? d.tags.map(String) : [];
+    return {
+      id: String(d.id),
+      title: String(d.title),
+      author: d.author == null ? null : String(d.author),
+      tags: tags,
+      date: String(d.date),
+      text: String(d.text),
+      foldedTitle: fold(d.title),
+      haystack: fold([d.title, d.author || "", tags.join("\n"), d.date, d.text].join("\n")),
+    };
+  }
+
+  // 0: the whole query is in the title; 1: every term is; 2: elsewhere only.
+  function rank(d, query, terms) {
+    if (d.foldedTitle.indexOf(query) !== -1) return 0;
+    for (var i = 0; i < terms.length; i++) {
+      if (d.foldedTitle.indexOf(terms[i]) === -1) return 2;
+    }
+    return 1;
+  }
+
+  function snippet(d, terms) {
+    var text = d.text;
+    // The folded text starts with the title, which the result already shows.
+    var from = text.indexOf(d.foldedTitle) === 0 ? d.foldedTitle.length : 0;
+    for (var i = 0; i < terms.length; i++) {
+      var at = text.indexOf(terms[i], from);
+      if (at === -1) continue;
+      var start = Math.max(0, at - 50);
+      var end = Math.min(text.length, at + terms[i].length + 80);
+      var p = el("p", "snippet");
+      p.dir = "auto";
+      p.appendChild(document.createTextNode((start > 0 ? "…" : "") + text.slice(start, at)));
+      p.appendChild(el("mark", "", text.slice(at, at + terms[i].length)));
+      p.appendChild(document.createTextNode(text.slice(at + terms[i].length, end) + (end < text.length ? "…" : "")));
+      return p;
+    }
+    return null;
+  }
+
+  function result(d, terms) {
+    var li = el("li", "card");
+    var h = el("h2", "card-title");
+    var a = el("a", "", d.title);
+    a.href = root + "dreams/" + d.id + "/";
+    a.dir = "auto";
+    h.appendChild(a);
+    li.appendChild(h);
+    var meta = el("p", "meta");
+    var who = el("span", d.author ? "author" : "author anon", d.author || "anonymous");
+    who.dir = "auto";
+    meta.appendChild(who);
+    var time = el("time", "", d.date);
+    time.setAttribute("datetime", d.date);
+    meta.appendChild(time);
+    li.appendChild(meta);
+    var snip = snippet(d, terms);
+    if (snip) li.appendChild(snip);
+    if (d.tags.length) {
+      var ul = el("ul", "taglist");
+      d.tags.forEach(function (t) {
+        var tag = el("li", "");
+        var span = el("span", "tag", t);
+        span.dir = "auto";
+        tag.appendChild(span);
+        ul.appendChild(tag);
+      });
+      li.appendChild(ul);
+    }
+    return li;
+  }
+
+  function run() {
+    var query = fold(input.value).trim();
+    list.replaceChildren();
+    if (!query) {
+      status.textContent = dreams.length + " dreams indexed. Type to search.";
+      return;
+    }
+    var terms = query.split(/\s+/).filter(Boolean);
+    var hits = [];
+    dreams.forEach(function (d, order) {
+      for (var i = 0; i < terms.length; i++) {
+        if (d.haystack.indexOf(terms[i]) === -1) return;
+      }
+      hits.push({ d: d, rank: rank(d, query, terms), order: order });
+    });
+    // Stable: title hits first, then the index's order (newest first).
+    hits.sort(function (x, y) {
+      return x.rank - y.rank || x.order - y.order;
+    });
+    hits.slice(0, LIMIT).forEach(function (h) {
+      list.appendChild(result(h.d, terms));
+    });
+    var n = hits.length;
+    status.textContent =
+      n === 0 ? "No dream matches." :
+      n > LIMIT ? "Showing the first " + LIMIT + " of " + n + " matching dreams." :
+      n + (n === 1 ? " matching dream." : " matching dreams.");
+  }
+
+  function remember() {
+    var q = input.value;
+    var url = q ? "?q=" + encodeURIComponent(q) : location.pathname;
+    try {
+      history.replaceState(null, "", url);
+    } catch (e) {
+      // file:// pages may refuse; the search still works.
+    }
+  }
+
+  var source = new URL(list.getAttribute("data-index") || "index.json", location.href);
+  fetch(source.href, { credentials: "same-origin" })
+    .then(function (r) {
+      if (!r.ok) throw new Error("HTTP " + r.status);
+      return r.json();
+    })
+    .then(function (index) {
+      var rows = index && Array.isArray(index.dreams) ? index.dreams : [];
+      dreams = rows.filter(function (d) { return d && ID.test(String(d.id)); }).map(prepare);
+      input.disabled = false;
+      var q = new URLSearchParams(location.search).get("q");
+      if (q) input.value = q;
+      input.addEventListener("input", function () {
+        run();
+        remember();
+      });
+      run();
+    })
+    .catch(function (err) {
+      status.textContent = "The search index could not be loaded (" + err.message + ").";
+    });
+})();

@@ -1,0 +1,221 @@
+// Command verify checks a dreampool site's log with Go's golang.org/x/mod/sumdb
+// (note and tlog): a second, independent implementation of signed notes and
+// RFC 6962 hashing, proofs and tiles. It reads C2SP tlog-tiles paths through
+// a tlog.TileReader, so every hash it trusts comes from the published tiles
+// and is checked against the signed checkpoint root.
+//
+// Usage: go run verify.go SITE_DIR   (GO111MODULE=off GOPATH=/usr/share/gocode)
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+)
+
+var site string
+
+func fail(format string, args ...interface{}) {
+	fmt.Fprintf(os.Stderr, "interop: FAIL: "+format+"\n", args...)
+	os.Exit(1)
+}
+
+func read(rel string) []byte {
+	data, err := os.ReadFile(filepath.Join(site, rel))
+	if err != nil {
+		fail("%v", err)
+	}
+	return data
+}
+
+type checkpoint struct {
+	origin string
+	size   int64
+	root   tlog.Hash
+}
+
+// open verifies a signed note and parses the checkpoint body (c2sp.org/tlog-checkpoint).
+func open(msg []byte, verifiers note.Verifiers) checkpoint {
+	n, err := note.Open(msg, verifiers)
+	if err != nil {
+		fail("note.Open: %v", err)
+	}
+	lines := strings.Split(n.Text, "\n")
+	if len(lines) < 4 {
+		fail("checkpoint has too few lines")
+	}
+	size, err := strconv.ParseInt(lines[1], 10, 64)
+	if err != nil {
+		fail("checkpoint size: %v", err)
+	}
+	raw, err := base64.StdEncoding.DecodeString(lines[2])
+	if err != nil || len(raw) != 32 {
+		fail("checkpoint root: %v", err)
+	}
+	var root tlog.Hash
+	copy(root[:], raw)
+	if n.Sigs[0].Name != lines[0] {
+		fail("key name %q != origin %q", n.Sigs[0].Name, lines[0])
+	}
+	return checkpoint{lines[0], size, root}
+}
+
+// c2spTiles reads tiles by their c2sp.org/tlog-tiles paths (no height segment).
+type c2spTiles struct{}
+
+func (c2spTiles) Height() int { return 8 }
+
+func (c2spTiles) ReadTiles(tiles []tlog.Tile) ([][]byte, error) {
+	out := make([][]byte, len(tiles))
+	for i, t := range tiles {
+		// tlog's Path is "tile/8/L/N[.p/W]"; C2SP drops the height.
+		p := strings.Replace(t.Path(), "tile/8/", "tile/", 1)
+		data, err := os.ReadFile(filepath.Join(site, "log", p))
+		if err != nil {
+			return nil, err
+		}
+		out[i] = data
+	}
+	return out, nil
+}
+
+func (c2spTiles) SaveTiles([]tlog.Tile, [][]byte) {}
+
+func hashes(text []byte) []tlog.Hash {
+	var out []tlog.Hash
+	sc := bufio.NewScanner(bytes.NewReader(text))
+	for sc.Scan() {
+		if sc.Text() == "" {
+			break
+		}
+		raw, err := base64.StdEncoding.DecodeString(sc.Text())
+		if err != nil || len(raw) != 32 {
+			fail("bad hash line %q", sc.Text())
+		}
+		var h tlog.Hash
+		copy(h[:], raw)
+		out = append(out, h)
+	}
+	return out
+}
+
+func main() {
+	site = os.Args[1]
+	var vkey string
+	for _, line := range strings.Split(string(read("log/policy")), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "log" {
+			vkey = f[1]
+		}
+	}
+	v, err := note.NewVerifier(vkey)
+	if err != nil {
+		fail("vkey: %v", err)
+	}
+	verifiers := note.VerifierList(v)
+	cur := open(read("log/checkpoint"), verifiers)
+	tree := tlog.Tree{N: cur.size, Hash: cur.root}
+	hr := tlog.TileHashReader(tree, c2spTiles{})
+	root, err := tlog.TreeHash(cur.size, hr)
+	if err != nil || root != cur.root {
+		fail("tiles do not give the checkpoint root: %v", err)
+	}
+
+	// Entry bundles: each leaf's RFC 6962 hash equals the level-0 tile hash.
+	leaves := 0
+	for start := int64(0); start < cur.size; start += 256 {
+		w := cur.size - start
+		if w > 256 {
+			w = 256
+		}
+		t := tlog.Tile{H: 8, L: -1, N: start / 256, W: int(w)}
+		p := strings.Replace(t.Path(), "tile/8/data/", "tile/entries/", 1)
+		data := read("log/" + p)
+		for i := int64(0); i < w; i++ {
+			if len(data) < 2 {
+				fail("entry bundle %s truncated", p)
+			}
+			n := int(binary.BigEndian.Uint16(data))
+			leaf := data[2 : 2+n]
+			data = data[2+n:]
+			want, err := hr.ReadHashes([]int64{tlog.StoredHashIndex(0, start+i)})
+			if err != nil || tlog.RecordHash(leaf) != want[0] {
+				fail("leaf %d does not match its tile hash", start+i)
+			}
+			leaves++
+		}
+		if len(data) != 0 {
+			fail("entry bundle %s has trailing bytes", p)
+		}
+	}
+
+	// Every published checkpoint, and its consistency proof to the current one.
+	names, _ := os.ReadDir(filepath.Join(site, "log", "checkpoints"))
+	sizes := []int64{}
+	for _, e := range names {
+		n, _ := strconv.ParseInt(e.Name(), 10, 64)
+		sizes = append(sizes, n)
+	}
+	sort.Slice(sizes, func(i, j int) bool { return sizes[i] < sizes[j] })
+	roots := map[int64]tlog.Hash{}
+	for _, m := range sizes {
+		old := open(read(fmt.Sprintf("log/checkpoints/%d", m)), verifiers)
+		roots[m] = old.root
+		if m == cur.size {
+			continue
+		}
+		proof := hashes(read(fmt.Sprintf("log/consistency/%d", m)))
+		if err := tlog.CheckTree(proof, cur.size, cur.root, m, old.root); err != nil {
+			fail("consistency %d -> %d: %v", m, cur.size, err)
+		}
+		again, err := tlog.ProveTree(cur.size, m, hr)
+		if err != nil || len(again) != len(proof) {
+			fail("ProveTree %d: %v", m, err)
+		}
+		for i := range again {
+			if again[i] != proof[i] {
+				fail("consistency %d: hash %d differs from Go's proof", m, i)
+			}
+		}
+	}
+
+	// Every dream proof (c2sp.org/tlog-proof@v1).
+	proofs := 0
+	dirs, _ := os.ReadDir(filepath.Join(site, "dreams"))
+	for _, d := range dirs {
+		data, err := os.ReadFile(filepath.Join(site, "dreams", d.Name(), "proof.tlog-proof"))
+		if err != nil {
+			continue
+		}
+		parts := bytes.SplitN(data, []byte("\n\n"), 2)
+		lines := strings.Split(string(parts[0]), "\n")
+		if lines[0] != "c2sp.org/tlog-proof@v1" || !strings.HasPrefix(lines[1], "extra ") {
+			fail("%s: bad header", d.Name())
+		}
+		extra, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(lines[1], "extra "))
+		index, _ := strconv.ParseInt(strings.TrimPrefix(lines[2], "index "), 10, 64)
+		proof := hashes([]byte(strings.Join(lines[3:], "\n")))
+		cp := open(parts[1], verifiers)
+		if roots[cp.size] != cp.root {
+			fail("%s: embedded checkpoint is not a published one", d.Name())
+		}
+		if err := tlog.CheckRecord(proof, cp.size, cp.root, index, tlog.RecordHash(extra)); err != nil {
+			fail("%s: inclusion: %v", d.Name(), err)
+		}
+		again, err := tlog.ProveRecord(cp.size, index, hr)
+		if err != nil || len(again) != len(proof) {
+			fail("%s: ProveRecord: %v", d.Name(), err)
+		}
+		proofs++
+	}
+	fmt.Printf("interop ok: size %d, %d leaves, %d checkpoints, %d proofs\n", cur.size, leaves, len(sizes), proofs)
+}

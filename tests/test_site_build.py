@@ -1,0 +1,117 @@
+"""Whole builds: reproducible, atomic under SIGKILL, and equal to a golden copy."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from builder import build as buildmod
+from builder.note import parse_private_key
+from tests.conftest import REPO
+from tests.pools import PoolFixture, make_pool
+
+GOLDEN = REPO / "tests" / "golden"
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+@pytest.fixture
+def built(tmp_path: Path) -> PoolFixture:
+    tp = make_pool(tmp_path)
+    tp.add("ada", 4)
+    tp.add("bob", 3, consent={"share": True, "derivatives": True, "anonymize": True})
+    tp.add("墨子", 2)
+    buildmod.build(tp.content, tmp_path / "first", signer=parse_private_key(tp.log_key))
+    return tp
+
+
+def test_two_builds_are_byte_identical(built: PoolFixture, tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    buildmod.build(built.content, a, signer=None)
+    buildmod.build(built.content, b, signer=None)
+    assert tree(a) == tree(b)
+    assert tree(a) == tree(tmp_path / "first")
+
+
+def test_rebuild_in_place_keeps_identical_bytes(built: PoolFixture, tmp_path: Path) -> None:
+    site = tmp_path / "first"
+    before = tree(site)
+    buildmod.build(built.content, site, signer=None)
+    assert tree(site) == before
+
+
+def test_golden_fixture_site() -> None:
+    """The committed fixture pool builds exactly the committed golden site.
+
+    After an intended change to pages, regenerate with
+    `python -m tests.golden_update` and review the diff.
+    """
+    from tests.golden_update import build_golden
+
+    got = build_golden()
+    want = tree(GOLDEN / "site")
+    assert sorted(got) == sorted(want), set(got) ^ set(want)
+    for path in want:
+        assert got[path] == want[path], f"{path} differs from tests/golden/site/{path}"
+
+
+def _build_cmd(tp: PoolFixture, out: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "builder",
+        "build",
+        "--content",
+        str(tp.content),
+        "--out",
+        str(out),
+        "--quiet",
+    ]
+
+
+def test_killed_build_leaves_previous_site_and_log_intact(tmp_path: Path) -> None:
+    tp = make_pool(tmp_path)
+    tp.add("ada", 150)
+    site = tmp_path / "site"
+    env = {**os.environ, "DREAMPOOL_LOG_KEY": tp.log_key}
+    subprocess.run(_build_cmd(tp, site), check=True, env=env, capture_output=True)
+    tp.add("bob", 150)
+    site_before = tree(site)
+    rng = random.Random(7)
+    started = time.monotonic()
+    subprocess.run(_build_cmd(tp, tmp_path / "timing"), check=True, env=env, capture_output=True)
+    duration = time.monotonic() - started
+    shutil.rmtree(tmp_path / "timing")
+    content_copy = tmp_path / "content-copy"
+    for moment in sorted(rng.uniform(0.05, 0.95) * duration for _ in range(6)):
+        shutil.rmtree(content_copy, ignore_errors=True)
+        shutil.copytree(tp.content, content_copy)
+        proc = subprocess.Popen(
+            _build_cmd(tp, site), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        time.sleep(moment)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        now = tree(site)
+        # Either the old site, untouched, or (if the swap already happened) a
+        # complete new one; never a mix.
+        assert now == site_before or "log/checkpoints/303" in now
+        if now != site_before:
+            break
+    # The next build succeeds and is consistent with what was published.
+    result = subprocess.run(_build_cmd(tp, site), env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert (site / "log" / "consistency" / "151").exists()
+    assert not list(tmp_path.glob(".site.new-*"))
