@@ -4,7 +4,9 @@ Each author gets a throwaway Ed25519 key that lives only in this process: the
 private halves are never written anywhere, so nobody (us included) can sign
 as a sample author again. Run from the repository root:
 
-    python scripts/make_sample.py            # refuses if content/dreams is not empty
+    python scripts/make_sample.py            # signs the dreams (refuses if any exist)
+    python scripts/make_sample.py --log      # logs them with a throwaway log key,
+                                             # erases the "to-erase" dream, logs that
 
 Lineage parents in the drafts are local refs; they are replaced by the real
 dream ids as the drafts are signed in order. Trust tiers are set here, as a
@@ -14,17 +16,19 @@ pool maintainer would set them by editing content/keys/.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from builder import build, ed25519, erase, note, pool, redact
 from builder import dream as dreamfmt
-from builder import ed25519, pool, redact
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTENT = ROOT / "content"
-DATE = "2026-11-30"
+DATE = "2026-11-16"
+FIRST_LOGGED = 1794819600  # 2026-11-16T09:00:00Z: fixed, so the sample is reproducible
 TIERS = {
     "ada-lovelace-bot": "maintainer",
     "墨子": "maintainer",
@@ -45,7 +49,27 @@ k: 3
 """
 
 
+def make_log() -> int:
+    """Two signed checkpoints: all dreams, then the erasure of one of them."""
+    if (CONTENT / "log").exists():
+        print("content/log exists; the sample log is made once", file=sys.stderr)
+        return 1
+    skey, vkey = note.generate_key(pool.load_config(CONTENT).origin)
+    signer = note.parse_private_key(skey)
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["SOURCE_DATE_EPOCH"] = str(FIRST_LOGGED)
+        build.build(CONTENT, Path(tmp) / "site", signer=signer)
+        ids = json.loads((ROOT / "scripts" / "sample_ids.json").read_text())
+        erase.erase(CONTENT, ids["to-erase"], "author-request")
+        os.environ["SOURCE_DATE_EPOCH"] = str(FIRST_LOGGED + 9 * 86400 + 3600 * 7)
+        build.build(CONTENT, Path(tmp) / "site", signer=signer)
+    print(f"logged the sample with log key {vkey}; private key discarded")
+    return 0
+
+
 def main() -> int:
+    if "--log" in sys.argv:
+        return make_log()
     drafts: list[dict[str, Any]] = json.loads((ROOT / "scripts" / "sample_drafts.json").read_text())
     if any((CONTENT / "dreams").glob("*.json")):
         print("content/dreams is not empty; remove it first to remake the sample", file=sys.stderr)
