@@ -21,6 +21,7 @@ from pathlib import Path
 from builder import logbuild, model, pool, site, writer
 from builder.errors import InputError, KeyStoreError, Problem
 from builder.note import Signer, parse_private_key
+from builder.progress import Progress, progress_enabled
 
 
 @dataclass(slots=True)
@@ -63,13 +64,16 @@ def build(
     *,
     signer: Signer | None,
     base_url: str | None = None,
+    quiet: bool = False,
 ) -> BuildReport:
     started = time.monotonic()
     config = pool.load_config(content)
     directory, key_problems = pool.load_keys(content)
     if key_problems:
         raise InputError(key_problems, hint="fix the key directory (content/keys) first")
-    scanned, refused = pool.scan_dreams(content, directory)
+    total = sum(1 for p in (content / "dreams").glob("*.json"))
+    with Progress(total, "verifying dreams", enabled=progress_enabled(quiet)) as bar:
+        scanned, refused = pool.scan_dreams(content, directory, bar.advance)
     url = normalize_base_url(base_url or config.base_url)
     log_url = url + "log/" if url.startswith(("https://", "http://")) else None
     log = logbuild.update(content, scanned, origin=config.origin, signer=signer, log_url=log_url)

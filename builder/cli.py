@@ -151,7 +151,15 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    problems = pool.check(Path(args.content))
+    from builder import logbuild
+
+    content = Path(args.content)
+    problems, scanned = pool.check(content)
+    try:
+        logbuild.verify_state(content, scanned)
+    except DreampoolError as exc:
+        rule = exc.message + (f" (hint: {exc.hint})" if exc.hint else "")
+        problems.append(Problem(str(content / "log"), "", rule))
     if args.format == "github":
         for p in problems:
             line = f",line={p.line}" if p.line else ""
@@ -173,7 +181,9 @@ def cmd_build(args: argparse.Namespace) -> int:
     from builder import build
 
     signer = build.load_log_key(args.log_key)
-    report = build.build(Path(args.content), Path(args.out), signer=signer, base_url=args.base_url)
+    report = build.build(
+        Path(args.content), Path(args.out), signer=signer, base_url=args.base_url, quiet=args.quiet
+    )
     for problem in report.refused:
         print(f"{PROG}: refused: {problem}", file=sys.stderr)
     signed = "signed a new checkpoint" if report.signed else "checkpoint unchanged"
@@ -182,6 +192,9 @@ def cmd_build(args: argparse.Namespace) -> int:
         f"{len(report.erased)} erased; log size {report.size} ({signed}); "
         f"{report.files} files in {report.seconds:.2f}s"
     )
+    if not args.quiet:
+        serve = "dreampool serve" + ("" if args.out == "site" else f" --out {args.out}")
+        note(f"preview it with `{serve}` and open http://127.0.0.1:8000/")
     return 1 if report.refused else 0
 
 

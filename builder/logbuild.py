@@ -133,39 +133,12 @@ def update(
     present = {s.dream.id: s for s in scanned}
     logged = _read_leaves(leaves)
     new_leaves: list[bytes] = []
-    salts: dict[str, str] = {}
 
     # Step 3: every logged dream still matches content/, or is erased.
-    for dream_id, index in logged.dreams.items():
-        if dream_id in logged.erasures:
-            continue
-        found = present.get(dream_id)
-        if found is None:
-            reason = _erasure_reason(content, dream_id)
-            if reason is None:
-                raise LogError(
-                    f"leaf {index} logs dream {dream_id}, but content/dreams/{dream_id}.json "
-                    "is missing and no erasure is recorded",
-                    hint="restore the file from git history, or erase the dream with "
-                    f"`dreampool erase {dream_id} --reason …`",
-                )
-            new_leaves.append(erasure_leaf(dream_id, reason))
-            log.erased_now.append(dream_id)
-            continue
-        salt = _read_salt(content, dream_id)
-        if salt is None:
-            raise LogError(
-                f"dream {dream_id} (leaf {index}) has lost its salt content/dreams/{dream_id}.salt",
-                hint="restore it from git history; without it the record cannot be published",
-            )
-        want = json.loads(leaves[index])["commitment"]
-        if commitment(found.dream.body, salt) != want:
-            raise LogError(
-                f"content/dreams/{dream_id}.json or its salt changed after it was logged: "
-                f"leaf {index} commits to {want}",
-                hint="a logged dream is never edited; restore both files from git history",
-            )
-        salts[dream_id] = salt
+    pending, salts = _check_logged(content, leaves, logged, present)
+    for dream_id, reason in pending:
+        new_leaves.append(erasure_leaf(dream_id, reason))
+        log.erased_now.append(dream_id)
 
     # Step 4: new dreams in id order, each new key announced first.
     for dream_id in sorted(present):
@@ -212,6 +185,64 @@ def update(
         log.signed_now = True
     _index_log(log, present, salts)
     return log
+
+
+def verify_state(content: Path, scanned: Iterable[ScannedDream]) -> int:
+    """Steps 1–3 without writing anything (what ``dreampool check`` runs).
+
+    Returns the number of leaves checked; raises :class:`LogError` on damage.
+    """
+    state = logstate.load(content)
+    if state.policy is None:
+        if state.history:
+            raise LogError("content/log/policy is missing but checkpoints were signed")
+        return 0
+    policy = parse_policy(state.policy.encode())
+    tree = merkle.MerkleTree.from_leaf_hashes(merkle.leaf_hash(leaf) for leaf in state.leaves)
+    _prove_append_only(state, tree, policy)
+    present = {s.dream.id: s for s in scanned}
+    _check_logged(content, state.leaves, _read_leaves(state.leaves), present)
+    return len(state.leaves)
+
+
+def _check_logged(
+    content: Path, leaves: list[bytes], logged: _Logged, present: dict[str, ScannedDream]
+) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """Every logged, unerased dream is present with its salt and commits to the
+    same bytes; a missing one needs a recorded erasure. Returns the erasures
+    still to log and the salts of present dreams."""
+    pending: list[tuple[str, str]] = []
+    salts: dict[str, str] = {}
+    for dream_id, index in logged.dreams.items():
+        if dream_id in logged.erasures:
+            continue
+        found = present.get(dream_id)
+        if found is None:
+            reason = _erasure_reason(content, dream_id)
+            if reason is None:
+                raise LogError(
+                    f"leaf {index} logs dream {dream_id}, but content/dreams/{dream_id}.json "
+                    "is missing and no erasure is recorded",
+                    hint="restore the file from git history, or erase the dream with "
+                    f"`dreampool erase {dream_id} --reason …`",
+                )
+            pending.append((dream_id, reason))
+            continue
+        salt = _read_salt(content, dream_id)
+        if salt is None:
+            raise LogError(
+                f"dream {dream_id} (leaf {index}) has lost its salt content/dreams/{dream_id}.salt",
+                hint="restore it from git history; without it the record cannot be published",
+            )
+        want = json.loads(leaves[index])["commitment"]
+        if commitment(found.dream.body, salt) != want:
+            raise LogError(
+                f"content/dreams/{dream_id}.json or its salt changed after it was logged: "
+                f"leaf {index} commits to {want}",
+                hint="a logged dream is never edited; restore both files from git history",
+            )
+        salts[dream_id] = salt
+    return pending, salts
 
 
 @dataclass(slots=True)

@@ -29,7 +29,7 @@ import os
 import re
 import stat
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -349,13 +349,20 @@ class ScannedDream:
     dream: dreamfmt.Dream
 
 
-def scan_dreams(content: Path, directory: KeyDirectory) -> tuple[list[ScannedDream], list[Problem]]:
-    """Every valid dream in ``content/dreams`` (name order), and every problem."""
+def scan_dreams(
+    content: Path, directory: KeyDirectory, on_dream: Callable[[], None] | None = None
+) -> tuple[list[ScannedDream], list[Problem]]:
+    """Every valid dream in ``content/dreams`` (name order), and every problem.
+
+    ``on_dream`` is called once per dream file read (for a progress bar).
+    """
     problems: list[Problem] = []
     found: list[ScannedDream] = []
     for path, match in _scan(content / "dreams", _ID_FILE_RE, "<dream id>.json", problems):
         if match.group(2) == "salt":  # the commitment salt beside its dream (logstate)
             continue
+        if on_dream is not None:
+            on_dream()
         file = str(path)
         try:
             d = check_dream(read_regular(path), file)
@@ -382,8 +389,8 @@ def scan_dreams(content: Path, directory: KeyDirectory) -> tuple[list[ScannedDre
     return found, problems
 
 
-def check(content: Path) -> list[Problem]:
-    """Every problem in the pool; nothing is written."""
+def check(content: Path) -> tuple[list[Problem], list[ScannedDream]]:
+    """Every problem in the pool's files, and the dreams that passed; nothing is written."""
     problems: list[Problem] = []
     try:
         load_config(content)
@@ -391,9 +398,9 @@ def check(content: Path) -> list[Problem]:
         problems.extend(exc.problems)
     directory, key_problems = load_keys(content)
     problems.extend(key_problems)
-    _, dream_problems = scan_dreams(content, directory)
+    scanned, dream_problems = scan_dreams(content, directory)
     problems.extend(dream_problems)
-    return problems
+    return problems, scanned
 
 
 # --- submitting ------------------------------------------------------------

@@ -268,3 +268,30 @@ def test_flipping_any_byte_of_a_signed_dream_fails(data: st.DataObject) -> None:
     mangled[index] ^= delta
     with pytest.raises((InputError, SignatureError)):
         dreamfmt.parse(bytes(mangled), "f.json")
+
+
+@pytest.mark.parametrize("author", ["", "a" * 65, "bad\u202ename", "two\nlines"])
+def test_keygen_refuses_bad_author_names(author: str, run: Any, home: Path) -> None:
+    result = run("keygen", "--author", author)
+    assert result.code == 1 and "--author" in result.err and "hint:" in result.err
+    assert not (home / "keys").exists() or not list((home / "keys").iterdir())
+
+
+def test_sign_refuses_a_draft_for_another_author(run: Any, home: Path, tmp_path: Path) -> None:
+    key_id = run("keygen", "--author", "ada").out.split("keyId")[1].split()[0]
+    src = tmp_path / "draft.json"
+    src.write_text(json.dumps(draft(author="someone-else")), encoding="utf-8")
+    out = tmp_path / "signed.json"
+    result = run("sign", src, "--key", key_id, "-o", out)
+    assert result.code == 1 and f"{src}: /author:" in result.err and not out.exists()
+
+
+def test_sign_refuses_an_invalid_draft_and_writes_nothing(
+    run: Any, home: Path, tmp_path: Path
+) -> None:
+    key_id = run("keygen", "--author", "ada").out.split("keyId")[1].split()[0]
+    src = tmp_path / "draft.json"
+    src.write_text(json.dumps(draft(title="")), encoding="utf-8")
+    out = tmp_path / "signed.json"
+    result = run("sign", src, "--key", key_id, "-o", out)
+    assert result.code == 1 and f"{src}: /title:" in result.err and not out.exists()

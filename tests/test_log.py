@@ -11,7 +11,7 @@ import pytest
 
 from builder import build as buildmod
 from builder import logbuild, logstate
-from builder.errors import LogError
+from builder.errors import DreampoolError, LogError
 from builder.note import parse_private_key
 from tests.pools import PoolFixture, key_id_of, make_pool
 
@@ -308,3 +308,81 @@ def test_build_cli_summary(tp: PoolFixture, tmp_path: Path, run: Any, monkeypatc
     again = run("build", "--content", tp.content, "--out", tmp_path / "site")
     assert again.code == 0 and "checkpoint unchanged" in again.out
     assert os.path.exists(tmp_path / "site" / "log" / "checkpoints" / "3")
+
+
+def test_verify_proof_cli_on_a_built_pool(tp: PoolFixture, tmp_path: Path, run: Any) -> None:
+    (first,) = tp.add("ada", 1)
+    site = tmp_path / "site"
+    do_build(tp, site)
+    old_checkpoint = (site / "log" / "checkpoint").read_bytes()
+    tp.add("bob", 2)
+    do_build(tp, site)
+    d = site / "dreams" / first
+    result = run(
+        "verify-proof",
+        d / "proof.tlog-proof",
+        "--record",
+        d / "record.json",
+        "--policy",
+        site / "log" / "policy",
+        "--newer",
+        site / "log" / "checkpoint",
+        "--consistency",
+        site / "log" / "consistency" / "2",
+    )
+    assert result.code == 0, result
+    for step in range(1, 6):
+        assert f"step {step} ok" in result.out
+    assert old_checkpoint != (site / "log" / "checkpoint").read_bytes()
+    other = tmp_path / "other-record.json"
+    other.write_text((d / "record.json").read_text().replace('"index": 1', '"index": 2'))
+    bad = run(
+        "verify-proof",
+        d / "proof.tlog-proof",
+        "--record",
+        other,
+        "--policy",
+        site / "log" / "policy",
+    )
+    assert bad.code == 1 and "step 2 FAILED" in bad.out
+
+
+def test_check_reports_a_damaged_log(tp: PoolFixture, tmp_path: Path, run: Any) -> None:
+    tp.add("ada", 3)
+    do_build(tp, tmp_path / "site")
+    assert run("check", "--content", tp.content).code == 0
+    _rewrite_leaves(tp, lambda ls: [ls[0], ls[2], ls[1], *ls[3:]])
+    result = run("check", "--content", tp.content)
+    assert result.code == 1 and "/log: the stored leaves are not the tree the pool signed" in (
+        result.err
+    )
+
+
+def test_witness_cosignatures_are_kept_and_verified(tp: PoolFixture, tmp_path: Path) -> None:
+    from builder import checkpoint as cpmod
+    from builder import policy as policymod
+
+    tp.add("ada", 2)
+    site = tmp_path / "site"
+    do_build(tp, site)
+    wkey, wvkey = cpmod.generate_cosigner_key("witness.example/w1")
+    policy_path = tp.content / "log" / "policy"
+    policy = policymod.parse_policy(policy_path.read_bytes())
+    witness = policymod.PolicyWitness("w1", cpmod.parse_cosigner_key(wvkey))
+    with_witness = policymod.Policy(policy.logs, (witness,), (), "w1")
+    policy_path.write_text(policymod.format_policy(with_witness))
+    stored = tp.content / "log" / "checkpoints" / "3"
+    note_bytes = stored.read_bytes()
+    text = note_bytes.split(b"\n\n")[0].decode() + "\n"
+    line = cpmod.cosign(text, cpmod.parse_cosigner_private_key(wkey), 1767225600)
+    stored.write_bytes(note_bytes + line.encode())
+    do_build(tp, site, key=False)
+    published = (site / "log" / "checkpoint").read_bytes()
+    assert published == stored.read_bytes()
+    cp, names = policymod.verify_checkpoint(with_witness, published)
+    assert cp.size == 3 and names == ("witness.example/w1",)
+    # A forged cosignature line fails the build, and nothing is signed.
+    forged = line[:-6] + ("AAAA" if not line.endswith("AAAA=\n") else "BBBB") + "=\n"
+    stored.write_bytes(note_bytes + forged.encode())
+    with pytest.raises(DreampoolError):
+        do_build(tp, site, key=False)
