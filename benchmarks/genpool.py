@@ -171,7 +171,7 @@ def make_draft(rng: random.Random, n: int, author: str, parent: str | None) -> d
 
 
 def _spell(n: int) -> str:
-    names = "zero one two three four five six seven eight nine".split()
+    names = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
     return "-".join(names[int(c)] for c in str(n))
 
 

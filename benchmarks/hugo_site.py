@@ -22,9 +22,11 @@ LAYOUTS = {
 <main>{{ block "main" . }}{{ end }}</main></body></html>
 """,
     "_default/single.html": """{{ define "main" }}<article><h1>{{ .Title }}</h1>
-<p>by {{ range .Params.authors }}<a href="{{ (print "/authors/" (urlize .)) | relURL }}">{{ . }}</a>{{ end }}
+<p>by {{ range .Params.authors }}
+<a href="{{ (print "/authors/" (urlize .)) | relURL }}">{{ . }}</a>{{ end }}
 · {{ .Date.Format "2006-01-02" }}</p>
-<p>{{ range .Params.tags }}<a href="{{ (print "/tags/" (urlize .)) | relURL }}">#{{ . }}</a> {{ end }}</p>
+<p>{{ range .Params.tags }}
+<a href="{{ (print "/tags/" (urlize .)) | relURL }}">#{{ . }}</a> {{ end }}</p>
 {{ .Content }}
 <section>{{ range .Params.entries }}<div class="entry {{ .type }}"><b>{{ .type }}</b> {{ .text }}
 <i>{{ .confidence }}</i></div>{{ end }}</section></article>{{ end }}
