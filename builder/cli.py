@@ -151,7 +151,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from builder import logbuild
+    from builder import logbuild, summary
 
     content = Path(args.content)
     problems, scanned = pool.check(content)
@@ -162,16 +162,22 @@ def cmd_check(args: argparse.Namespace) -> int:
         problems.append(Problem(str(content / "log"), "", rule))
     if args.format == "github":
         for p in problems:
-            line = f",line={p.line}" if p.line else ""
-            rule = f"{p.pointer}: {p.rule}" if p.pointer else p.rule
-            out(f"::error file={p.file}{line}::{rule}")
+            out(summary.annotation(p))
     else:
         report_problems(problems)
+    if args.summary:
+        summary.write_summary(args.summary, problems, args.content)
     if problems:
         print(f"{PROG}: {len(problems)} problem(s) in {args.content}", file=sys.stderr)
         return 1
     out(f"ok: {args.content} has no problems")
     return 0
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from builder import init
+
+    return init.cli_init(args.dir, args.origin, args.title, args.owner, args.requirement)
 
 
 # --- the log and the site ---------------------------------------------------
@@ -300,6 +306,29 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("check", cmd_check, "validate the whole pool without writing")
     p.add_argument("--content", default="content", metavar="DIR")
     p.add_argument("--format", choices=("text", "github"), default="text")
+    p.add_argument(
+        "--summary",
+        type=Path,
+        metavar="FILE",
+        help="append a Markdown table of the problems to FILE (e.g. $GITHUB_STEP_SUMMARY)",
+    )
+
+    p = add("init", cmd_init, "start a pool repository: settings, folders, workflows")
+    p.add_argument("dir", type=Path, metavar="DIR")
+    p.add_argument("--origin", required=True, help="the log's origin, e.g. example.org/dreams")
+    p.add_argument("--title", required=True, help="the pool's title")
+    p.add_argument(
+        "--owner",
+        action="append",
+        default=[],
+        metavar="@HANDLE",
+        help="a maintainer (@user or @org/team) for .github/CODEOWNERS; repeatable",
+    )
+    p.add_argument(
+        "--requirement",
+        metavar="SPEC",
+        help="what the workflows pip install (default: this dreampool release)",
+    )
 
     p = add("build", cmd_build, "admit new dreams into the log and build the site")
     p.add_argument("--content", default="content", metavar="DIR")

@@ -33,7 +33,7 @@ from builder.b64 import b64_encode, b64url_decode, b64url_encode
 from builder.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
 from builder.dream import Dream
 from builder.errors import InputError, LogError, Problem
-from builder.note import Signer
+from builder.note import Signer, Verifier, split_note
 from builder.policy import Policy, PolicyLog, format_policy, parse_policy
 from builder.pool import ScannedDream, atomic_write, read_regular
 from builder.tlogproof import TlogProof, format_tlog_proof
@@ -131,6 +131,7 @@ def update(
     checkpoint = _prove_append_only(state, tree, policy)
     log = Log(state=state, tree=tree, policy=policy, checkpoint=checkpoint)
     present = {s.dream.id: s for s in scanned}
+    _check_unsigned_tail(content, leaves, state.signed_size, present)
     logged = _read_leaves(leaves)
     new_leaves: list[bytes] = []
 
@@ -201,8 +202,62 @@ def verify_state(content: Path, scanned: Iterable[ScannedDream]) -> int:
     tree = merkle.MerkleTree.from_leaf_hashes(merkle.leaf_hash(leaf) for leaf in state.leaves)
     _prove_append_only(state, tree, policy)
     present = {s.dream.id: s for s in scanned}
+    _check_unsigned_tail(content, state.leaves, state.signed_size, present)
     _check_logged(content, state.leaves, _read_leaves(state.leaves), present)
     return len(state.leaves)
+
+
+def _check_unsigned_tail(
+    content: Path, leaves: list[bytes], signed_size: int, present: dict[str, ScannedDream]
+) -> None:
+    """Leaves after the last checkpoint were written by a build killed before it
+    signed them (:mod:`builder.logstate`); the next build signs them as they are.
+    So each must be a leaf a build writes: a key leaf of a present dream's key,
+    new to the log and exactly as :func:`key_leaf` makes it; a dream leaf of a
+    present dream, new to the log, after its key (its commitment is step 3's);
+    an erasure leaf of a logged dream, erased once, with its erasure recorded.
+    Anything else (a leaf appended by hand, say an erasure nobody asked for or a
+    key leaf giving a stranger's key an author's name) is refused, never signed.
+    """
+    seen = _read_leaves(leaves[:signed_size])
+    keys = {s.dream.key_id: s.dream for s in present.values()}
+    for index in range(signed_size, len(leaves)):
+        data = leaves[index]
+        obj = json.loads(data)  # canonical JSON: logstate.load checked every line
+        kind = obj.get("kind") if isinstance(obj, dict) else None
+        ident = obj.get("keyId" if kind == "key" else "id") if isinstance(obj, dict) else None
+        ok = False
+        if kind == "key" and isinstance(ident, str) and ident in keys and ident not in seen.keys:
+            d = keys[ident]
+            ok = data == key_leaf(d.key_id, d.public_key, d.author)
+            seen.keys[ident] = index
+        elif kind == "dream" and isinstance(ident, str) and ident in present:
+            commit = obj.get("commitment")
+            ok = (
+                ident not in seen.dreams
+                and present[ident].dream.key_id in seen.keys
+                and isinstance(commit, str)
+                and data == dream_leaf(ident, commit)
+            )
+            seen.dreams[ident] = index
+        elif kind == "erasure" and isinstance(ident, str) and ident in seen.dreams:
+            reason = obj.get("reason")
+            ok = (
+                ident not in seen.erasures
+                and ident not in present
+                and isinstance(reason, str)
+                and _erasure_reason(content, ident) == reason
+                and data == erasure_leaf(ident, reason)
+            )
+            seen.erasures[ident] = (index, str(reason))
+        if not ok:
+            raise LogError(
+                f"content/log/leaves: leaf {index} is not signed yet, and is not a leaf a "
+                f"build writes for the pool as it is (the signed log ends at {signed_size})",
+                hint="unsigned leaves come only from a build that was killed; this one was "
+                "added by hand or the pool changed since. Restore content/log from git "
+                "history; the next build writes the leaves again",
+            )
 
 
 def _check_logged(
@@ -355,19 +410,28 @@ def _policy(
     return policy
 
 
+def _log_key_of(note: bytes, policy: Policy, size: int) -> Verifier:
+    """The policy's log key that signed a stored checkpoint. After a rotation the
+    policy lists the old and the new key under the same origin (docs/operators.md)."""
+    _, signatures = split_note(note)
+    signed = {(s.name, s.key_id) for s in signatures}
+    for verifier in policy.log_verifiers:
+        if (verifier.name, verifier.key_id) in signed:
+            return verifier
+    raise LogError(
+        f"content/log/checkpoints/{size} is signed by no log key of content/log/policy",
+        hint="restore content/log from git history; after a rotation the policy keeps the old key",
+    )
+
+
 def _prove_append_only(
     state: logstate.LogState, tree: merkle.MerkleTree, policy: Policy
 ) -> Checkpoint | None:
     """Step 2: every stored checkpoint verifies and matches the rebuilt tree."""
     latest: Checkpoint | None = None
-    verifiers = {v.name: v for v in policy.log_verifiers}
     for entry in state.history:
         note = state.checkpoints[entry.size]
-        cp_text = note.split(b"\n\n", 1)[0].decode("utf-8", "replace")
-        origin = cp_text.split("\n", 1)[0]
-        verifier = verifiers.get(origin)
-        if verifier is None:
-            raise LogError(f"checkpoint {entry.size}: origin {origin!r} is not in the policy")
+        verifier = _log_key_of(note, policy, entry.size)
         cp, _ = open_checkpoint(note, verifier, policy.witness_verifiers)
         if cp.size != entry.size:
             raise LogError(

@@ -1,0 +1,271 @@
+"""``dreampool init``: scaffold a new pool repository.
+
+A pool is a git repository; GitHub Actions checks pull requests and publishes
+the site to GitHub Pages. :func:`init_pool` writes what such a repository
+needs and nothing else::
+
+    content/pool.yaml              title, origin, base_url, k (builder.pool)
+    content/dreams/.gitkeep        where `dreampool submit` puts dreams
+    content/keys/.gitkeep          the key directory (tiers are set here)
+    README.md                      the contributors' guide (CONTRIBUTING.md if
+                                   a README.md is already there)
+    requirements.txt               the dreampool release both workflows install
+    .gitignore                     the built site and key files stay out of git
+                                   (lines appended if one exists)
+    .github/CODEOWNERS             maintainers review keys, log, settings, workflows
+    .github/workflows/check.yml    on pull_request: `dreampool check` as annotations
+    .github/workflows/publish.yml  on push to main: build, commit the log, deploy
+
+The log itself (``content/log/``) is made by the first ``dreampool build``
+with the log key, so no key is asked for here and none is ever written into
+the repository.
+
+It refuses to touch an existing pool (``content/pool.yaml`` exists) and to
+overwrite any file it would write, listing every such file before writing
+anything. The workflow files are package data (``builder/scaffold/``) with one
+placeholder, the install command; :func:`workflow` renders them, for a new
+pool and for the dreampool repository's own sample pool alike.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import tempfile
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+
+from builder import __version__, pool
+from builder.errors import InputError, PoolError, Problem
+
+WORKFLOWS = ("check.yml", "publish.yml")
+INSTALL_REQUIREMENTS = "python -m pip install --disable-pip-version-check -r requirements.txt"
+"""How a pool's workflows install dreampool: the release named in requirements.txt."""
+INSTALL_CHECKOUT = "python -m pip install --disable-pip-version-check ."
+"""How the dreampool repository's own workflows install it, for its sample pool."""
+
+MAX_TITLE = 120
+_OWNER_RE = re.compile(r"@[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:/[A-Za-z0-9._-]{1,100})?")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]")
+_PLACEHOLDER_RE = re.compile(r"__[A-Z]+__")
+_CODEOWNED = (
+    "/content/keys/",
+    "/content/log/",
+    "/content/erasures/",
+    "/content/pool.yaml",
+    "/.github/",
+    "/requirements.txt",
+)
+
+
+def template(name: str) -> str:
+    """A scaffold file as shipped in ``builder/scaffold/``."""
+    return resources.files("builder").joinpath("scaffold", name).read_text(encoding="utf-8")
+
+
+def _fill(text: str, values: dict[str, str]) -> str:
+    for key, value in values.items():
+        text = text.replace(f"__{key}__", value)
+    left = _PLACEHOLDER_RE.search(text)
+    assert left is None, f"unfilled placeholder {left.group()}"
+    return text
+
+
+def workflow(name: str, install: str = INSTALL_REQUIREMENTS) -> str:
+    """The ``check.yml`` or ``publish.yml`` workflow, installing dreampool with ``install``."""
+    if name not in WORKFLOWS:
+        raise ValueError(f"no workflow {name!r}; want one of {', '.join(WORKFLOWS)}")
+    return _fill(template(name), {"INSTALL": install})
+
+
+def pool_yaml(origin: str, title: str) -> str:
+    # A JSON string is a YAML double-quoted scalar, so any title stays one value.
+    return (
+        "# The pool's settings (dreampool). The origin names the log: it is signed\n"
+        "# into every checkpoint and never changes.\n"
+        f"title: {json.dumps(title, ensure_ascii=False)}\n"
+        f"origin: {json.dumps(origin, ensure_ascii=False)}\n"
+        "# Where the site is served from. The publish workflow passes the GitHub\n"
+        "# Pages address with --base-url, which takes precedence.\n"
+        "base_url: /\n"
+        "# A pattern is shown only when at least k distinct authors share it.\n"
+        "k: 3\n"
+    )
+
+
+def codeowners(owners: Sequence[str]) -> str:
+    """``.github/CODEOWNERS``; with no owners the rules are written commented out."""
+    lines = [
+        "# Who must review changes to the pool's trust: the key directory (tiers are",
+        "# set there), the log state, erasures, the pool's settings, the workflows",
+        '# and the dreampool release they run with the log key. Turn on "Require',
+        '# review from Code Owners" for main (Settings → Rules or Branches).',
+    ]
+    if owners:
+        who = " ".join(owners)
+        lines += [f"{path:<20} {who}" for path in _CODEOWNED]
+    else:
+        lines += [
+            "# Name the maintainers (@user or @org/team) and uncomment:",
+            *(f"# {path:<20} @MAINTAINER" for path in _CODEOWNED),
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def gitignore_lines() -> list[str]:
+    return template("gitignore").splitlines()
+
+
+def _validate(origin: str, title: str, owners: Sequence[str], requirement: str) -> None:
+    problems: list[Problem] = []
+    if not 1 <= len(title) <= MAX_TITLE or _CONTROL_RE.search(title):
+        problems.append(
+            Problem("--title", "", f"must be 1–{MAX_TITLE} characters on one line, is {len(title)}")
+        )
+    for owner in owners:
+        if not _OWNER_RE.fullmatch(owner):
+            problems.append(
+                Problem("--owner", "", "must be a GitHub @user or @org/team (one per --owner)")
+            )
+    if not requirement.strip() or _CONTROL_RE.search(requirement):
+        problems.append(Problem("--requirement", "", "must be one pip requirement on one line"))
+    if problems:
+        raise InputError(problems, hint="see `dreampool init --help`")
+    # The origin is checked by the rules pool.yaml is read with, so init never
+    # writes a pool that `dreampool check` would refuse.
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "pool.yaml").write_text(pool_yaml(origin, title), encoding="utf-8")
+        try:
+            config = pool.load_config(Path(tmp))
+        except InputError as exc:
+            raise InputError(
+                [Problem("--" + p.pointer.lstrip("/"), "", p.rule) for p in exc.problems],
+                hint="an origin names the log for good: a scheme-less URL prefix such as "
+                "example.org/dreams (no spaces, no +)",
+            ) from None
+    assert (config.origin, config.title) == (origin, title)
+
+
+def plan(
+    directory: Path,
+    origin: str,
+    title: str,
+    *,
+    owners: Sequence[str] = (),
+    requirement: str | None = None,
+) -> dict[Path, bytes]:
+    """Every file :func:`init_pool` writes, with its bytes; nothing is touched.
+
+    Raises :class:`PoolError` if ``directory`` is already a pool or holds a file
+    that would be overwritten.
+    """
+    requirement = requirement if requirement is not None else f"dreampool=={__version__}"
+    _validate(origin, title, owners, requirement)
+    if directory.exists() and not directory.is_dir():
+        raise PoolError(f"{directory} exists and is not a directory")
+    config = directory / "content" / "pool.yaml"
+    if config.exists() or config.is_symlink():
+        raise PoolError(
+            f"{directory} is already a pool ({config} exists); init never overwrites a pool",
+            hint="to change its settings, edit content/pool.yaml; to start another pool, "
+            "pick an empty directory",
+        )
+    readme = directory / "README.md"
+    guide = directory / "CONTRIBUTING.md" if readme.exists() else readme
+    names = {"TITLE": title, "ORIGIN": origin, "REQUIREMENT": requirement}
+    files: dict[Path, bytes] = {
+        guide: _fill(template("README.md"), names).encode(),
+        directory / "requirements.txt": _fill(template("requirements.txt"), names).encode(),
+        directory / ".github" / "CODEOWNERS": codeowners(owners).encode(),
+        directory / "content" / "dreams" / ".gitkeep": b"",
+        directory / "content" / "keys" / ".gitkeep": b"",
+    }
+    for name in WORKFLOWS:
+        files[directory / ".github" / "workflows" / name] = workflow(name).encode()
+    taken = sorted(str(p) for p in files if p.exists() or p.is_symlink())
+    if taken:
+        raise PoolError(
+            f"init would overwrite {', '.join(taken)}",
+            hint="move those files aside (or start in an empty directory) and run init again",
+        )
+    files[directory / ".gitignore"] = _gitignore(directory / ".gitignore")
+    files[config] = pool_yaml(origin, title).encode()  # last: its presence marks a pool
+    return files
+
+
+def _gitignore(path: Path) -> bytes:
+    """Ours, or the existing file with the lines it lacks appended."""
+    ours = template("gitignore")
+    if path.is_symlink():
+        raise PoolError(f"{path} is a symlink; init writes plain files only")
+    try:
+        existing = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return ours.encode()
+    have = {line.strip() for line in existing.splitlines()}
+    missing = [line for line in ours.splitlines() if line.strip() not in have]
+    if not [line for line in missing if not line.startswith("#")]:
+        return existing.encode()
+    sep = "" if existing.endswith("\n") or not existing else "\n"
+    return (existing + sep + "\n" + "\n".join(missing) + "\n").encode()
+
+
+def init_pool(
+    directory: Path,
+    origin: str,
+    title: str,
+    *,
+    owners: Sequence[str] = (),
+    requirement: str | None = None,
+) -> list[Path]:
+    """Scaffold a pool repository in ``directory`` (made if missing); return the files written.
+
+    ``owners`` (``@user`` or ``@org/team``) go into CODEOWNERS; ``requirement``
+    is what the workflows ``pip install`` (default: this dreampool release).
+    Refuses, before writing anything, an existing pool or any file it would
+    overwrite, except ``.gitignore``, to which missing lines are appended.
+    """
+    files = plan(directory, origin, title, owners=owners, requirement=requirement)
+    written: list[Path] = []
+    for path, data in files.items():
+        if path.name == ".gitignore" and path.exists() and path.read_bytes() == data:
+            continue
+        pool.atomic_write(path, data)
+        written.append(path)
+    return written
+
+
+def next_steps(directory: Path, origin: str) -> list[str]:
+    """What the operator does after init (the operators' guide, "Start a pool")."""
+    return [
+        f"cd {directory} && git init -b main (if it is not a repository yet)",
+        f"dreampool log-keygen --origin {origin}  (keeps the private key in your key store)",
+        "add the private key as secret DREAMPOOL_LOG_KEY of environment dreampool-log "
+        "(Settings → Environments), deployment branches: main only",
+        "Settings → Pages → Source: GitHub Actions",
+        "commit, push to main: the publish workflow builds the log and the site",
+    ]
+
+
+def cli_init(
+    directory: Path,
+    origin: str,
+    title: str,
+    owners: Sequence[str] = (),
+    requirement: str | None = None,
+) -> int:
+    """``dreampool init``: scaffold, print each file written, then the next steps."""
+    written = init_pool(directory, origin, title, owners=owners, requirement=requirement)
+    for path in written:
+        print(f"wrote {path}", flush=True)
+    if not owners:
+        print(
+            "dreampool: note: CODEOWNERS has its rules commented out: name the maintainers "
+            "with --owner, or edit .github/CODEOWNERS",
+            file=sys.stderr,
+        )
+    for n, step in enumerate(next_steps(directory, origin), 1):
+        print(f"dreampool: next {n}. {step}", file=sys.stderr)
+    return 0

@@ -1,0 +1,225 @@
+"""`dreampool init`: the scaffold of a pool repository, and the workflows it holds."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from builder import __version__, init, pool
+from builder.errors import InputError, PoolError
+from tests.conftest import REPO
+from tests.test_publish_flow import require_wiring
+
+ORIGIN = "dreams.example.org/pool"
+SCAFFOLD = {
+    "README.md",
+    "requirements.txt",
+    ".gitignore",
+    ".github/CODEOWNERS",
+    ".github/workflows/check.yml",
+    ".github/workflows/publish.yml",
+    "content/pool.yaml",
+    "content/dreams/.gitkeep",
+    "content/keys/.gitkeep",
+}
+_PINNED = re.compile(r"^\s*(?:- )?uses: ([\w.-]+/[\w.-]+)@([0-9a-f]{40}) # (v\d+\.\d+\.\d+)$")
+
+
+def files_of(root: Path) -> set[str]:
+    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+
+
+def test_scaffold_is_a_valid_empty_pool(tmp_path: Path) -> None:
+    root = tmp_path / "pool"
+    written = init.init_pool(root, ORIGIN, 'Dreams of "agents": 梦')
+    assert {p.relative_to(root).as_posix() for p in written} == SCAFFOLD
+    assert files_of(root) == SCAFFOLD
+    config = pool.load_config(root / "content")
+    assert (config.origin, config.title) == (ORIGIN, 'Dreams of "agents": 梦')
+    problems, _ = pool.check(root / "content")
+    assert problems == []
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    assert readme.startswith('# Dreams of "agents": 梦\n') and f"`{ORIGIN}`" in readme
+    for step in ("dreampool keygen", "dreampool sign", "dreampool submit", "dreampool check"):
+        assert step in readme
+    requirements = (root / "requirements.txt").read_text(encoding="utf-8")
+    assert requirements.splitlines()[-1] == f"dreampool=={__version__}"
+
+
+def test_no_placeholder_or_key_material_is_left(tmp_path: Path) -> None:
+    init.init_pool(tmp_path, ORIGIN, "Pool", owners=["@alice"], requirement="dreampool==9.9")
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            text = path.read_text(encoding="utf-8")
+            assert not re.search(r"__[A-Z]+__", text), path
+            assert "PRIVATE+KEY" not in text or path.name == ".gitignore", path
+    assert (tmp_path / "requirements.txt").read_text().splitlines()[-1] == "dreampool==9.9"
+
+
+def test_refuses_an_existing_pool_and_writes_nothing(tmp_path: Path) -> None:
+    init.init_pool(tmp_path, ORIGIN, "Pool")
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    with pytest.raises(PoolError, match="already a pool"):
+        init.init_pool(tmp_path, "other.example/pool", "Other")
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+def test_refuses_to_overwrite_any_file_listing_them_all(tmp_path: Path) -> None:
+    (tmp_path / ".github" / "workflows").mkdir(parents=True)
+    (tmp_path / ".github" / "workflows" / "publish.yml").write_text("mine\n")
+    (tmp_path / "requirements.txt").write_text("mine\n")
+    with pytest.raises(PoolError) as caught:
+        init.init_pool(tmp_path, ORIGIN, "Pool")
+    assert "publish.yml" in caught.value.message and "requirements.txt" in caught.value.message
+    assert files_of(tmp_path) == {".github/workflows/publish.yml", "requirements.txt"}
+    assert (tmp_path / "requirements.txt").read_text() == "mine\n"
+
+
+def test_keeps_an_existing_readme_and_gitignore(tmp_path: Path) -> None:
+    (tmp_path / "README.md").write_text("# Our repo\n")
+    (tmp_path / ".gitignore").write_text("/notes/\n/site/")
+    written = init.init_pool(tmp_path, ORIGIN, "Pool")
+    assert (tmp_path / "README.md").read_text() == "# Our repo\n"
+    assert "dreampool keygen" in (tmp_path / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    lines = (tmp_path / ".gitignore").read_text().splitlines()
+    assert lines[:2] == ["/notes/", "/site/"] and lines.count("/site/") == 1
+    assert "*.key" in lines
+    assert tmp_path / "README.md" not in written
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_gitignore_keeps_keys_and_site_out_but_not_the_pool(tmp_path: Path) -> None:
+    init.init_pool(tmp_path, ORIGIN, "Pool")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+
+    def ignored(path: str) -> bool:
+        return subprocess.run(["git", "check-ignore", "-q", path], cwd=tmp_path).returncode == 0
+
+    for path in ("site/index.html", "me.key", "keys/ab.key", "PRIVATE+KEY+x+1+AA", "a.private"):
+        assert ignored(path), path
+    for path in (
+        "content/dreams/0123456789abcdef.json",
+        "content/log/policy",
+        "content/keys/x.yaml",
+    ):
+        assert not ignored(path), path
+
+
+@pytest.mark.parametrize(
+    ("origin", "title", "owners", "field"),
+    [
+        ("has space.example/x", "Pool", [], "--origin"),
+        ("a+b.example", "Pool", [], "--origin"),
+        ("/leading.example", "Pool", [], "--origin"),
+        (ORIGIN, "", [], "--title"),
+        (ORIGIN, "two\nlines", [], "--title"),
+        (ORIGIN, "x" * 121, [], "--title"),
+        (ORIGIN, "Pool", ["alice"], "--owner"),
+        (ORIGIN, "Pool", ["@bad owner"], "--owner"),
+    ],
+)
+def test_refuses_bad_settings_before_writing(
+    tmp_path: Path, origin: str, title: str, owners: list[str], field: str
+) -> None:
+    with pytest.raises(InputError) as caught:
+        init.init_pool(tmp_path / "pool", origin, title, owners=owners)
+    assert caught.value.problems[0].file == field
+    assert not (tmp_path / "pool").exists()
+
+
+def test_codeowners_cover_the_key_directory(tmp_path: Path) -> None:
+    init.init_pool(tmp_path, ORIGIN, "Pool", owners=["@alice", "@org/maintainers"])
+    rules = [
+        line.split()
+        for line in (tmp_path / ".github" / "CODEOWNERS").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
+    assert ["/content/keys/", "@alice", "@org/maintainers"] in rules
+    assert {r[0] for r in rules} >= {"/content/log/", "/.github/", "/requirements.txt"}
+    bare = init.codeowners(())
+    assert all(line.startswith("#") for line in bare.splitlines())
+
+
+def test_cli_init(tmp_path: Path, run: Any) -> None:
+    require_wiring()
+    result = run("init", tmp_path / "p", "--origin", ORIGIN, "--title", "Pool", "--owner", "@a")
+    assert result.code == 0, result
+    assert f"wrote {tmp_path / 'p' / 'content' / 'pool.yaml'}" in result.out
+    assert "log-keygen --origin " + ORIGIN in result.err
+    again = run("init", tmp_path / "p", "--origin", ORIGIN, "--title", "Pool")
+    assert again.code == 1 and "already a pool" in again.err
+
+
+# --- the workflows --------------------------------------------------------------------
+
+
+def workflow_files() -> dict[str, str]:
+    """This repository's workflows and the scaffold's, by a readable name."""
+    found = {f"repo {p.name}": p.read_text() for p in (REPO / ".github/workflows").glob("*.yml")}
+    found.update({f"scaffold {n}": init.workflow(n) for n in init.WORKFLOWS})
+    return found
+
+
+def test_the_sample_pools_workflows_are_the_scaffolds() -> None:
+    """This repository publishes its sample pool with exactly what `init` gives a pool,
+    installing dreampool from the checkout instead of requirements.txt."""
+    for name in init.WORKFLOWS:
+        shipped = (REPO / ".github" / "workflows" / name).read_text(encoding="utf-8")
+        assert shipped == init.workflow(name, init.INSTALL_CHECKOUT), name
+
+
+def test_every_action_is_pinned_to_a_commit_with_its_version() -> None:
+    seen: dict[str, set[tuple[str, str]]] = {}
+    for name, text in workflow_files().items():
+        for line in text.splitlines():
+            if "uses:" not in line:
+                continue
+            match = _PINNED.match(line)
+            assert match, f"{name}: {line.strip()} is not pinned as `uses: a/b@<40 hex> # vX.Y.Z`"
+            seen.setdefault(match[1], set()).add((match[2], match[3]))
+    # One action, one pin, across every workflow.
+    assert all(len(pins) == 1 for pins in seen.values()), seen
+    assert {"actions/configure-pages", "actions/upload-pages-artifact", "actions/deploy-pages"} <= (
+        set(seen)
+    )
+
+
+def jobs(text: str) -> dict[str, Any]:
+    return dict(yaml.safe_load(text)["jobs"])
+
+
+def test_no_expression_reaches_a_shell() -> None:
+    """Expressions only in env:, with:, if: — never spliced into a script."""
+    for name, text in workflow_files().items():
+        for job in jobs(text).values():
+            for step in job["steps"]:
+                assert "${{" not in step.get("run", ""), name
+
+
+def test_publish_holds_the_key_in_one_step_and_least_privilege() -> None:
+    text = init.workflow("publish.yml")
+    flow = yaml.safe_load(text)
+    assert flow["permissions"] == {}
+    assert flow["concurrency"] == {"group": "pages", "cancel-in-progress": False}
+    assert set(flow[True]) == {"push", "workflow_dispatch"}
+    assert flow[True]["push"] == {"branches": ["main"]}
+    build, deploy = flow["jobs"]["build"], flow["jobs"]["deploy"]
+    assert build["permissions"] == {"contents": "write", "pages": "read"}
+    assert deploy["permissions"] == {"pages": "write", "id-token": "write"}
+    assert deploy["needs"] == "build" and deploy["environment"]["name"] == "github-pages"
+    holders = [s for s in build["steps"] if "secrets." in str(s.get("env", {}))]
+    assert [s["id"] for s in holders] == ["build"]
+    assert holders[0]["env"]["DREAMPOOL_LOG_KEY"] == "${{ secrets.DREAMPOOL_LOG_KEY }}"
+    assert text.count("secrets.") == 1
+    assert "--log-key" not in text
+    checkout = build["steps"][0]
+    assert checkout["with"]["persist-credentials"] is False and checkout["with"]["ref"] == "main"
+    # The log state is pushed before the site is uploaded: never a site ahead of main.
+    names = [s.get("name") for s in build["steps"]]
+    assert names.index("Commit the log state to main") < names.index("Upload the site")
