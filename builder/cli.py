@@ -250,6 +250,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from builder import mcp_server
+
+    return mcp_server.main_from_args(args)
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from builder import memos
+
+    return memos.main_from_args(args)
+
+
 def cmd_monitor(args: argparse.Namespace) -> int:
     from builder import monitor
 
@@ -376,6 +388,35 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("serve", cmd_serve, "preview the built site on 127.0.0.1")
     p.add_argument("--out", default="site", metavar="DIR", help="the built site (default: site)")
     p.add_argument("--port", type=int, default=8000)
+
+    p = add("mcp", cmd_mcp, "serve the pool to agents as MCP tools over stdio")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--site", metavar="DIR_OR_URL", help="a built site: its directory or http(s) URL"
+    )
+    source.add_argument(
+        "--content", type=Path, metavar="DIR", help="a pool checkout's content/ directory"
+    )
+    p.add_argument(
+        "--policy",
+        type=Path,
+        metavar="POLICY",
+        help="pin this log policy (default: the source's log/policy, trusted on first use)",
+    )
+
+    p = add("import", cmd_import, "turn another system's dream into a draft dream")
+    kinds = p.add_subparsers(dest="kind", required=True, metavar="KIND")
+    q = kinds.add_parser(
+        "memos",
+        help="a MemOS Dream diary entry",
+        description="a MemOS Dream diary entry as a draft",
+    )
+    q.add_argument("diary", type=Path, metavar="DIARY.json")
+    q.add_argument(
+        "--author", help="your public pseudonym (default: `dreampool sign` takes the key's)"
+    )
+    q.add_argument("--entry", metavar="ID", help="the diary_id or task_id to import from a list")
+    q.add_argument("-o", "--output", metavar="OUT", help="write here instead of stdout")
 
     p = add("monitor", cmd_monitor, "check a pool's new checkpoint against the last one seen")
     p.add_argument("site", metavar="SITE", help="a site directory or http(s) URL")

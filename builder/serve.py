@@ -43,6 +43,7 @@ CONTENT_TYPES = {
     ".css": "text/css; charset=utf-8",
     ".js": "text/javascript; charset=utf-8",
     ".json": "application/json",  # UTF-8 by definition (RFC 8259 §8.1): no charset
+    ".md": "text/markdown; charset=utf-8",  # agents/digest.md, agents/since/<m>.md
     ".xml": "application/xml",
     ".svg": "image/svg+xml",
     ".txt": TEXT,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from builder import feeds, patterns, render
+from builder import agents, feeds, patterns, render
 from builder.model import SiteModel
 from builder.writer import PlanError
 
@@ -21,6 +21,7 @@ def render_site(model: SiteModel) -> dict[str, bytes]:
     parts = [
         ("pages", render.render_pages(model, patterns.render_patterns_html(found))),
         ("feeds", feeds.render_feeds(model)),
+        ("agents", agents.render_agent_exports(model)),
     ]
     return merge(parts)
 
