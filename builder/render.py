@@ -12,8 +12,11 @@
     patterns/index.html              the k-anonymous patterns fragment, wrapped
     log/index.html                   checkpoints, policy, how to monitor
     search/index.html, search/index.json
+    verify/index.html                verify saved proofs in the browser, from local files
     404.html
     static/style.css, static/search.js
+    static/jcs.js, crypto.js, merkle.js, tlog.js, lightclient.js, verify.js
+                                     the browser verifier (ES modules)
 
 Safety, in the order a hostile dream meets it:
 
@@ -26,8 +29,8 @@ Safety, in the order a hostile dream meets it:
 * Every element that holds user text carries ``dir="auto"``: a right-to-left
   title cannot reorder the text around it.
 * No inline script, style or ``on*`` attribute anywhere: the pages carry a
-  CSP meta that forbids them, and search.js builds results with
-  ``textContent`` only.
+  CSP meta that forbids them, and search.js and verify.js build what they
+  show with ``textContent`` only.
 * URL paths come from ids and :func:`builder.model.slug` alone.
 
 Links are relative to the page (``../`` per level), so the site works under
@@ -67,9 +70,20 @@ NAV = (
     ("patterns", "Patterns", "patterns/"),
     ("log", "Log", "log/"),
     ("search", "Search", "search/"),
-    ("verify", "Verify", "verify/"),  # verify/index.html comes from the browser-verifier issue
+    ("verify", "Verify", "verify/"),
 )
-STATIC = ("style.css", "search.js")
+# The browser verifier is six ES modules: verify.js (the UI) imports lightclient.js
+# (PROTOCOL.md §5), which imports the formats: jcs.js, crypto.js, merkle.js, tlog.js.
+STATIC = (
+    "style.css",
+    "search.js",
+    "jcs.js",
+    "crypto.js",
+    "merkle.js",
+    "tlog.js",
+    "lightclient.js",
+    "verify.js",
+)
 LATEST = 20
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -345,6 +359,7 @@ def render_pages(model: SiteModel, patterns_html: str) -> dict[str, bytes]:
     page("patterns/index.html", "patterns.html", "patterns", patterns=Markup(patterns_html))
     page("log/index.html", "log.html", "log")
     page("search/index.html", "search.html", "search")
+    page("verify/index.html", "verify.html", "verify")
     page("404.html", "404.html", "", root=_base_path(model.base_url))
     plan["search/index.json"] = search_index(model)
     static = resources.files("builder.templates") / "static"

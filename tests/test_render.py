@@ -43,8 +43,8 @@ HOSTILE_TAGS = [
 SECRET_TITLE = "The lighthouse ledger that was erased"
 PATTERNS = '<section class="pattern-list"><h2>Recurring tags</h2><p>fixture</p></section>'
 BASES = ("/", "https://example.org/pool/")
-# Pages that other modules write (feeds, the browser verifier): linked, not rendered here.
-ELSEWHERE = re.compile(r"(feed\.xml|(authors|tags)/[a-z0-9-]+/feed\.xml|verify/index\.html)")
+# Pages that other modules write (feeds): linked, not rendered here.
+ELSEWHERE = re.compile(r"(feed\.xml|(authors|tags)/[a-z0-9-]+/feed\.xml)")
 
 
 @dataclass(frozen=True)
@@ -193,9 +193,9 @@ def test_every_page_kind_exists(built: Built) -> None:
         "log/index.html",
         "search/index.html",
         "search/index.json",
+        "verify/index.html",
         "404.html",
-        "static/style.css",
-        "static/search.js",
+        *(f"static/{name}" for name in render.STATIC),
     }
     expected |= {f"dreams/{d.id}/index.html" for d in m.dreams}
     expected |= {f"dreams/{e.id}/index.html" for e in m.erased}
@@ -205,8 +205,8 @@ def test_every_page_kind_exists(built: Built) -> None:
     assert not set(plan) & set(built.log_plan), "pages never overwrite log files"
     assert [e.id for e in m.erased] == [built.ids["gone"]]
     static = resources.files("builder.templates") / "static"
-    assert plan["static/style.css"] == (static / "style.css").read_bytes()
-    assert plan["static/search.js"] == (static / "search.js").read_bytes()
+    for name in render.STATIC:
+        assert plan[f"static/{name}"] == (static / name).read_bytes(), name
 
 
 def test_every_page_has_the_layout(built: Built) -> None:
@@ -257,20 +257,34 @@ def test_every_internal_link_resolves(built: Built, base_url: str) -> None:
     assert checked > 500
 
 
+def expected_script(path: str) -> str | None:
+    """The one external script a page loads, if any: search, or the verifier."""
+    if path == "search/index.html":
+        return "static/search.js"
+    if path == "verify/index.html" or re.fullmatch(r"dreams/[0-9a-f]{16}/index\.html", path):
+        return "static/verify.js"
+    return None
+
+
 def test_no_inline_script_style_or_handlers(built: Built) -> None:
+    m, _ = load(built.content, "/")
+    erased = {f"dreams/{e.id}/index.html" for e in m.erased}
     for path, html in html_pages(render_for(built)):
         page = Page(html)
+        want = None if path in erased else expected_script(path)
         for tag, attrs in page.tags:
             assert tag != "style", path
             assert "style" not in attrs, (path, tag)
             handlers = [a for a in attrs if a.startswith("on")]
             assert not handlers, (path, tag, handlers)
             if tag == "script":
-                assert (attrs.get("src") or "").endswith("static/search.js"), path
+                assert want and (attrs.get("src") or "").endswith(want), path
+                # ES modules for the verifier; CSP script-src 'self' covers them.
+                assert attrs.get("type") == ("module" if want == "static/verify.js" else None)
         assert not "".join(page.script_text).strip(), path
         scripts = sum(1 for t, _ in page.tags if t == "script")
         assert len(re.findall(r"<script", html, re.I)) == scripts, path
-        assert scripts == (1 if path == "search/index.html" else 0), path
+        assert scripts == (1 if want else 0), path
 
 
 # --- privacy and hostile text ----------------------------------------------------
@@ -311,7 +325,9 @@ def test_hostile_dream_renders_as_inert_text(built: Built) -> None:
             assert scheme not in ("javascript", "data", "vbscript"), (path, url)
         for bad in ('href="javascript:', 'href="data:', "onerror=alert(1)>", "<svg", "<img"):
             assert bad not in html, (path, bad)
-        assert len(re.findall(r"<script", html, re.I)) == (path == "search/index.html"), path
+        scripts = re.findall(r"<script[^>]*>", html, re.I)
+        assert len(scripts) == (expected_script(path) is not None), path
+        assert all('src="' in tag and "static/" in tag for tag in scripts), path
     assert "{{ 7*7 }}" in dream_page and "{% raw %}" in dream_page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in dream_page
     assert "&lt;img src=x onerror=alert(1)&gt;" in dream_page
@@ -356,6 +372,21 @@ def test_dream_page_shows_author_key_lineage_and_verify_panel(built: Built) -> N
     assert 'href="https://example.com/src" rel="nofollow ugc noopener"' in html
     orphan = plan[f"dreams/{ids['orphan']}/index.html"].decode()
     assert "feedfacefeedface" in orphan and "not in this pool" in orphan
+
+
+def test_dream_panel_and_verify_page_load_the_browser_verifier(built: Built) -> None:
+    plan = render_for(built)
+    html = plan[f"dreams/{built.ids['child']}/index.html"].decode()
+    assert '<script type="module" src="../../static/verify.js"></script>' in html
+    assert 'data-origin="test.example/pool" data-root="../../"' in html
+    assert 'data-part="run"' in html and "hidden" in html  # shown by the script only
+    page = plan["verify/index.html"].decode()
+    assert '<script type="module" src="../static/verify.js"></script>' in page
+    assert 'aria-current="page">Verify<' in page and "data-verify-files" in page
+    for slot in ("proof", "record", "policy", "checkpoint", "consistency"):
+        assert f'id="file-{slot}" data-slot="{slot}"' in page, slot
+    tombstone = plan[f"dreams/{built.ids['gone']}/index.html"].decode()
+    assert "<script" not in tombstone
 
 
 def test_lineage_nests_descendants_under_roots(built: Built) -> None:

@@ -1,0 +1,134 @@
+"""Accessibility: axe-core finds no serious or critical violation, light and dark.
+
+axe-core comes from the npm registry (``axe_source`` installs it into a cache outside
+the repository) and is injected as an init script, which the page's CSP does not
+govern, so the pages are checked exactly as served. The verifier's result states
+(verified, failed with a warning) are checked too, since they add colour and text.
+Screenshots of every page checked are written for a person to review; the path is
+printed (``pytest -s`` shows it).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from builder import note
+from tests.browser.conftest import SCREENSHOTS, Served, new_page
+
+RUN_AXE = """async () => {
+  const result = await axe.run(document, { resultTypes: ["violations"] });
+  return result.violations
+    .filter((v) => v.impact === "serious" || v.impact === "critical")
+    .map((v) => ({ id: v.id, impact: v.impact, help: v.help,
+                   nodes: v.nodes.slice(0, 5).map((n) => n.target.join(" ")) }));
+}"""
+
+
+@pytest.fixture(scope="module")
+def site(sample_site: Path, serve: Callable[[Path], Served]) -> Served:
+    return serve(sample_site)
+
+
+def pages(sample_site: Path) -> dict[str, str]:
+    """The main pages, by name: what the issue asks to check, and search (script-built)."""
+    dream = sorted(
+        p.name for p in (sample_site / "dreams").iterdir() if (p / "record.json").exists()
+    )[0]
+    diary = sorted(p.name for p in (sample_site / "authors").iterdir() if p.is_dir())[0]
+    return {
+        "home": "",
+        "dream": f"dreams/{dream}/",
+        "diary": f"authors/{diary}/",
+        "patterns": "patterns/",
+        "log": "log/",
+        "search": "search/?q=the",
+        "verify": "verify/",
+    }
+
+
+@pytest.fixture(params=["light", "dark"])
+def scheme_page(
+    request: pytest.FixtureRequest, browser: Any, axe_source: str
+) -> Iterator[tuple[str, Any]]:
+    ctx = browser.new_context(color_scheme=request.param, viewport={"width": 1280, "height": 900})
+    ctx.add_init_script(axe_source)
+    page = new_page(ctx)
+    yield request.param, page
+    ctx.close()
+
+
+def check(page: Any, scheme: str, name: str, shots: bool = True) -> list[str]:
+    if shots:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / f"{name}-{scheme}.png"), full_page=True)
+    return [
+        f"{name} ({scheme}): {v['impact']} {v['id']}: {v['help']} at {v['nodes']}"
+        for v in page.evaluate(RUN_AXE)
+    ]
+
+
+def test_no_serious_violation_on_any_page(
+    scheme_page: tuple[str, Any], site: Served, sample_site: Path
+) -> None:
+    scheme, page = scheme_page
+    page.emulate_media(color_scheme=scheme)
+    problems: list[str] = []
+    for name, path in pages(sample_site).items():
+        page.goto(site.url + path)
+        if name == "search":
+            page.locator("#search-results li").first.wait_for()
+        problems += check(page, scheme, name)
+    # The verifier's states: verified, then the verify page with its files shown.
+    page.goto(site.url + pages(sample_site)["dream"])
+    page.locator('section.verify [data-part="run"]').click()
+    page.wait_for_function(
+        "() => document.querySelector('section.verify').dataset.verifyStatus === 'ok'"
+    )
+    page.locator("details.pin-paste summary").click()
+    problems += check(page, scheme, "dream-verified")
+    print(f"\nscreenshots: {SCREENSHOTS}")
+    assert not problems, "\n".join(problems)
+
+
+def test_no_serious_violation_in_the_warning_states(
+    scheme_page: tuple[str, Any], site: Served, sample_site: Path
+) -> None:
+    """A failed step 1 with the changed-key warning, and the rewritten-history warning."""
+    scheme, page = scheme_page
+    origin = (sample_site / "log" / "checkpoint").read_text().split("\n")[0]
+    _, other_key = note.generate_key(origin)
+    checkpoint = (sample_site / "log" / "checkpoint").read_text()
+    lines = checkpoint.split("\n")
+    forged = "\n".join([lines[0], lines[1], base64.b64encode(bytes(32)).decode(), *lines[3:]])
+    dream = site.url + pages(sample_site)["dream"]
+    page.goto(dream)
+    page.evaluate(
+        """([origin, vkey]) => localStorage.setItem(`dreampool/v1/pin/${origin}`,
+             JSON.stringify({ policy: `log ${vkey}\nquorum none\n`,
+                              pinned: "2026-01-01T00:00:00Z" }))""",
+        [origin, other_key],
+    )
+    page.locator('section.verify [data-part="run"]').click()
+    page.wait_for_function(
+        "() => document.querySelector('section.verify').dataset.pin === 'changed'"
+    )
+    problems = check(page, scheme, "dream-key-changed")
+    page.evaluate(
+        """([origin, note]) => {
+          localStorage.clear();
+          localStorage.setItem(`dreampool/v1/seen/${origin}`,
+            JSON.stringify({ checkpoint: note, seen: "2026-01-01T00:00:00Z" }));
+        }""",
+        [origin, forged],
+    )
+    page.locator('section.verify [data-part="run"]').click()
+    page.wait_for_function(
+        "() => document.querySelector('section.verify').dataset.history === 'rewritten'"
+    )
+    problems += check(page, scheme, "dream-history-rewritten")
+    assert not problems, "\n".join(problems)
