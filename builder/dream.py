@@ -53,12 +53,27 @@ REQUIRED_TOP = ("author", "title", "entries", "consent", "sig")
 # LETTER MARK, a bidi control of the same kind; zero-width and invisible
 # U+200B–F, U+2060–4, U+FEFF; C0 controls, DEL and C1 controls. Newline is
 # allowed only where Markdown or prose needs it.
+#
+# Also invisible, and so a place to hide text from a reader but not from a
+# program or a language model reading the pool (THREATS.md): the soft hyphen
+# U+00AD (it also splits a phone number past redaction), the combining grapheme
+# joiner U+034F, the Hangul fillers U+115F, U+1160, U+3164, U+FFA0, the Khmer
+# inherent vowels U+17B4–5, U+180E, the deprecated format characters
+# U+206A–F, the interlinear annotation controls U+FFF9–B, the musical format
+# controls U+1D173–A and the tag characters U+E0000–E007F ("ASCII smuggling":
+# each spells an ASCII character invisibly). The line and paragraph separators
+# U+2028–9 break lines where no newline is allowed, and out of quotations.
 _FORBIDDEN = (
     "\u0000-\u0009\u000b-\u001f\u007f-\u009f"
     "\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff"
+    "\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180e\u2028\u2029\u206a-\u206f"
+    "\u3164\uffa0\ufff9-\ufffb\U0001d173-\U0001d17a\U000e0000-\U000e007f"
 )
 _FORBIDDEN_RE = re.compile(f"[{_FORBIDDEN}]")
 _FORBIDDEN_OR_NEWLINE_RE = re.compile(f"[{_FORBIDDEN}\n]")
+# A variation selector follows a base character, one at a time (Unicode §23.4);
+# a run of them displays as nothing and can carry hidden bytes, one per selector.
+_SELECTOR_RUN_RE = re.compile("[\ufe00-\ufe0f\U000e0100-\U000e01ef]{2}")
 
 _KEY_ID_RE = re.compile(r"sha256:[0-9a-f]{16}")
 _DREAM_ID_RE = re.compile(r"[0-9a-f]{16}")
@@ -257,6 +272,14 @@ class _Validator:
                 "" if newline else " (newlines are allowed only in summary and entry text)"
             )
             self.add(pointer, f"holds {what} at character {bad.start()}; no {where}")
+            return False
+        run = _SELECTOR_RUN_RE.search(value)
+        if run:
+            self.add(
+                pointer,
+                f"holds a run of variation selectors at character {run.start()}; "
+                "a character takes at most one",
+            )
             return False
         return True
 

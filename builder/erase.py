@@ -25,7 +25,7 @@ from builder import dream as dreamfmt
 from builder import statement
 from builder.errors import InputError, PoolError, Problem
 from builder.logbuild import ERASURE_REASONS
-from builder.pool import atomic_write, check_dream, read_regular
+from builder.pool import atomic_write, check_dream, check_layout, read_regular
 
 MIN_FRAGMENT = 12
 
@@ -52,7 +52,8 @@ def residue(root: Path, needles: list[str], skip: set[Path]) -> list[Path]:
     for dirpath, _, names in os.walk(root):
         for name in names:
             path = Path(dirpath) / name
-            if path in skip or path.is_symlink():
+            # Only regular files: a FIFO would block the read for ever.
+            if path in skip or path.is_symlink() or not path.is_file():
                 continue
             data = path.read_bytes()
             if any(n in data for n in encoded) or any(n in data for n in json_encoded):
@@ -66,6 +67,9 @@ def erase(content: Path, dream_id: str, reason: str, request: Path | None = None
         raise PoolError(f"{dream_id!r} is not a dream id (16 lowercase hex characters)")
     if reason not in ERASURE_REASONS:
         raise PoolError(f"reason must be one of {', '.join(ERASURE_REASONS)}")
+    layout = check_layout(content)
+    if layout:  # a symlinked folder would lead the deletion and the record elsewhere
+        raise InputError(layout, hint="replace each symlink by the folder it stands for")
     path = content / "dreams" / f"{dream_id}.json"
     record_path = content / "erasures" / f"{dream_id}.json"
     if record_path.exists():
@@ -79,7 +83,11 @@ def erase(content: Path, dream_id: str, reason: str, request: Path | None = None
         ) from None
     record: bytes
     if request is not None:
-        obj = dreamfmt.load_json(read_regular(request), str(request))
+        try:
+            request_bytes = read_regular(request)
+        except OSError as exc:
+            raise PoolError(f"{request}: cannot read: {exc.strerror or exc}") from None
+        obj = dreamfmt.load_json(request_bytes, str(request))
         signer = statement.verify(obj, str(request), statement.ERASE)
         if signer != d.key_id:
             raise InputError(
@@ -89,7 +97,7 @@ def erase(content: Path, dream_id: str, reason: str, request: Path | None = None
             raise InputError(
                 [Problem(str(request), "/id", "does not name this dream id and reason")]
             )
-        record = read_regular(request)
+        record = request_bytes
     else:
         record = (json.dumps({"id": dream_id, "reason": reason}) + "\n").encode()
     salt = content / "dreams" / f"{dream_id}.salt"

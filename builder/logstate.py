@@ -25,9 +25,11 @@ checks and signs, never a checkpoint without its leaves.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,6 +70,12 @@ def log_dir(content: Path) -> Path:
 def load(content: Path) -> LogState:
     """Read the log state; every malformed file is a :class:`LogError`."""
     root = log_dir(content)
+    for folder in (root, root / "leaves", root / "checkpoints"):
+        if folder.is_symlink():
+            raise LogError(
+                f"{folder}: is a symlink; the log state is plain folders and files",
+                hint="restore content/log from git history",
+            )
     state = LogState()
     policy = root / "policy"
     if policy.exists():
@@ -77,7 +85,7 @@ def load(content: Path) -> LogState:
     for entry in state.history:
         path = root / "checkpoints" / str(entry.size)
         try:
-            state.checkpoints[entry.size] = path.read_bytes()
+            state.checkpoints[entry.size] = read_regular_big(path)
         except FileNotFoundError:
             raise LogError(
                 f"{path}: missing, but history.jsonl lists a checkpoint of size {entry.size}",
@@ -97,6 +105,9 @@ def _load_leaves(folder: Path) -> list[bytes]:
         names = sorted(e.name for e in os.scandir(folder))
     except FileNotFoundError:
         return []
+    # Names starting with a dot are skipped: atomic_write's temporaries
+    # (.tmp-…), which a build killed mid-write leaves behind, among them.
+    names = [name for name in names if not name.startswith(".")]
     leaves: list[bytes] = []
     for n, name in enumerate(names):
         match = _SHARD_RE.fullmatch(name)
@@ -127,9 +138,19 @@ def _load_leaves(folder: Path) -> list[bytes]:
 
 
 def read_regular_big(path: Path) -> bytes:
-    """Read a regular file (no symlink) of any size."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    """Read a regular file (no symlink) of any size; FileNotFoundError if there is none."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise LogError(
+                f"{path}: is a symlink; the log state is plain files",
+                hint="restore content/log from git history",
+            ) from None
+        raise
     with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise LogError(f"{path}: is not a regular file")
         return f.read()
 
 

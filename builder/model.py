@@ -12,7 +12,11 @@ still carries the name (``dreampool sign`` says so).
 URL paths are derived from ids, or from names through :func:`slug`, never
 used raw: a name that is not a short lowercase ASCII word becomes
 ``x-<hash>``, so no author or tag can pick a path, clash by case, or smuggle
-``..``, ``/`` or invisible characters into one.
+``..``, ``/`` or invisible characters into one. The short hash is 48 bits,
+so two names with one slug can be found in seconds (a birthday search of
+2^24 hashes); :func:`slugs` gives such names the 128-bit :func:`long_slug`
+instead, so a submitter can neither make two pages claim one path (which
+would stop every build) nor take over another name's page.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +35,11 @@ from builder.pool import KeyDirectory, PoolConfig
 TIER_RANK = {"maintainer": 0, "member": 1, "guest": 2}
 ENTRY_ORDER = ("fact", "decision", "preference", "lesson", "rule", "warning", "theory", "plan")
 _SAFE_SLUG = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,40}[a-z0-9])?")
-_RESERVED = frozenset({"index", "feed", "con", "prn", "aux", "nul", "com1", "lpt1"})
+# Windows device names, which no folder may be called (COM0-9, LPT0-9 included).
+_RESERVED = frozenset(
+    {"index", "feed", "con", "prn", "aux", "nul"}
+    | {f"{port}{n}" for port in ("com", "lpt") for n in range(10)}
+)
 
 
 def slug(name: str) -> str:
@@ -40,6 +48,25 @@ def slug(name: str) -> str:
     if _SAFE_SLUG.fullmatch(name) and name not in _RESERVED and not name.startswith("x-"):
         return name
     return "x-" + hashlib.sha256(name.encode("utf-8")).hexdigest()[:12]
+
+
+def long_slug(name: str) -> str:
+    """``x-`` and 32 hex (128 bits) of the name's SHA-256: for names whose short
+    slugs collide, where no search can find a collision."""
+    return "x-" + hashlib.sha256(name.encode("utf-8")).hexdigest()[:32]
+
+
+def slugs(names: Iterable[str]) -> dict[str, str]:
+    """Every name's slug, unique among ``names``: :func:`slug`, or
+    :func:`long_slug` for each name whose short slug another name shares."""
+    holders: dict[str, set[str]] = defaultdict(set)
+    for name in names:
+        holders[slug(name)].add(name)
+    return {
+        name: short if len(group) == 1 else long_slug(name)
+        for short, group in holders.items()
+        for name in group
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +203,10 @@ def build_model(
         if parent in log.dreams:
             children[parent].append(a.dream.id)
 
+    # Slugs are unique within their namespace (authors/, tags/): see slugs().
+    author_slug = slugs({a.dream.author for a in admitted} | set(keys_by_author))
+    tag_slug = slugs({t for a in admitted for t in a.dream.body.get("tags", [])})
+
     dreams: list[DreamView] = []
     for a in admitted:
         body = a.dream.body
@@ -194,9 +225,9 @@ def build_model(
                     EntryView(e["text"], e["type"], e["confidence"], e.get("source"))
                     for e in body["entries"]
                 ),
-                tags=tuple(TagRef(t, slug(t)) for t in body.get("tags", [])),
+                tags=tuple(TagRef(t, tag_slug[t]) for t in body.get("tags", [])),
                 author=None if anonymized else body["author"],
-                author_slug=None if anonymized else slug(body["author"]),
+                author_slug=None if anonymized else author_slug[body["author"]],
                 key_id=None if anonymized else a.dream.key_id,
                 tier=tier,
                 anonymized=anonymized,
@@ -217,14 +248,14 @@ def build_model(
         if not keys or (not own and not any(k.log_index is not None for k in keys)):
             continue
         tier = min((k.tier for k in keys), key=lambda t: TIER_RANK[t])
-        authors.append(AuthorView(name, slug(name), tuple(keys), own, tier))
+        authors.append(AuthorView(name, author_slug[name], tuple(keys), own, tier))
 
     tag_ids: dict[str, list[str]] = defaultdict(list)
     for d in dreams:
         for t in d.tags:
             tag_ids[t.name].append(d.id)
     tags = sorted(
-        (TagView(name, slug(name), tuple(ids)) for name, ids in tag_ids.items()),
+        (TagView(name, tag_slug[name], tuple(ids)) for name, ids in tag_ids.items()),
         key=lambda t: (-len(t.dream_ids), t.name),
     )
 

@@ -14,7 +14,8 @@ files, by people with commit access; a submission never chooses its tier. A
 key seen for the first time is registered as ``guest`` (trust on first use).
 One key belongs to one author, and one author name to one key at a time: a
 new key for a name already held needs a rotation statement signed by the
-key that holds it.
+key that holds it. Names that differ only by case, width or Unicode
+normalization (:func:`name_skeleton`) count as one name.
 
 Only plain files whose names are derived from ids are read: a symlink, a
 directory, or any other name in ``keys/`` or ``dreams/`` is a problem that
@@ -24,11 +25,13 @@ directory, or any other name in ``keys/`` or ``dreams/`` is a problem that
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import json
 import os
 import re
 import stat
 import tempfile
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,15 +81,49 @@ class KeyDirectory:
 
 
 def read_regular(path: Path) -> bytes:
-    """Read a plain file, refusing symlinks and anything that is not a regular file."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    """Read a plain file, refusing symlinks and anything that is not a regular file.
+
+    Raises FileNotFoundError when there is no file, and :class:`InputError` for
+    a symlink (never followed: it could lead out of the pool) or a special file.
+    """
+    try:
+        # O_NONBLOCK: opening a FIFO would otherwise wait for a writer for ever.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise InputError([Problem(str(path), "", _SYMLINK)]) from None
+        raise
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{path} is not a regular file")
+            raise InputError([Problem(str(path), "", "is not a regular file")])
         with os.fdopen(fd, "rb", closefd=False) as f:
             return f.read(dreamfmt.MAX_BYTES + 1)
     finally:
         os.close(fd)
+
+
+_SYMLINK = "is a symlink; the pool holds plain files and folders only"
+# Every folder the pool reads or writes below content/ (see the module doc and
+# builder.logstate): none may be a symlink, which could lead reads and writes
+# out of the pool.
+LAYOUT = (
+    "keys",
+    "dreams",
+    "rotations",
+    "erasures",
+    "log",
+    "log/leaves",
+    "log/checkpoints",
+)
+
+
+def check_layout(content: Path) -> list[Problem]:
+    """A problem for each of the pool's folders (:data:`LAYOUT`) that is a symlink."""
+    return [
+        Problem(str(content / name), "", _SYMLINK)
+        for name in LAYOUT
+        if (content / name).is_symlink()
+    ]
 
 
 def _strict_yaml(data: bytes, file: str) -> Any:
@@ -126,6 +163,9 @@ def load_config(content: Path) -> PoolConfig:
             f"{file} not found: {content} is not a pool",
             hint="pass --content DIR pointing at a pool, or start one with `dreampool init`",
         ) from None
+    layout = check_layout(content)
+    if layout:
+        raise InputError(layout, hint="replace each symlink by the folder it stands for")
     obj = _strict_yaml(data, file)
     if not isinstance(obj, dict):
         raise InputError([Problem(file, "", "must be a mapping of title, origin, base_url, k")])
@@ -212,10 +252,50 @@ def _key_entry(obj: Any, file: str, hex_id: str) -> tuple[KeyEntry | None, list[
     return KeyEntry(key_id, author, public_key, obj["tier"], str(added), rotated), []
 
 
+def name_skeleton(name: str) -> str:
+    """What a name looks like, roughly: NFKC, case-folded, NFKC again (Unicode
+    §3.13 NFKC_Casefold). ``Ada``, ``ａｄａ`` and ``ada`` share one; so do the
+    composed and decomposed spellings of ``José``. (Look-alikes across scripts,
+    such as a Cyrillic ``а``, are not caught: THREATS.md.)"""
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold())
+
+
+def _look_alikes(directory: KeyDirectory, author: str) -> list[KeyEntry]:
+    """Keys of other names that look like ``author``."""
+    skeleton = name_skeleton(author)
+    return sorted(
+        (
+            k
+            for k in directory.keys.values()
+            if k.author != author and name_skeleton(k.author) == skeleton
+        ),
+        key=lambda k: k.key_id,
+    )
+
+
 def _check_authors(content: Path, directory: KeyDirectory) -> list[Problem]:
-    """One author name, one key at a time, unless a rotation statement links them."""
+    """One author name, one key at a time, unless a rotation statement links them;
+    and no two names that look alike (:func:`name_skeleton`)."""
     problems = []
+    by_skeleton: dict[str, list[KeyEntry]] = {}
+    for entry in sorted(directory.keys.values(), key=lambda k: k.key_id):
+        by_skeleton.setdefault(name_skeleton(entry.author), []).append(entry)
     for entry in directory.keys.values():
+        alike = [
+            k
+            for k in by_skeleton[name_skeleton(entry.author)]
+            if k.author != entry.author and k.key_id < entry.key_id
+        ]
+        if alike:
+            problems.append(
+                Problem(
+                    str(content / "keys" / f"{entry.key_id[7:]}.yaml"),
+                    "/author",
+                    f"author name looks like {alike[0].author!r}, the name of key "
+                    f"{alike[0].key_id}; two authors may not be told apart only by case, "
+                    "width or Unicode normalization",
+                )
+            )
         if entry.rotated_from is None:
             others = [
                 k
@@ -334,6 +414,13 @@ def check_key_rules(
                 "one key signs for one author"
             )
         return None
+    alike = _look_alikes(directory, d.author)
+    if alike:
+        return (
+            f"author name {d.author!r} looks like {alike[0].author!r}, held by key "
+            f"{alike[0].key_id}; choose a pseudonym that differs by more than case, width "
+            "or Unicode normalization"
+        )
     holders = [k for k in directory.by_author(d.author) if k.key_id != d.key_id]
     if holders and d.key_id not in rotations:
         return (

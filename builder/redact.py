@@ -45,9 +45,13 @@ Rules match at token boundaries written as explicit ASCII look-arounds, never
 ``\\b``: Python counts CJK characters as word characters, and ``联系我13812345678``
 must be redacted. Matching runs on a folded copy of the text in which
 full-width digits, letters and ``＠＋－．``, the small ``﹫``, the ideographic
-space and no-break spaces are mapped one code point to one code point onto
-ASCII, so indexes stay aligned and the replacement is made on the original
-text: nothing outside a match is ever altered.
+space and no-break spaces, the decimal digits of every other script
+(``١٣٨…``, ``𝟏𝟑𝟖…``), the Unicode spaces U+2000–U+200A and U+205F and the
+Unicode hyphens and dashes U+2010–U+2015, U+2212 and U+FE63 are mapped one
+code point to one code point onto ASCII, so indexes stay aligned and the
+replacement is made on the original text: nothing outside a match is ever
+altered. An e-mail domain may be internationalized (``bücher.de``,
+``例子.广告``, or a look-alike with a Cyrillic letter); the local part is ASCII.
 
 Idempotence by construction: rules run in order on the folded text with the
 markers written in; a match never spans a marker's brackets, so markers are
@@ -64,6 +68,7 @@ from __future__ import annotations
 
 import copy
 import re
+import unicodedata
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -90,22 +95,36 @@ _Span = tuple[int, int, str]
 # punctuation common in Chinese prose (，：（）…) is a boundary either way, and
 # leaving it out keeps clean Chinese text on the fast path. The parentheses a
 # phone number may carry are matched in both widths by the phone rules.
-_FOLDABLE = re.compile("[０-９Ａ-Ｚａ-ｚ＠＋－．﹫\u3000\u00a0\u202f]")
+# Spaces and dashes a number's groups may be separated by, and digits of any
+# script (``[^\D0-9]``: a decimal digit that is not ASCII), are folded too, or
+# "١٣٨١٢٣٤٥٦٧٨" and "138\u20131234\u20135678" would pass as clean text.
+_FOLDABLE = re.compile(
+    "[０-９Ａ-Ｚａ-ｚ＠＋－．﹫\u3000\u00a0\u202f\u2000-\u200a\u205f"
+    "\u2010-\u2015\u2212\ufe63]|[^\\D0-9]"
+)
 # The whole full-width ASCII block (U+FF01–FF5E sits 0xFEE0 above ASCII); only
 # characters _FOLDABLE finds are ever translated.
-_FOLD = {c: c - 0xFEE0 for c in range(ord("！"), ord("～") + 1)} | {
-    ord("﹫"): ord("@"),
-    0x3000: ord(" "),
-    0x00A0: ord(" "),
-    0x202F: ord(" "),
-}
+_FOLD = (
+    {c: c - 0xFEE0 for c in range(ord("！"), ord("～") + 1)}
+    | {ord("﹫"): ord("@"), 0x3000: ord(" "), 0x00A0: ord(" "), 0x202F: ord(" ")}
+    | {c: ord(" ") for c in (*range(0x2000, 0x200B), 0x205F)}
+    | {c: ord("-") for c in (*range(0x2010, 0x2016), 0x2212, 0xFE63)}
+)
+
+
+def _fold_char(match: re.Match[str]) -> str:
+    char = match.group()
+    folded = _FOLD.get(ord(char))
+    if folded is not None:
+        return chr(folded)
+    return str(unicodedata.decimal(char))  # a decimal digit of another script
 
 
 def _fold(text: str) -> str:
     """``text`` with foldable characters mapped to ASCII; same length, same indexes."""
     if text.isascii() or not _FOLDABLE.search(text):  # a search is 3x cheaper than a sub
         return text
-    return _FOLDABLE.sub(lambda m: m.group().translate(_FOLD), text)
+    return _FOLDABLE.sub(_fold_char, text)
 
 
 # -- rules -------------------------------------------------------------------
@@ -198,9 +217,13 @@ def _url_secrets(text: str) -> Iterator[tuple[int, int]]:
 # Found from each "@": the local part is the run of local-part characters
 # before it (a regex would try every word start), the domain is matched after.
 _LOCAL_PART = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._%+-")
+# Labels are letters and digits of any script ([^\W_]) and hyphens, so an
+# internationalized or look-alike domain is an address too. An ASCII top-level
+# label ends where ASCII letters end ("ada@example.com联系我" stops at "com").
 _DOMAIN = re.compile(
-    r"(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.)+"
-    r"(?P<tld>[A-Za-z]{2,63}|xn--[A-Za-z0-9]{1,59})(?![A-Za-z0-9])"
+    r"(?:[^\W_](?:(?:[^\W_]|-){0,61}[^\W_])?\.)+"
+    r"(?P<tld>(?:[A-Za-z]{2,63}|xn--[A-Za-z0-9]{1,59})(?![A-Za-z0-9])"
+    r"|[^\W\d_A-Za-z]{2,63})"
 )
 # Image scale suffixes (icon@2x.png) look like addresses; none is a top-level domain.
 _FILE_TLDS = frozenset({"png", "jpg", "jpeg", "gif", "svg", "webp", "ico", "bmp", "tif", "tiff"})

@@ -133,6 +133,11 @@ def _no_constant(name: str) -> Any:
 
 
 def _bounded_int(digits: str) -> int:
+    # 2^53-1 has 16 digits. Check the length before int(): beyond 4,300 digits
+    # int() raises a bare ValueError (CPython's int_max_str_digits guard), and
+    # converting a long run costs quadratic time anyway.
+    if len(digits.lstrip("-")) > 16:
+        raise JSONError(f"integer of {len(digits)} digits is beyond ±(2^53-1) (RFC 7493 §2.2)")
     value = int(digits)
     if abs(value) > MAX_SAFE_INTEGER:
         raise JSONError(f"integer of {len(digits)} digits is beyond ±(2^53-1) (RFC 7493 §2.2)")

@@ -31,8 +31,16 @@ class PlanError(DreampoolError):
 
 
 def check_path(rel: str) -> None:
-    p = PurePosixPath(rel)
-    if p.is_absolute() or not rel or ".." in p.parts or "." in p.parts or "\\" in rel:
+    # Split the string itself: PurePosixPath drops "." and empty segments, so
+    # "a/./b" and "a//b" would alias "a/b" (two writers of one file) and "."
+    # would name the output folder itself.
+    parts = rel.split("/")
+    if (
+        PurePosixPath(rel).is_absolute()
+        or any(part in ("", ".", "..") for part in parts)
+        or "\\" in rel
+        or "\x00" in rel
+    ):
         raise PlanError(f"build plan path {rel!r} is not a plain relative path")
 
 
