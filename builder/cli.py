@@ -432,6 +432,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DreampoolError as exc:
         _print_error(exc)
         return 1
+    except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+        # A file named on the command line that cannot be opened: say which.
+        print(f"{PROG}: error: {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130

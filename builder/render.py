@@ -60,6 +60,7 @@ from markdown_it.utils import EnvType, OptionsDict
 from markupsafe import Markup
 
 from builder.model import DreamView, SiteModel
+from builder.writer import PlanError
 
 # The page kinds of the header nav, in order: (key, label, path from the root).
 NAV = (
@@ -338,7 +339,8 @@ def render_pages(model: SiteModel, patterns_html: str) -> dict[str, bytes]:
     plan: dict[str, bytes] = {}
 
     def page(path: str, template: str, nav: str, **context: Any) -> None:
-        assert path not in plan, f"two pages at {path}"  # slugs and ids are unique
+        if path in plan:  # slugs and ids are unique; two pages at one path is a bug
+            raise PlanError(f"two pages at {path}", hint="report this: slugs must not collide")
         plan[path] = _page(model, path, template, nav, **context)
 
     page("index.html", "home.html", "home", latest=model.dreams[:LATEST])

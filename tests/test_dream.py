@@ -295,3 +295,11 @@ def test_sign_refuses_an_invalid_draft_and_writes_nothing(
     out = tmp_path / "signed.json"
     result = run("sign", src, "--key", key_id, "-o", out)
     assert result.code == 1 and f"{src}: /title:" in result.err and not out.exists()
+
+
+def test_missing_input_file_is_an_error_not_a_traceback(
+    run: Any, home: Path, tmp_path: Path
+) -> None:
+    key_id = run("keygen", "--author", "ada").out.split("keyId")[1].split()[0]
+    result = run("sign", tmp_path / "missing.json", "--key", key_id)
+    assert result.code == 1 and "missing.json: No such file or directory" in result.err

@@ -452,11 +452,18 @@ const CONFIDENCES = ["confirmed", "unconfirmed", "theory"];
 const SIGNED_FIELDS = ["author", "title", "summary", "entries", "tags", "lineage", "consent"];
 const TOP_FIELDS = [...SIGNED_FIELDS, "sig"];
 const REQUIRED_TOP = ["author", "title", "entries", "consent", "sig"];
-// Bidi controls (Trojan Source), zero-width and invisible characters, C0/C1 controls.
+// The same characters builder/dream.py refuses (its comment says why each):
+// bidi controls (Trojan Source), zero-width and invisible characters, C0/C1
+// controls, soft hyphen, Hangul fillers, deprecated format characters, line
+// and paragraph separators, musical format controls and tag characters.
 const FORBIDDEN =
-  "\\u0000-\\u0009\\u000b-\\u001f\\u007f-\\u009f\\u061c\\u200b-\\u200f\\u202a-\\u202e\\u2060-\\u2064\\u2066-\\u2069\\ufeff";
-const FORBIDDEN_RE = new RegExp(`[${FORBIDDEN}]`);
-const FORBIDDEN_OR_NEWLINE_RE = new RegExp(`[${FORBIDDEN}\\n]`);
+  "\\u0000-\\u0009\\u000b-\\u001f\\u007f-\\u009f\\u061c\\u200b-\\u200f\\u202a-\\u202e\\u2060-\\u2064\\u2066-\\u2069\\ufeff" +
+  "\\u00ad\\u034f\\u115f\\u1160\\u17b4\\u17b5\\u180e\\u2028\\u2029\\u206a-\\u206f" +
+  "\\u3164\\uffa0\\ufff9-\\ufffb\\u{1d173}-\\u{1d17a}\\u{e0000}-\\u{e007f}";
+const FORBIDDEN_RE = new RegExp(`[${FORBIDDEN}]`, "u");
+const FORBIDDEN_OR_NEWLINE_RE = new RegExp(`[${FORBIDDEN}\\n]`, "u");
+// A character takes at most one variation selector; a run can hide bytes.
+const SELECTOR_RUN_RE = /[\ufe00-\ufe0f\u{e0100}-\u{e01ef}]{2}/u;
 const KEY_ID_RE = /^sha256:[0-9a-f]{16}$/;
 const DREAM_ID = /^[0-9a-f]{16}$/;
 
@@ -511,11 +518,20 @@ export function validateDream(obj) {
       const what =
         bad[0] === "\n"
           ? "newline"
-          : `U+${bad[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")}`;
+          : `U+${bad[0].codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}`;
       const at = [...v.slice(0, bad.index)].length; // in code points, as Python counts
       add(
         pointer,
         `holds ${what} at character ${at}; no control, bidi or invisible characters${newline ? "" : " (newlines are allowed only in summary and entry text)"}`,
+      );
+      return false;
+    }
+    const run = SELECTOR_RUN_RE.exec(v);
+    if (run) {
+      const at = [...v.slice(0, run.index)].length;
+      add(
+        pointer,
+        `holds a run of variation selectors at character ${at}; a character takes at most one`,
       );
       return false;
     }
