@@ -40,7 +40,7 @@ from typing import Any
 import yaml
 
 from builder import dream as dreamfmt
-from builder import redact, statement
+from builder import parallel, redact, statement
 from builder.b64 import b64url_decode, b64url_encode
 from builder.errors import DreampoolError, InputError, PoolError, Problem, SignatureError
 
@@ -437,26 +437,29 @@ class ScannedDream:
 
 
 def scan_dreams(
-    content: Path, directory: KeyDirectory, on_dream: Callable[[], None] | None = None
+    content: Path, directory: KeyDirectory, on_dream: Callable[[int], None] | None = None
 ) -> tuple[list[ScannedDream], list[Problem]]:
     """Every valid dream in ``content/dreams`` (name order), and every problem.
 
-    ``on_dream`` is called once per dream file read (for a progress bar).
+    Reading and verifying runs on every core (:mod:`builder.parallel`);
+    ``on_dream(n)`` reports progress as files are done.
     """
     problems: list[Problem] = []
-    found: list[ScannedDream] = []
+    candidates: list[tuple[Path, str]] = []
     for path, match in _scan(content / "dreams", _ID_FILE_RE, "<dream id>.json", problems):
-        if match.group(2) == "salt":  # the commitment salt beside its dream (logstate)
-            continue
-        if on_dream is not None:
-            on_dream()
+        if match.group(2) != "salt":  # a salt sits beside its dream (builder.logstate)
+            candidates.append((path, match.group(1)))
+    checked = parallel.map_ordered(_check_file, [path for path, _ in candidates])
+    if on_dream is not None:
+        on_dream(len(candidates))
+    found: list[ScannedDream] = []
+    for (path, name_id), result in zip(candidates, checked, strict=True):
         file = str(path)
-        try:
-            d = check_dream(read_regular(path), file)
-        except (InputError, SignatureError) as exc:
-            problems.extend(_problems_of(exc, file))
+        if isinstance(result, list):
+            problems.extend(result)
             continue
-        if d.id != match.group(1):
+        d = result
+        if d.id != name_id:
             problems.append(
                 Problem(file, "", f"file name does not match the dream id (want {d.id}.json)")
             )
@@ -474,6 +477,17 @@ def scan_dreams(
             continue
         found.append(ScannedDream(path, d))
     return found, problems
+
+
+def _check_file(path: Path) -> dreamfmt.Dream | list[Problem]:
+    """One dream file checked, or its problems (plain values: they cross processes)."""
+    file = str(path)
+    try:
+        return check_dream(read_regular(path), file)
+    except (InputError, SignatureError) as exc:
+        return _problems_of(exc, file)
+    except OSError as exc:
+        return [Problem(file, "", f"cannot be read: {exc.strerror or exc}")]
 
 
 def check(content: Path) -> tuple[list[Problem], list[ScannedDream]]:

@@ -41,6 +41,7 @@ same model gives the same bytes.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import unicodedata
@@ -59,6 +60,7 @@ from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 from markupsafe import Markup
 
+from builder import parallel
 from builder.model import DreamView, SiteModel
 from builder.writer import PlanError
 
@@ -248,6 +250,7 @@ class _TextOnly(HTMLParser):
         self.parts.append(data)
 
 
+@functools.lru_cache(maxsize=4096)
 def excerpt(markdown: str, limit: int = 180) -> str:
     """The first ``limit`` characters of a summary's text, Markdown syntax
     removed (plain text: the template escapes it like any other)."""
@@ -304,6 +307,7 @@ def _environment() -> jinja2.Environment:
 
 
 _ENV = _environment()
+_CARD = _ENV.from_string('{% import "_macros.html" as m with context %}{{ m.card(d, level) }}')
 
 
 def _root(depth: int) -> str:
@@ -330,6 +334,14 @@ def _page(model: SiteModel, path: str, template: str, nav: str, **context: Any) 
     return html.encode("utf-8")
 
 
+TAG_PAGE_SIZE = 100  # cards per tag page; a tag of 20,000 dreams makes 200 pages, not one
+
+
+def tag_page_path(slug: str, number: int) -> str:
+    """Page 1 of a tag is ``tags/<slug>/``, page n ≥ 2 is ``tags/<slug>/<n>/``."""
+    return f"tags/{slug}/index.html" if number == 1 else f"tags/{slug}/{number}/index.html"
+
+
 def render_pages(model: SiteModel, patterns_html: str) -> dict[str, bytes]:
     """Every HTML page, the search index and the static assets, as a plan.
 
@@ -337,15 +349,35 @@ def render_pages(model: SiteModel, patterns_html: str) -> dict[str, bytes]:
     escaped there; it is placed in the layout as it is.
     """
     plan: dict[str, bytes] = {}
+    erased = frozenset(e.id for e in model.erased)
+    cards: dict[tuple[str, str, int], Markup] = {}
 
-    def page(path: str, template: str, nav: str, **context: Any) -> None:
+    def card_html(d: DreamView, level: int, root: str) -> Markup:
+        # A card looks the same on every page at the same depth: render it once.
+        key = (d.id, root, level)
+        if key not in cards:
+            cards[key] = Markup(
+                _CARD.render(d=d, level=level, root=root, site=model, erased=erased)
+            )
+        return cards[key]
+
+    def add(path: str, html: bytes) -> None:
         if path in plan:  # slugs and ids are unique; two pages at one path is a bug
             raise PlanError(f"two pages at {path}", hint="report this: slugs must not collide")
-        plan[path] = _page(model, path, template, nav, **context)
+        plan[path] = html
+
+    def page(path: str, template: str, nav: str, **context: Any) -> None:
+        context.setdefault("card_html", card_html)
+        add(path, _page(model, path, template, nav, **context))
+
+    def dream_page(d: DreamView) -> bytes:
+        path = f"dreams/{d.id}/index.html"
+        return _page(model, path, "dream.html", "", dream=d, card_html=card_html)
 
     page("index.html", "home.html", "home", latest=model.dreams[:LATEST])
-    for d in model.dreams:
-        page(f"dreams/{d.id}/index.html", "dream.html", "", dream=d)
+    # Dream pages are most of the site and independent: render them on every core.
+    for d, html in zip(model.dreams, parallel.map_ordered(dream_page, model.dreams), strict=True):
+        add(f"dreams/{d.id}/index.html", html)
     for e in model.erased:
         page(f"dreams/{e.id}/index.html", "erased.html", "", gone=e)
     page("authors/index.html", "authors.html", "authors")
@@ -354,8 +386,18 @@ def render_pages(model: SiteModel, patterns_html: str) -> dict[str, bytes]:
         page(f"authors/{a.slug}/index.html", "diary.html", "authors", author=a, months=months)
     page("tags/index.html", "tags.html", "tags")
     for t in model.tags:
-        dreams = [model.by_id[i] for i in t.dream_ids]
-        page(f"tags/{t.slug}/index.html", "tag.html", "tags", tag=t, dreams=dreams)
+        pages = max(1, -(-len(t.dream_ids) // TAG_PAGE_SIZE))
+        for number in range(1, pages + 1):
+            ids = t.dream_ids[(number - 1) * TAG_PAGE_SIZE : number * TAG_PAGE_SIZE]
+            page(
+                tag_page_path(t.slug, number),
+                "tag.html",
+                "tags",
+                tag=t,
+                dreams=[model.by_id[i] for i in ids],
+                number=number,
+                pages=pages,
+            )
     trees = [(r, lineage_walk(model, r)) for r in lineage_roots(model)]
     page("lineage/index.html", "lineage.html", "lineage", trees=trees)
     page("patterns/index.html", "patterns.html", "patterns", patterns=Markup(patterns_html))

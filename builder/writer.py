@@ -68,7 +68,6 @@ def write_tree(out: Path, plan: Mapping[str, bytes]) -> None:
                 os.link(old, target)
             else:
                 target.write_bytes(data)
-        _fsync_tree(staging)
         _swap(staging, out)
     finally:
         if staging.exists():
@@ -100,16 +99,6 @@ def _same_bytes(path: Path, data: bytes) -> bool:
         return path.read_bytes() == data
     except OSError:
         return False
-
-
-def _fsync_tree(root: Path) -> None:
-    # Directory entries must be durable before the swap makes them visible.
-    for dirpath, _, _ in os.walk(root):
-        fd = os.open(dirpath, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def _swap(staging: Path, out: Path) -> None:
