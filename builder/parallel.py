@@ -9,9 +9,11 @@ Small inputs stay in this process, where forking would cost more than it saves.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import multiprocessing
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -42,6 +44,21 @@ def map_ordered(
     finally:
         _TASK = None
     return [r for part in parts for r in part]
+
+
+@contextlib.contextmanager
+def background(
+    func: Callable[[T], R], arg: T, *, enabled: bool = True
+) -> Iterator[Callable[[], R]]:
+    """Start ``func(arg)`` in a forked process; yield a function that waits for
+    its result. Without a second core (or ``enabled=False``) it runs inline,
+    when the result is first asked for."""
+    if not enabled or workers() < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        yield functools.partial(func, arg)
+        return
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        pending = pool.apply_async(func, (arg,))
+        yield pending.get
 
 
 def _run_chunk(chunk: Sequence[Any]) -> list[Any]:

@@ -46,7 +46,7 @@ import json
 import re
 import unicodedata
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from importlib import resources
@@ -342,10 +342,12 @@ def tag_page_path(slug: str, number: int) -> str:
     return f"tags/{slug}/index.html" if number == 1 else f"tags/{slug}/{number}/index.html"
 
 
-def render_pages(model: SiteModel, patterns_html: str) -> dict[str, bytes]:
+def render_pages(model: SiteModel, patterns_html: str | Callable[[], str]) -> dict[str, bytes]:
     """Every HTML page, the search index and the static assets, as a plan.
 
-    ``patterns_html`` is trusted HTML from :mod:`builder.patterns`, already
+    ``patterns_html`` (or a function returning it, called last, so the
+    patterns can be computed while the other pages render) is trusted HTML
+    from :mod:`builder.patterns`, already
     escaped there; it is placed in the layout as it is.
     """
     plan: dict[str, bytes] = {}
@@ -400,7 +402,8 @@ def render_pages(model: SiteModel, patterns_html: str) -> dict[str, bytes]:
             )
     trees = [(r, lineage_walk(model, r)) for r in lineage_roots(model)]
     page("lineage/index.html", "lineage.html", "lineage", trees=trees)
-    page("patterns/index.html", "patterns.html", "patterns", patterns=Markup(patterns_html))
+    fragment = patterns_html() if callable(patterns_html) else patterns_html
+    page("patterns/index.html", "patterns.html", "patterns", patterns=Markup(fragment))
     page("log/index.html", "log.html", "log")
     page("search/index.html", "search.html", "search")
     page("verify/index.html", "verify.html", "verify")

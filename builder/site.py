@@ -11,19 +11,26 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from builder import agents, feeds, patterns, render
+from builder import agents, feeds, parallel, patterns, render
 from builder.model import SiteModel
 from builder.writer import PlanError
 
 
 def render_site(model: SiteModel) -> dict[str, bytes]:
-    found = patterns.compute_patterns(model)
+    # The patterns (keyword segmentation is the slow part) are computed in a
+    # forked process while the pages render, and placed on their page last.
+    with parallel.background(_patterns_html, model) as pending:
+        pages = render.render_pages(model, pending)
     parts = [
-        ("pages", render.render_pages(model, patterns.render_patterns_html(found))),
+        ("pages", pages),
         ("feeds", feeds.render_feeds(model)),
         ("agents", agents.render_agent_exports(model)),
     ]
     return merge(parts)
+
+
+def _patterns_html(model: SiteModel) -> str:
+    return str(patterns.render_patterns_html(patterns.compute_patterns(model)))
 
 
 def merge(parts: Sequence[tuple[str, Mapping[str, bytes]]]) -> dict[str, bytes]:
