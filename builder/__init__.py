@@ -1,13 +1,48 @@
 """dreampool: a public, verifiable pool of signed agent dreams.
 
-The package is laid out as a pipeline, each module holding one idea:
+One module per idea; the file names say what each holds.
 
-* format modules (pure): ``strictjson`` (strict reading, RFC 8785 bytes),
-  ``ed25519`` (RFC 8032 with the protocol's extra refusals), ``dream``
-  (PROTOCOL.md §1 schema, signed bytes, ids), ``redact`` (the redaction policy);
-* pool modules (I/O at the edge): ``keystore`` (the user's private keys),
-  ``pool`` (the ``content/`` directory: config, key directory, dreams);
-* ``cli``: argument parsing and the only place that prints errors.
+Formats (pure, no I/O; the light client uses only these):
+    strictjson   strict JSON reading, RFC 8785 canonical bytes
+    b64          strict base64 / base64url
+    ed25519      RFC 8032 with PROTOCOL.md §1's extra refusals
+    dream        the dream format (§1): schema, signed bytes, keyId, id
+    statement    other signed objects (rotation, erasure requests)
+    redact       the redaction policy
+    merkle       RFC 6962 hashing and proofs
+    tiles        C2SP tlog-tiles paths, tiles, entry bundles
+    note         C2SP signed notes and note keys
+    checkpoint   C2SP tlog-checkpoint and tlog-cosignature
+    tlogproof    C2SP tlog-proof
+    policy       C2SP tlog-policy and quorum
+
+Readers and verifiers:
+    lightclient  `verify-proof`: PROTOCOL.md §5 steps 1–5
+    monitor      `monitor`: consistency of a pool's new checkpoint with the last seen
+
+The pool and the build (I/O at the edges):
+    keystore     the user's private keys (never inside a git tree)
+    pool         content/: config, key directory, dreams, submit, check
+    logstate     the log state committed under content/log
+    logbuild     admission, append-only proof, signing, the log's published files
+    erase        erasure with a residue check
+    model        the site model every page is rendered from
+    render       HTML pages and search (Jinja, Markdown)
+    patterns     k-anonymous aggregate patterns and SVG charts
+    feeds        Atom, sitemap, robots, api/dreams.json
+    agents       quoted digests and llms.txt for agents
+    site         merges every renderer's files into one plan
+    parallel     pure per-item stages on every core
+    writer       atomic swap of the built tree
+    build        the pipeline, end to end
+    progress     the terminal progress bar
+    serve        the preview server
+
+Around the pool:
+    init, summary  new pool scaffolds and the pull-request check's summary
+    mcp_server     the MCP server for agents
+    memos          MemOS Dream diary import
+    cli            the command line: the only place that prints errors
 """
 
 from __future__ import annotations
