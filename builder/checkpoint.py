@@ -54,6 +54,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from builder import ed25519
+from builder.b64 import b64_decode as b64decode_canonical
+from builder.b64 import b64_encode as b64encode
 from builder.errors import DreampoolError, SignatureError, VerificationError
 from builder.note import (
     MAX_NOTE_SIZE,
@@ -61,8 +63,6 @@ from builder.note import (
     Signature,
     Signer,
     Verifier,
-    b64decode_canonical,
-    b64encode,
     decode_private_key,
     decode_verifier_key,
     encode_private_key,

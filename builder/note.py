@@ -61,7 +61,6 @@ key, are kept as unverified: the spec says verifiers MUST ignore them.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import re
 from collections.abc import Iterable, Sequence
@@ -69,6 +68,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from builder import ed25519
+
+# Strict base64 lives in one place; these names stay for the note-format modules.
+from builder.b64 import b64_decode as b64decode_canonical
+from builder.b64 import b64_encode as b64encode
 from builder.errors import DreampoolError, SignatureError
 
 # Signature type identifier bytes (signed-note §Signature types).
@@ -100,24 +103,6 @@ _UNICODE_SPACES = frozenset(
 
 class NoteError(DreampoolError):
     """A note, a key or a signature line is malformed."""
-
-
-def b64decode_canonical(text: str) -> bytes:
-    """Decode standard padded base64 (RFC 4648 §4), refusing every other spelling.
-
-    Raises ``ValueError`` (callers turn it into their own error) for characters
-    outside the alphabet, missing or extra padding, and non-zero trailing bits,
-    so that exactly one string decodes to given bytes.
-    """
-    raw = base64.b64decode(text, validate=True)
-    if base64.b64encode(raw).decode("ascii") != text:
-        raise ValueError("base64 is not canonical")
-    return raw
-
-
-def b64encode(data: bytes) -> str:
-    """Standard padded base64 (RFC 4648 §4)."""
-    return base64.b64encode(data).decode("ascii")
 
 
 def is_valid_name(name: str) -> bool:

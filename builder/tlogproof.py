@@ -44,9 +44,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from builder.b64 import b64_decode as b64decode_canonical
+from builder.b64 import b64_encode as b64encode
 from builder.checkpoint import MAX_TREE_SIZE, parse_checkpoint
 from builder.errors import DreampoolError
-from builder.note import MAX_NOTE_SIZE, b64decode_canonical, b64encode, split_note
+from builder.note import MAX_NOTE_SIZE, split_note
 
 HEADER = b"c2sp.org/tlog-proof@v1"
 HASH_SIZE = 32
