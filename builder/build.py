@@ -3,8 +3,13 @@
 The pipeline's stages, each a function from values to values, with I/O only
 at the two ends:
 
-    content/ ─▶ pool.scan_dreams ─▶ logbuild.update ─▶ logbuild.publish
-                                                        + site pages ─▶ writer.write_tree ─▶ site/
+    content/ ─▶ pool.scan_dreams ─▶ logbuild.update ─▶ model.build_model
+             ─▶ site.write_site ─▶ writer.SiteWriter ─▶ site/ (a symlink to a generation)
+
+A cache beside the output (:mod:`builder.buildcache`) lets the next build skip
+what did not change: verifying unchanged dream files, commitments, unchanged
+dreams' pages, records, proofs and keywords. It only saves time: a build
+without it gives the same bytes.
 
 The log state under ``content/log`` is written by ``logbuild.update`` before
 the site is swapped in; see :mod:`builder.logstate` for why an interrupted
@@ -15,10 +20,12 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from builder import logbuild, model, pool, site, writer
+from builder import buildcache, logbuild, model, pool, site, writer
 from builder.errors import InputError, KeyStoreError, Problem
 from builder.note import Signer, parse_private_key
 from builder.progress import Progress, progress_enabled
@@ -33,6 +40,8 @@ class BuildReport:
     size: int = 0
     signed: bool = False
     seconds: float = 0.0
+    verified: int = 0  # dream files read and verified (not known from the cache)
+    rendered: int = 0  # dreams whose page, record, proof and card were rendered
 
 
 def load_log_key(path: Path | None) -> Signer | None:
@@ -65,27 +74,47 @@ def build(
     signer: Signer | None,
     base_url: str | None = None,
     quiet: bool = False,
+    stages: Callable[[str], AbstractContextManager[object]] | None = None,
 ) -> BuildReport:
+    """``stages(name)``, if given, wraps each stage (benchmarks/profile_build.py times them)."""
+    stage = stages or (lambda name: nullcontext())
     started = time.monotonic()
     config = pool.load_config(content)
     directory, key_problems = pool.load_keys(content)
     if key_problems:
         raise InputError(key_problems, hint="fix the key directory (content/keys) first")
     total = sum(1 for p in (content / "dreams").glob("*.json"))
-    with Progress(total, "verifying dreams", enabled=progress_enabled(quiet)) as bar:
-        scanned, refused = pool.scan_dreams(content, directory, bar.advance)
+    cache = buildcache.BuildCache(writer.builds_dir(out) / "cache")
+    known = set(cache["scan"])
+    with stage("scan"), Progress(total, "verifying dreams", enabled=progress_enabled(quiet)) as bar:
+        scanned, refused = pool.scan_dreams(
+            content, directory, bar.advance, cache=cache["scan"], commitments=cache["commit"]
+        )
     url = normalize_base_url(base_url or config.base_url)
     log_url = url + "log/" if url.startswith(("https://", "http://")) else None
-    log = logbuild.update(content, scanned, origin=config.origin, signer=signer, log_url=log_url)
-    view = model.build_model(log, directory, config, base_url=url)
-    plan = site.merge([("log", logbuild.publish(log)), ("site", site.render_site(view))])
-    writer.write_tree(out, plan)
+    with stage("log"):
+        log = logbuild.update(
+            content,
+            scanned,
+            origin=config.origin,
+            signer=signer,
+            log_url=log_url,
+            commitments=cache["commit"],
+        )
+    with stage("model"):
+        view = model.build_model(log, directory, config, base_url=url)
+    verified = len(cache["scan"].keys() - known)
+    with stage("site"), writer.SiteWriter(out) as w:
+        rendered = site.write_site(log, view, w, cache)
+    cache.save()
     return BuildReport(
         admitted=log.admitted_now,
         erased=log.erased_now,
         refused=refused + log.refused,
-        files=len(plan),
+        files=len(w.written),
         size=log.tree.size,
         signed=log.signed_now,
         seconds=time.monotonic() - started,
+        verified=verified,
+        rendered=rendered,
     )

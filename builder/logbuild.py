@@ -122,8 +122,12 @@ def update(
     signer: Signer | None,
     log_url: str | None = None,
     time: str | None = None,
+    commitments: dict[Any, Any] | None = None,
 ) -> Log:
-    """Steps 1–5 of the module docstring; writes the new state to ``content/``."""
+    """Steps 1–5 of the module docstring; writes the new state to ``content/``.
+
+    ``commitments`` (from :mod:`builder.buildcache`) maps (dream file stamp, salt) to
+    a commitment an earlier build computed; it is left holding this build's."""
     state = logstate.load(content)
     policy = _policy(content, state, origin, signer, log_url)
     leaves = state.leaves
@@ -136,7 +140,7 @@ def update(
     new_leaves: list[bytes] = []
 
     # Step 3: every logged dream still matches content/, or is erased.
-    pending, salts = _check_logged(content, leaves, logged, present)
+    pending, salts = _check_logged(content, leaves, logged, present, commitments)
     for dream_id, reason in pending:
         new_leaves.append(erasure_leaf(dream_id, reason))
         log.erased_now.append(dream_id)
@@ -261,13 +265,20 @@ def _check_unsigned_tail(
 
 
 def _check_logged(
-    content: Path, leaves: list[bytes], logged: _Logged, present: dict[str, ScannedDream]
+    content: Path,
+    leaves: list[bytes],
+    logged: _Logged,
+    present: dict[str, ScannedDream],
+    commitments: dict[Any, Any] | None = None,
 ) -> tuple[list[tuple[str, str]], dict[str, str]]:
     """Every logged, unerased dream is present with its salt and commits to the
     same bytes; a missing one needs a recorded erasure. Returns the erasures
     still to log and the salts of present dreams."""
     pending: list[tuple[str, str]] = []
     salts: dict[str, str] = {}
+    known = dict(commitments or {})
+    if commitments is not None:
+        commitments.clear()
     for dream_id, index in logged.dreams.items():
         if dream_id in logged.erasures:
             continue
@@ -290,7 +301,13 @@ def _check_logged(
                 hint="restore it from git history; without it the record cannot be published",
             )
         want = json.loads(leaves[index])["commitment"]
-        if commitment(found.dream.body, salt) != want:
+        # An unchanged file (same stat: builder.pool) with the same salt has
+        # the commitment an earlier build computed.
+        key = (found.stamp, salt) if found.stamp is not None else None
+        got = known.get(key) or commitment(found.dream.body, salt)
+        if commitments is not None and key is not None:
+            commitments[key] = got
+        if got != want:
             raise LogError(
                 f"content/dreams/{dream_id}.json or its salt changed after it was logged: "
                 f"leaf {index} commits to {want}",
@@ -475,6 +492,23 @@ def publish(log: Log) -> dict[str, bytes]:
     state, tree = log.state, log.tree
     if log.checkpoint is None:
         return plan
+    for admitted in log.dreams.values():
+        plan[f"dreams/{admitted.dream.id}/record.json"] = record_bytes(admitted)
+        plan[f"dreams/{admitted.dream.id}/proof.tlog-proof"] = proof_bytes(
+            state, tree, admitted.index
+        )
+    plan.update(publish_log(log))
+    return plan
+
+
+def publish_log(log: Log) -> dict[str, bytes]:
+    """What :func:`publish` lays out but the logged dreams' own files (which
+    :mod:`builder.units` makes with their pages): ``log/…``, and the proofs of
+    erased dreams, which stay published (PROTOCOL.md §5)."""
+    plan: dict[str, bytes] = {}
+    state, tree = log.state, log.tree
+    if log.checkpoint is None:
+        return plan
     size = tree.size
     assert size == state.signed_size
     plan["log/checkpoint"] = state.checkpoints[size]
@@ -497,17 +531,9 @@ def publish(log: Log) -> dict[str, bytes]:
         else:
             data = tiles.tile_data(tree, ref)
         plan[f"log/{ref.path}"] = data
-    for admitted in log.dreams.values():
-        plan[f"dreams/{admitted.dream.id}/record.json"] = record_bytes(admitted)
-    for dream_id, index in _dream_indices(log).items():
-        plan[f"dreams/{dream_id}/proof.tlog-proof"] = proof_bytes(state, tree, index)
+    for erased in log.erased.values():
+        plan[f"dreams/{erased.id}/proof.tlog-proof"] = proof_bytes(state, tree, erased.index)
     return plan
-
-
-def _dream_indices(log: Log) -> dict[str, int]:
-    out = {d.dream.id: d.index for d in log.dreams.values()}
-    out.update({e.id: e.index for e in log.erased.values()})
-    return out
 
 
 def record_bytes(admitted: Admitted) -> bytes:

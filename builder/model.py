@@ -241,10 +241,14 @@ def build_model(
             )
         )
 
+    by_author: dict[str, list[str]] = defaultdict(list)  # newest first, as dreams
+    for d in dreams:
+        if d.author is not None:
+            by_author[d.author].append(d.id)
     authors = []
     for name in sorted({a.dream.author for a in admitted} | set(keys_by_author)):
         keys = sorted(keys_by_author.get(name, []), key=lambda k: (k.added, k.key_id))
-        own = tuple(d.id for d in dreams if d.author == name)
+        own = tuple(by_author.get(name, ()))
         if not keys or (not own and not any(k.log_index is not None for k in keys)):
             continue
         tier = min((k.tier for k in keys), key=lambda t: TIER_RANK[t])

@@ -121,36 +121,50 @@ def _check_site_path(path: str) -> None:
 
 
 class DirectorySite:
-    """A site on disk. Reads only regular files below its root, after following symlinks."""
+    """A site on disk. Reads only regular files below its root, after following symlinks.
 
-    __slots__ = ("_root",)
+    The root is resolved again on every read: a built site is a symlink to the
+    live generation (:mod:`builder.writer`), which each build swaps, and a
+    long-running reader (``dreampool mcp --site``) must follow it.
+    """
+
+    __slots__ = ("_given",)
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
+        self._given = Path(os.path.abspath(root))
+        self._resolve_root()
+
+    def _resolve_root(self) -> Path:
         try:
-            resolved = Path(root).resolve(strict=True)
+            resolved = self._given.resolve(strict=True)
         except OSError as exc:
             raise SiteError(
-                f"site directory {os.fspath(root)}: {exc.strerror or exc}",
+                f"site directory {self._given}: {exc.strerror or exc}",
                 hint="give the site directory (holding log/) or its http(s) URL",
             ) from None
         if not resolved.is_dir():
-            raise SiteError(f"site {os.fspath(root)} is not a directory")
-        self._root = resolved
+            raise SiteError(f"site {self._given} is not a directory")
+        return resolved
+
+    @property
+    def _root(self) -> Path:
+        return self._given
 
     def describe(self, path: str) -> str:
         return str(self._root / path)
 
     def fetch(self, path: str, limit: int) -> bytes:
         _check_site_path(path)
+        root = self._resolve_root()
         try:
-            target = (self._root / path).resolve(strict=True)
+            target = (root / path).resolve(strict=True)
         except (FileNotFoundError, NotADirectoryError):
             raise NotFoundError(f"{self.describe(path)}: no such file") from None
         except OSError as exc:
             raise SiteError(f"{self.describe(path)}: {exc.strerror or exc}") from None
         except RuntimeError:  # Python < 3.13 reports a symlink loop so
             raise SiteError(f"{self.describe(path)}: a symlink loop") from None
-        if not target.is_relative_to(self._root):
+        if not target.is_relative_to(root):
             raise SiteError(
                 f"{self.describe(path)} leads outside the site directory (a symlink)",
                 hint="a site's files must lie inside its directory",

@@ -46,6 +46,32 @@ def map_ordered(
     return [r for part in parts for r in part]
 
 
+def imap_ordered(
+    func: Callable[[T], R], items: Sequence[T], *, min_items: int = MIN_ITEMS, chunk: int = 32
+) -> Iterator[R]:
+    """``func(x) for x in items``, computed on all cores, yielded in order as
+    they are done: the caller consumes results (writes files) while the
+    workers compute the next ones, and never holds them all."""
+    n = workers()
+    if len(items) < min_items or n < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        yield from (func(x) for x in items)
+        return
+    global _TASK
+    _TASK = func
+    try:
+        with multiprocessing.get_context("fork").Pool(n) as pool:
+            _TASK = None  # the workers hold their copy; the parent needs none
+            for part in pool.imap(_run_chunk, _chunks(items, chunk)):
+                yield from part
+    finally:
+        _TASK = None
+
+
+def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
 @contextlib.contextmanager
 def background(
     func: Callable[[T], R], arg: T, *, enabled: bool = True

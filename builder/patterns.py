@@ -201,28 +201,52 @@ def _counted(model: SiteModel, min_tier: str) -> list[tuple[DreamView, str]]:
     ]
 
 
-def compute_patterns(model: SiteModel, *, min_tier: str = "member", limit: int = 40) -> Patterns:
+DreamWords = tuple[frozenset[str], tuple[tuple[str, frozenset[str]], ...]]
+
+
+def dream_words(dream: DreamView) -> DreamWords:
+    """A dream's keywords, and each entry's (type, keywords)."""
+    entry_words = tuple((e.type, frozenset(tokens(e.text))) for e in dream.entries)
+    own = tokens(dream.title) | tokens(dream.summary)
+    for _, ws in entry_words:
+        own |= ws
+    return frozenset(own), entry_words
+
+
+def compute_patterns(
+    model: SiteModel,
+    *,
+    min_tier: str = "member",
+    limit: int = 40,
+    words: dict[str, DreamWords] | None = None,
+) -> Patterns:
     """The tag and keyword patterns of the pool, by the rule in the module doc.
 
     Requires ``min_tier`` in guest, member, maintainer and ``limit >= 0``
-    (it bounds the keywords only: tags are few, words are many)."""
+    (it bounds the keywords only: tags are few, words are many). ``words``,
+    if given, holds :func:`dream_words` by dream id from an earlier build (a
+    dream's words depend on its id alone); it is left holding exactly the
+    counted dreams' words, for the next build."""
     if limit < 0:
         raise ValueError(f"limit must be >= 0, is {limit}")
     counted = _counted(model, min_tier)
+    known = dict(words or {})
+    if words is not None:
+        words.clear()
     tags: dict[str, _Tally] = {}
-    words: dict[str, _Tally] = {}
+    terms: dict[str, _Tally] = {}
     for dream, author in counted:
         for tag in {t.name for t in dream.tags}:
             t = tags.setdefault(tag, _Tally())
             t.dreams += 1
             t.authors.add(author)
             t.types.update(e.type for e in dream.entries)
-        entry_words = [(e.type, tokens(e.text)) for e in dream.entries]
-        own = tokens(dream.title) | tokens(dream.summary)
-        for _, ws in entry_words:
-            own |= ws
+        found = known.get(dream.id) or dream_words(dream)
+        if words is not None:
+            words[dream.id] = found
+        own, entry_words = found
         for word in own:
-            t = words.setdefault(word, _Tally())
+            t = terms.setdefault(word, _Tally())
             t.dreams += 1
             t.authors.add(author)
             t.types.update(ty for ty, ws in entry_words if word in ws)
@@ -231,7 +255,7 @@ def compute_patterns(model: SiteModel, *, min_tier: str = "member", limit: int =
         min_tier=min_tier,
         counted_dreams=len(counted),
         tags=tuple(_patterns("tag", tags, model.k)),
-        keywords=tuple(_patterns("keyword", words, model.k)[:limit]),
+        keywords=tuple(_patterns("keyword", terms, model.k)[:limit]),
     )
 
 

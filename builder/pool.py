@@ -434,26 +434,57 @@ def check_key_rules(
 class ScannedDream:
     path: Path
     dream: dreamfmt.Dream
+    stamp: tuple[str, int, int, int, int] | None = None  # see _stamp
 
 
 def scan_dreams(
-    content: Path, directory: KeyDirectory, on_dream: Callable[[int], None] | None = None
+    content: Path,
+    directory: KeyDirectory,
+    on_dream: Callable[[int], None] | None = None,
+    *,
+    cache: dict[Any, Any] | None = None,
+    commitments: dict[Any, Any] | None = None,
 ) -> tuple[list[ScannedDream], list[Problem]]:
     """Every valid dream in ``content/dreams`` (name order), and every problem.
 
     Reading and verifying runs on every core (:mod:`builder.parallel`);
-    ``on_dream(n)`` reports progress as files are done.
+    ``on_dream(n)`` reports progress as files are done. ``cache`` (from
+    :mod:`builder.buildcache`) maps a file's (name, size, mtime, ctime,
+    inode) to the dream an earlier build verified in it: a file whose stat
+    is unchanged is not read again. It is left holding this scan's dreams.
+    A verified file whose salt is beside it also gets its commitment computed
+    on the worker, into ``commitments`` (what :func:`builder.logbuild.update`
+    reads as its cache), so the log stage need not canonicalize every dream.
     """
     problems: list[Problem] = []
     candidates: list[tuple[Path, str]] = []
     for path, match in _scan(content / "dreams", _ID_FILE_RE, "<dream id>.json", problems):
         if match.group(2) != "salt":  # a salt sits beside its dream (builder.logstate)
             candidates.append((path, match.group(1)))
-    checked = parallel.map_ordered(_check_file, [path for path, _ in candidates])
+    known = dict(cache or {})
+    stamps = [_stamp(path) for path, _ in candidates]
+    todo = [path for (path, _), stamp in zip(candidates, stamps, strict=True) if stamp not in known]
+    fresh = iter(parallel.map_ordered(_check_and_commit, todo))
+    checked: list[dreamfmt.Dream | list[Problem]] = []
+    for stamp in stamps:
+        if stamp in known:
+            checked.append(known[stamp])
+            continue
+        result, committed = next(fresh)
+        checked.append(result)
+        if committed is not None and commitments is not None and stamp is not None:
+            commitments[(stamp, committed[0])] = committed[1]
+    if cache is not None:
+        cache.clear()
+        cache.update(
+            (stamp, result)
+            for stamp, result in zip(stamps, checked, strict=True)
+            if stamp is not None and not isinstance(result, list)
+        )
     if on_dream is not None:
         on_dream(len(candidates))
     found: list[ScannedDream] = []
-    for (path, name_id), result in zip(candidates, checked, strict=True):
+    for (path, name_id), result, stamp in zip(candidates, checked, stamps, strict=True):
         file = str(path)
         if isinstance(result, list):
             problems.extend(result)
@@ -475,8 +506,32 @@ def scan_dreams(
         if rule:
             problems.append(Problem(file, "/author", rule))
             continue
-        found.append(ScannedDream(path, d))
+        found.append(ScannedDream(path, d, stamp))
     return found, problems
+
+
+def _stamp(path: Path) -> tuple[str, int, int, int, int] | None:
+    """What identifies a file's bytes without reading them (as git's index does)."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return None
+    return (path.name, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+def _check_and_commit(
+    path: Path,
+) -> tuple[dreamfmt.Dream | list[Problem], tuple[str, str] | None]:
+    result = _check_file(path)
+    if isinstance(result, list):
+        return result, None
+    try:
+        salt = path.with_suffix(".salt").read_bytes().decode("ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return result, None  # no salt yet (a new dream), or the log stage reports it
+    from builder.logbuild import commitment  # logbuild imports this module
+
+    return result, (salt, commitment(result.body, salt))
 
 
 def _check_file(path: Path) -> dreamfmt.Dream | list[Problem]:

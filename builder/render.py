@@ -60,7 +60,6 @@ from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 from markupsafe import Markup
 
-from builder import parallel
 from builder.model import DreamView, SiteModel
 from builder.writer import PlanError
 
@@ -165,6 +164,7 @@ def _make_markdown() -> MarkdownIt:
 _MD = _make_markdown()
 
 
+@functools.lru_cache(maxsize=64)  # a dream page and its card render one summary
 def render_markdown(text: str) -> str:
     """HTML for a dream summary: CommonMark without raw HTML or images, safe links only."""
     html: str = _MD.render(text)
@@ -250,7 +250,7 @@ class _TextOnly(HTMLParser):
         self.parts.append(data)
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=64)
 def excerpt(markdown: str, limit: int = 180) -> str:
     """The first ``limit`` characters of a summary's text, Markdown syntax
     removed (plain text: the template escapes it like any other)."""
@@ -296,6 +296,7 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
+        auto_reload=False,
     )
     env.filters["markdown"] = lambda text: Markup(render_markdown(text))
     env.filters["excerpt"] = excerpt
@@ -342,56 +343,66 @@ def tag_page_path(slug: str, number: int) -> str:
     return f"tags/{slug}/index.html" if number == 1 else f"tags/{slug}/{number}/index.html"
 
 
+def dream_page(
+    model: SiteModel, d: DreamView, card_html: Callable[[DreamView, int, str], Markup]
+) -> bytes:
+    return _page(model, f"dreams/{d.id}/index.html", "dream.html", "", dream=d, card_html=card_html)
+
+
+def card_template(model: SiteModel, d: DreamView, root: str, level: Any) -> str:
+    """A dream's card; :mod:`builder.units` passes placeholders for root and level."""
+    erased = frozenset(e.id for e in model.erased)
+    return _CARD.render(d=d, level=level, root=root, site=model, erased=erased)
+
+
 def render_pages(model: SiteModel, patterns_html: str | Callable[[], str]) -> dict[str, bytes]:
-    """Every HTML page, the search index and the static assets, as a plan.
+    """Every HTML page, the search index and the static assets, as a plan
+    (dream pages included; the build makes those through :mod:`builder.units`)."""
+    cards: dict[tuple[str, int, str], Markup] = {}
+
+    def card_html(d: DreamView, level: int, root: str) -> Markup:
+        if (d.id, level, root) not in cards:
+            cards[d.id, level, root] = Markup(card_template(model, d, root, level))
+        return cards[d.id, level, root]
+
+    plan = {f"dreams/{d.id}/index.html": dream_page(model, d, card_html) for d in model.dreams}
+    for path, data in list_pages(model, patterns_html, card_html):
+        if path in plan:
+            raise PlanError(f"two pages at {path}", hint="report this: slugs must not collide")
+        plan[path] = data
+    return dict(sorted(plan.items()))
+
+
+def list_pages(
+    model: SiteModel,
+    patterns_html: str | Callable[[], str],
+    card_html: Callable[[DreamView, int, str], Markup],
+) -> Iterator[tuple[str, bytes]]:
+    """Every page but the dreams' own, the search index and the static assets.
 
     ``patterns_html`` (or a function returning it, called last, so the
     patterns can be computed while the other pages render) is trusted HTML
-    from :mod:`builder.patterns`, already
-    escaped there; it is placed in the layout as it is.
+    from :mod:`builder.patterns`, already escaped there; it is placed in the
+    layout as it is. ``card_html(dream, level, root)`` gives a dream's card.
     """
-    plan: dict[str, bytes] = {}
-    erased = frozenset(e.id for e in model.erased)
-    cards: dict[tuple[str, str, int], Markup] = {}
 
-    def card_html(d: DreamView, level: int, root: str) -> Markup:
-        # A card looks the same on every page at the same depth: render it once.
-        key = (d.id, root, level)
-        if key not in cards:
-            cards[key] = Markup(
-                _CARD.render(d=d, level=level, root=root, site=model, erased=erased)
-            )
-        return cards[key]
-
-    def add(path: str, html: bytes) -> None:
-        if path in plan:  # slugs and ids are unique; two pages at one path is a bug
-            raise PlanError(f"two pages at {path}", hint="report this: slugs must not collide")
-        plan[path] = html
-
-    def page(path: str, template: str, nav: str, **context: Any) -> None:
+    def page(path: str, template: str, nav: str, **context: Any) -> tuple[str, bytes]:
         context.setdefault("card_html", card_html)
-        add(path, _page(model, path, template, nav, **context))
+        return path, _page(model, path, template, nav, **context)
 
-    def dream_page(d: DreamView) -> bytes:
-        path = f"dreams/{d.id}/index.html"
-        return _page(model, path, "dream.html", "", dream=d, card_html=card_html)
-
-    page("index.html", "home.html", "home", latest=model.dreams[:LATEST])
-    # Dream pages are most of the site and independent: render them on every core.
-    for d, html in zip(model.dreams, parallel.map_ordered(dream_page, model.dreams), strict=True):
-        add(f"dreams/{d.id}/index.html", html)
+    yield page("index.html", "home.html", "home", latest=model.dreams[:LATEST])
     for e in model.erased:
-        page(f"dreams/{e.id}/index.html", "erased.html", "", gone=e)
-    page("authors/index.html", "authors.html", "authors")
+        yield page(f"dreams/{e.id}/index.html", "erased.html", "", gone=e)
+    yield page("authors/index.html", "authors.html", "authors")
     for a in model.authors:
         months = by_month([model.by_id[i] for i in a.dream_ids])
-        page(f"authors/{a.slug}/index.html", "diary.html", "authors", author=a, months=months)
-    page("tags/index.html", "tags.html", "tags")
+        yield page(f"authors/{a.slug}/index.html", "diary.html", "authors", author=a, months=months)
+    yield page("tags/index.html", "tags.html", "tags")
     for t in model.tags:
         pages = max(1, -(-len(t.dream_ids) // TAG_PAGE_SIZE))
         for number in range(1, pages + 1):
             ids = t.dream_ids[(number - 1) * TAG_PAGE_SIZE : number * TAG_PAGE_SIZE]
-            page(
+            yield page(
                 tag_page_path(t.slug, number),
                 "tag.html",
                 "tags",
@@ -401,15 +412,14 @@ def render_pages(model: SiteModel, patterns_html: str | Callable[[], str]) -> di
                 pages=pages,
             )
     trees = [(r, lineage_walk(model, r)) for r in lineage_roots(model)]
-    page("lineage/index.html", "lineage.html", "lineage", trees=trees)
-    fragment = patterns_html() if callable(patterns_html) else patterns_html
-    page("patterns/index.html", "patterns.html", "patterns", patterns=Markup(fragment))
-    page("log/index.html", "log.html", "log")
-    page("search/index.html", "search.html", "search")
-    page("verify/index.html", "verify.html", "verify")
-    page("404.html", "404.html", "", root=_base_path(model.base_url))
-    plan["search/index.json"] = search_index(model)
+    yield page("lineage/index.html", "lineage.html", "lineage", trees=trees)
+    yield page("log/index.html", "log.html", "log")
+    yield page("search/index.html", "search.html", "search")
+    yield page("verify/index.html", "verify.html", "verify")
+    yield page("404.html", "404.html", "", root=_base_path(model.base_url))
+    yield "search/index.json", search_index(model)
     static = resources.files("builder.templates") / "static"
     for name in STATIC:
-        plan[f"static/{name}"] = (static / name).read_bytes()
-    return dict(sorted(plan.items()))
+        yield f"static/{name}", (static / name).read_bytes()
+    fragment = patterns_html() if callable(patterns_html) else patterns_html
+    yield page("patterns/index.html", "patterns.html", "patterns", patterns=Markup(fragment))

@@ -206,7 +206,9 @@ def make_server(
             f"{site}: no such folder",
             hint="run `dreampool build` first, or pass --out DIR naming the built site",
         )
-    handler = partial(_Handler, directory=str(site.resolve()))
+    # Not resolved: the site is a symlink to the live generation (builder.writer),
+    # which the next build swaps; _root() follows it on every request.
+    handler = partial(_Handler, directory=str(site.absolute()))
     server_class = _Server6 if ":" in host else _Server
     try:
         server = server_class((host, port), handler)

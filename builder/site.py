@@ -1,48 +1,48 @@
-"""Everything a reader sees, as one plan ``{path: bytes}``.
+"""Everything a reader sees, written into the new generation of the site.
 
-Pages (:mod:`builder.render`), aggregate patterns (:mod:`builder.patterns`),
-feeds, sitemap and the JSON API (:mod:`builder.feeds`) are each rendered from
-the :class:`~builder.model.SiteModel` alone, then merged with the log's files
-(:func:`builder.logbuild.publish`). Two stages claiming one path is a bug,
-refused here rather than letting one silently win.
+The dreams' own files (:mod:`builder.units`: pages, records, proofs, cards,
+kept or rendered on every core), the log's files
+(:func:`builder.logbuild.publish_log`), the list pages (:mod:`builder.render`),
+aggregate patterns (:mod:`builder.patterns`, computed in a forked process
+while the rest is written), feeds, sitemap and the JSON API
+(:mod:`builder.feeds`) and the agents' exports (:mod:`builder.agents`). Two
+stages claiming one path is a bug: the writer refuses it rather than letting
+one silently win.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from typing import Any
 
-from builder import agents, feeds, parallel, patterns, render
+from builder import agents, feeds, logbuild, parallel, patterns
+from builder import render as renderer
+from builder.buildcache import BuildCache
 from builder.model import SiteModel
-from builder.writer import PlanError
+from builder.units import Units
+from builder.writer import SiteWriter
 
 
-def render_site(model: SiteModel) -> dict[str, bytes]:
-    # The patterns (keyword segmentation is the slow part) are computed in a
-    # forked process while the pages render, and placed on their page last.
-    with parallel.background(_patterns_html, model) as pending:
-        pages = render.render_pages(model, pending)
-    parts = [
-        ("pages", pages),
-        ("feeds", feeds.render_feeds(model)),
-        ("agents", agents.render_agent_exports(model)),
-    ]
-    return merge(parts)
+def write_site(log: logbuild.Log, model: SiteModel, w: SiteWriter, cache: BuildCache) -> int:
+    """Write every file of the site into ``w``; returns how many dream units were rendered."""
+    with parallel.background(_patterns, (model, cache["words"])) as pending:
+        units = Units(log, model, cache)
+        rendered = units.write(w)
+        w.add_all(logbuild.publish_log(log))
+        w.add_all(feeds.render_feeds(model))
+        w.add_all(agents.render_agent_exports(model))
+
+        def patterns_html() -> str:
+            html, words = pending()
+            cache.sections["words"] = words
+            return html
+
+        w.add_all(renderer.list_pages(model, patterns_html, units.card_for))
+    return rendered
 
 
-def _patterns_html(model: SiteModel) -> str:
-    return str(patterns.render_patterns_html(patterns.compute_patterns(model)))
-
-
-def merge(parts: Sequence[tuple[str, Mapping[str, bytes]]]) -> dict[str, bytes]:
-    plan: dict[str, bytes] = {}
-    owner: dict[str, str] = {}
-    for name, part in parts:
-        for path, data in part.items():
-            if path in plan:
-                raise PlanError(
-                    f"{path} is written by both {owner[path]} and {name}",
-                    hint="each site path has one owner; rename one of them",
-                )
-            plan[path] = data
-            owner[path] = name
-    return plan
+def _patterns(arg: tuple[SiteModel, Mapping[str, Any]]) -> tuple[str, dict[str, Any]]:
+    model, known = arg
+    words = dict(known)
+    html = str(patterns.render_patterns_html(patterns.compute_patterns(model, words=words)))
+    return html, words

@@ -1,29 +1,45 @@
-"""Apply a build plan (``{relative path: bytes}``) to an output folder atomically.
+"""Write a build's files to the output folder: atomically, and only what changed.
 
-The new site is written in full to a sibling temporary folder, then swapped
-with the old one in a single ``renameat2(RENAME_EXCHANGE)`` call (Linux ≥ 3.15),
-so a reader or a killed build sees either the old site or the new one, never a
-mix and never nothing. Where the exchange is not available, the swap falls back
-to two renames, leaving a window of microseconds without ``out``.
+The output folder ``out`` is a symlink to one of two generations kept beside
+it, ``.<name>.builds/a`` and ``.<name>.builds/b`` (double buffering). A build
+brings the generation that is *not* live up to date, then points ``out`` at it
+with one ``rename`` of a new symlink over the old one, so a reader or a killed
+build sees either the old site or the new one, never a mix and never nothing.
 
-Files whose bytes did not change are hard-linked from the old tree instead of
-written again (cheap, and their mtime stays). Paths are checked before any
-byte is written: relative, no ``..``, no two writers of one path.
+Each generation has a manifest (``manifest-a``: a BLAKE2b digest per path)
+that is true whenever it exists: it is removed before the generation is
+touched and written after it is complete. So a build writes only the files
+whose bytes differ from what that generation already holds; a generation
+without a manifest (a build was killed while updating it, or a cache was
+deleted) is emptied and written again, which costs time and nothing else.
+A file the previous build wrote and this build would write again unchanged
+can be *kept* by digest (:meth:`SiteWriter.keep`): hard-linked from the live
+generation, never rendered. Files are replaced by rename, never written in
+place, so the two generations may share them.
+
+Paths are checked before a byte is written: relative, no ``..``, no empty or
+``.`` segment, no two writers of one path.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
+import fcntl
+import hashlib
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
+from types import TracebackType
 
 from builder.errors import DreampoolError
 
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
+GENERATIONS = ("a", "b")
+DIGEST_SIZE = 16
 
 
 class PlanError(DreampoolError):
@@ -40,78 +56,209 @@ def check_path(rel: str) -> None:
         or any(part in ("", ".", "..") for part in parts)
         or "\\" in rel
         or "\x00" in rel
+        or "\n" in rel
     ):
         raise PlanError(f"build plan path {rel!r} is not a plain relative path")
 
 
-def write_tree(out: Path, plan: Mapping[str, bytes]) -> None:
-    """Replace ``out`` by exactly the files of ``plan``."""
-    for rel in plan:
-        check_path(rel)
+def digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=DIGEST_SIZE).digest()
+
+
+def builds_dir(out: Path) -> Path:
+    """Where the generations, their manifests and the build caches live."""
     out = out.absolute()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale(out)
-    staging = out.parent / f".{out.name}.new-{os.getpid()}"
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir()
+    return out.parent / f".{out.name}.builds"
+
+
+Entry = tuple[bytes, int, int]  # digest, size, mtime_ns of one file of a generation
+
+
+class SiteWriter:
+    """One build's writes into the generation that is not live.
+
+    Use as a context manager: leaving it without an exception makes the new
+    generation live (:meth:`commit`); an exception leaves ``out`` untouched.
+    """
+
+    def __init__(self, out: Path) -> None:
+        self.out = out.absolute()
+        self.root = builds_dir(self.out)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock = _lock(self.root, self.out)
+        _remove_stale_links(self.out)
+        live = _live_generation(self.out, self.root)
+        self.live = live
+        self.target = GENERATIONS[1] if live == GENERATIONS[0] else GENERATIONS[0]
+        self.gen = self.root / self.target
+        self._gen = str(self.gen)
+        self._live = f"{self.root}/{live}"
+        self.live_manifest = (_read_manifest(self.root / f"manifest-{live}") or {}) if live else {}
+        had = _read_manifest(self.root / f"manifest-{self.target}")
+        # From here until commit the target generation is being changed.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.root / f"manifest-{self.target}")
+        if had is None:
+            shutil.rmtree(self.gen, ignore_errors=True)
+            had = {}
+        self.had: dict[str, Entry] = had
+        self.gen.mkdir(exist_ok=True)
+        self.written: dict[str, Entry] = {}
+        self._dirs: set[str] = set()
+        self.changed = 0
+
+    def __enter__(self) -> SiteWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            if exc_type is None:
+                self.commit()
+        finally:
+            os.close(self._lock)
+
+    # --- adding files -----------------------------------------------------
+
+    def add(self, rel: str, data: bytes) -> bytes:
+        """The file at ``rel`` holds ``data`` in the new site; returns its digest."""
+        self._claim(rel)
+        d = digest(data)
+        entry = self.had.get(rel)
+        if entry is not None and entry[0] == d and _unchanged(f"{self._gen}/{rel}", entry):
+            self.written[rel] = entry
+            return d
+        tmp = self._tmp(rel)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            _write_all(fd, data)
+            st = os.fstat(fd)
+        finally:
+            os.close(fd)
+        _replace(tmp, f"{self._gen}/{rel}")
+        self.written[rel] = (d, st.st_size, st.st_mtime_ns)
+        self.changed += 1
+        return d
+
+    def add_all(self, files: Iterable[tuple[str, bytes]] | Mapping[str, bytes]) -> None:
+        items = files.items() if isinstance(files, Mapping) else files
+        for rel, data in items:
+            self.add(rel, data)
+
+    def can_keep(self, rel: str, want: bytes) -> bool:
+        """Whether the file at ``rel`` with digest ``want`` is on hand in a
+        generation (recorded in its manifest, and its size and mtime say nobody
+        edited it since), so it can be kept without its bytes."""
+        entry = self.had.get(rel)
+        if entry is not None and entry[0] == want and _unchanged(f"{self._gen}/{rel}", entry):
+            return True
+        entry = self.live_manifest.get(rel)
+        return entry is not None and entry[0] == want and _unchanged(f"{self._live}/{rel}", entry)
+
+    def keep(self, rel: str, want: bytes) -> None:
+        """The file at ``rel`` is unchanged from a build whose bytes had digest
+        ``want``; :meth:`can_keep` must have said so just before."""
+        self._claim(rel)
+        entry = self.had.get(rel)
+        if entry is not None and entry[0] == want:
+            self.written[rel] = entry
+            return
+        entry = self.live_manifest.get(rel)
+        if entry is None or entry[0] != want:
+            raise PlanError(f"{rel}: kept, but no generation holds it", hint="report this")
+        tmp = self._tmp(rel)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        os.link(f"{self._live}/{rel}", tmp)  # the same inode: same size and mtime
+        _replace(tmp, f"{self._gen}/{rel}")
+        self.written[rel] = entry
+        self.changed += 1
+
+    def _claim(self, rel: str) -> None:
+        if rel in self.written:
+            raise PlanError(
+                f"{rel} is written twice in one build",
+                hint="each site path has one owner; report this",
+            )
+        check_path(rel)
+        parent, _, _ = rel.rpartition("/")
+        if parent and parent not in self._dirs:
+            _make_dirs(self._gen, parent)
+            while parent and parent not in self._dirs:
+                self._dirs.add(parent)
+                parent = parent.rpartition("/")[0]
+
+    def _tmp(self, rel: str) -> str:
+        head, _, name = rel.rpartition("/")
+        return f"{self._gen}/{head}/.{name}.tmp" if head else f"{self._gen}/.{name}.tmp"
+
+    # --- finishing --------------------------------------------------------
+
+    def commit(self) -> None:
+        """Remove what the new site no longer has, record the manifest, go live."""
+        for rel in self.had.keys() - self.written.keys():
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{self._gen}/{rel}")
+            self.changed += 1
+        _remove_empty_dirs(self.gen, {r.rpartition("/")[0] for r in self.had} - self._dirs)
+        _write_manifest(self.root / f"manifest-{self.target}", self.written)
+        _go_live(self.out, self.root, self.target)
+
+
+def _unchanged(path: str, entry: Entry) -> bool:
     try:
-        made: set[Path] = {staging}
-        for rel in sorted(plan):
-            target = staging / rel
-            if target.parent not in made:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                made.update(target.parents)
-            data = plan[rel]
-            old = out / rel
-            if _same_bytes(old, data):
-                os.link(old, target)
-            else:
-                target.write_bytes(data)
-        _swap(staging, out)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging)
-
-
-def _remove_stale(out: Path) -> None:
-    """Remove staging folders left by builds that were killed (their pid is gone)."""
-    for leftover in out.parent.glob(f".{out.name}.new-*"):
-        pid = leftover.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(leftover, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _same_bytes(path: Path, data: bytes) -> bool:
-    try:
-        if path.is_symlink() or path.stat().st_size != len(data):
-            return False
-        return path.read_bytes() == data
+        st = os.stat(path, follow_symlinks=False)
     except OSError:
         return False
+    return st.st_size == entry[1] and st.st_mtime_ns == entry[2]
 
 
-def _swap(staging: Path, out: Path) -> None:
-    """Make ``staging`` the new ``out``; afterwards ``staging`` holds the old tree."""
-    if not out.exists():
-        os.rename(staging, out)
+def write_tree(out: Path, plan: Mapping[str, bytes]) -> int:
+    """Make ``out`` hold exactly the files of ``plan``; returns how many changed."""
+    for rel in plan:
+        check_path(rel)
+    with SiteWriter(out) as w:
+        w.add_all(plan)
+    return w.changed
+
+
+# --- generations ----------------------------------------------------------
+
+
+def _live_generation(out: Path, root: Path) -> str | None:
+    """Which generation ``out`` points at; None if it is missing or not ours
+    (a plain folder from an older dreampool, or a symlink elsewhere)."""
+    try:
+        target = os.readlink(out)
+    except (FileNotFoundError, OSError):
+        return None
+    for gen in GENERATIONS:
+        if target == f"{root.name}/{gen}":
+            return gen
+    return None
+
+
+def _go_live(out: Path, root: Path, gen: str) -> None:
+    link = out.parent / f".{out.name}.link-{os.getpid()}"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(link)
+    os.symlink(f"{root.name}/{gen}", link)
+    if out.is_dir() and not out.is_symlink():
+        # A plain folder (an older dreampool, or made by hand): swap it for the
+        # symlink in one step, then delete it.
+        if _renameat2_exchange(link, out):
+            shutil.rmtree(link)
+            return
+        old = out.parent / f".{out.name}.old-{os.getpid()}"
+        os.rename(out, old)
+        os.rename(link, out)
+        shutil.rmtree(old)
         return
-    if _renameat2_exchange(staging, out):
-        return
-    old = out.parent / f".{out.name}.old-{os.getpid()}"
-    os.rename(out, old)
-    os.rename(staging, out)
-    os.rename(old, staging)
+    os.replace(link, out)
 
 
 def _renameat2_exchange(a: Path, b: Path) -> bool:
@@ -124,3 +271,103 @@ def _renameat2_exchange(a: Path, b: Path) -> bool:
         return False
     result = func(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
     return bool(result == 0)
+
+
+def _lock(root: Path, out: Path) -> int:
+    """One build at a time per output folder."""
+    # The folder itself, not a lock file in it: a hard-linked copy of the
+    # folder (cp -al, a backup) would share a file's lock, never the folder's.
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise PlanError(
+            f"another build is writing {out}", hint="wait for it to finish, then build again"
+        ) from None
+    return fd
+
+
+def _remove_stale_links(out: Path) -> None:
+    """Symlinks left by builds killed just before going live."""
+    for leftover in out.parent.glob(f".{out.name}.link-*"):
+        with contextlib.suppress(OSError):
+            leftover.unlink()
+
+
+def _make_dirs(gen: str, rel: str) -> None:
+    """``gen/rel`` as a folder, removing files a past site had in its way."""
+    path = f"{gen}/{rel}"
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        if os.path.islink(path) or not os.path.isdir(path):
+            os.unlink(path)
+            os.mkdir(path)
+    except FileNotFoundError:
+        parent = rel.rpartition("/")[0]
+        if not parent:
+            raise
+        _make_dirs(gen, parent)
+        os.mkdir(path)
+    except NotADirectoryError:  # a file where a parent folder should be
+        _make_dirs(gen, rel.rpartition("/")[0])
+        os.mkdir(path)
+
+
+def _replace(tmp: str, dest: str) -> None:
+    try:
+        os.replace(tmp, dest)
+    except IsADirectoryError:  # a past site had a folder here
+        shutil.rmtree(dest)
+        os.replace(tmp, dest)
+
+
+def _remove_empty_dirs(gen: Path, candidates: set[str]) -> None:
+    for rel in sorted(candidates, key=lambda r: r.count("/"), reverse=True):
+        while rel:
+            try:
+                os.rmdir(gen / rel)
+            except OSError:
+                break
+            rel = rel.rpartition("/")[0]
+
+
+# --- manifests: "<hex digest> <size> <mtime_ns> <path>" per line -------------
+
+
+def _read_manifest(path: Path) -> dict[str, Entry] | None:
+    """The manifest's entries, or None if it is missing or damaged (the
+    generation is then rewritten in full)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (FileNotFoundError, UnicodeDecodeError):
+        return None
+    out: dict[str, Entry] = {}
+    lines = text.split("\n")
+    if lines[-1] != "":
+        return None  # cut short
+    try:
+        for line in lines[:-1]:
+            hexdigest, size, mtime, rel = line.split(" ", 3)
+            if len(hexdigest) != 2 * DIGEST_SIZE:
+                return None
+            out[rel] = (bytes.fromhex(hexdigest), int(size), int(mtime))
+    except ValueError:
+        return None
+    return out
+
+
+def _write_manifest(path: Path, entries: Mapping[str, Entry]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(
+        "".join(f"{d.hex()} {size} {mtime} {rel}\n" for rel, (d, size, mtime) in entries.items()),
+        encoding="utf-8",
+    )
+    os.replace(tmp, path)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]

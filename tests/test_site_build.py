@@ -93,7 +93,8 @@ def test_killed_build_leaves_previous_site_and_log_intact(tmp_path: Path) -> Non
     started = time.monotonic()
     subprocess.run(_build_cmd(tp, tmp_path / "timing"), check=True, env=env, capture_output=True)
     duration = time.monotonic() - started
-    shutil.rmtree(tmp_path / "timing")
+    (tmp_path / "timing").unlink()  # a symlink to a generation (builder.writer)
+    shutil.rmtree(tmp_path / ".timing.builds")
     content_copy = tmp_path / "content-copy"
     for moment in sorted(rng.uniform(0.05, 0.95) * duration for _ in range(6)):
         shutil.rmtree(content_copy, ignore_errors=True)
@@ -121,20 +122,53 @@ def test_killed_build_leaves_previous_site_and_log_intact(tmp_path: Path) -> Non
 
 
 def test_incremental_and_cold_builds_are_byte_identical(tmp_path: Path) -> None:
-    """250 dreams: enough that verification and dream pages run on every core."""
+    """250 dreams: enough that verification and dream pages run on every core.
+    The incremental side is built four times, so both generations of its output
+    and its cache are used; the cold side once, with no cache."""
     tp = make_pool(tmp_path)
     signer = parse_private_key(tp.log_key)
-    tp.add("ada", 250, tags=["shared"])
+    ids = tp.add("ada", 250, tags=["shared"])
     incremental = tmp_path / "incremental"
-    buildmod.build(tp.content, incremental, signer=signer)
+    first = buildmod.build(tp.content, incremental, signer=signer)
+    assert (first.verified, first.rendered) == (250, 250)
     tp.add("bob", 3, tags=["shared"])
-    buildmod.build(tp.content, incremental, signer=signer)
+    second = buildmod.build(tp.content, incremental, signer=signer)
+    # Only the new dreams are read, verified and rendered: the rest is kept.
+    assert (second.verified, second.rendered) == (3, 3)
+    child = tp.add("墨子", 1, lineage={"parent": ids[0], "generation": 1})
+    third = buildmod.build(tp.content, incremental, signer=signer)
+    assert (third.verified, third.rendered) == (1, 2)  # the child, and its parent's new link
+    again = buildmod.build(tp.content, incremental, signer=None)
+    assert (again.verified, again.rendered) == (0, 0)
     cold = tmp_path / "cold"
     buildmod.build(tp.content, cold, signer=None)
     assert tree(incremental) == tree(cold)
+    assert child[0] in (cold / "dreams" / ids[0] / "index.html").read_text()
     # The shared tag spans three pages; every link on them resolves.
     from tests.test_links import broken_links
 
     assert (cold / "tags" / "shared" / "3" / "index.html").is_file()
     assert not (cold / "tags" / "shared" / "4").exists()
     assert broken_links(cold, "/") == []
+
+
+@pytest.mark.parametrize("damage", ["deleted", "garbage", "truncated"])
+def test_a_damaged_build_cache_costs_time_only(tmp_path: Path, damage: str) -> None:
+    tp = make_pool(tmp_path)
+    signer = parse_private_key(tp.log_key)
+    tp.add("ada", 20)
+    site = tmp_path / "site"
+    buildmod.build(tp.content, site, signer=signer)
+    tp.add("bob", 2)
+    cache = tmp_path / ".site.builds" / "cache"
+    if damage == "deleted":
+        cache.unlink()
+    elif damage == "garbage":
+        cache.write_bytes(b"dreampool-cache/1\n" + os.urandom(200))
+    else:
+        cache.write_bytes(cache.read_bytes()[:300])
+    report = buildmod.build(tp.content, site, signer=signer)
+    assert report.verified == 22 and report.rendered == 22
+    cold = tmp_path / "cold"
+    buildmod.build(tp.content, cold, signer=None)
+    assert tree(site) == tree(cold)

@@ -1,0 +1,118 @@
+"""A dream's own files, made once and kept while their inputs stand still.
+
+Most of a site is per dream: ``dreams/<id>/index.html``, ``record.json`` and
+``proof.tlog-proof`` (PROTOCOL.md §2, §5), plus the dream's card, which every
+list page (home, tags, diaries) repeats. Together they are a *unit*, and a
+unit is a pure function of a few inputs, hashed into its key:
+
+* the dream's view (:class:`~builder.model.DreamView`: text, tier, tags, date,
+  lineage), its children's titles and its parent's title or erasure;
+* its salt and the size of the checkpoint its proof is against (the proof and
+  record never change once published: PROTOCOL.md §5);
+* the site's title, origin and base URL, and the builder's code
+  (:func:`builder.buildcache.code_digest`).
+
+Units whose key is in the cache and whose files a generation of the output
+still holds are kept (:meth:`builder.writer.SiteWriter.keep`) without being
+rendered; the others are rendered on every core and written as they arrive.
+So a build after one new dream renders that dream, its parent (a new child
+link) and nothing else of this kind; a cold build renders them all.
+
+A card is stored with the placeholders ``<@root>`` and ``<@level>`` (the
+relative path to the site root, the heading level), filled in per page by
+:func:`card_for`. Neither can occur in rendered text: autoescape turns every
+``<`` of user data into ``&lt;``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from markupsafe import Markup
+
+from builder import logbuild, parallel, render
+from builder.buildcache import BuildCache
+from builder.model import DreamView, SiteModel
+from builder.writer import SiteWriter
+
+ROOT = "<@root>"
+LEVEL = "<@level>"
+FILES = ("index.html", "record.json", "proof.tlog-proof")
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    id: str
+    key: str
+    card: str
+    files: tuple[tuple[str, bytes], ...]
+
+
+class Units:
+    """Renders or keeps every dream's unit; holds the cards for list pages."""
+
+    def __init__(self, log: logbuild.Log, model: SiteModel, cache: BuildCache) -> None:
+        self.log = log
+        self.model = model
+        self.cache = cache
+        self.cards: dict[str, str] = {}
+        self.erased = frozenset(e.id for e in model.erased)
+
+    def key(self, d: DreamView) -> str:
+        m = self.model
+        parent = m.by_id.get(d.parent_id) if d.parent_id else None
+        inputs = (
+            d,
+            tuple(m.by_id[c].title for c in d.children),
+            parent.title if parent else None,
+            d.parent_id in self.erased if d.parent_id else None,
+            render.proof_size(m, d.index),
+            self.log.dreams[d.id].salt,
+            m.title,
+            m.origin,
+            m.base_url,
+        )
+        return hashlib.blake2b(repr(inputs).encode(), digest_size=16).hexdigest()
+
+    def write(self, w: SiteWriter) -> int:
+        """Keep or render every unit into ``w``; returns how many were rendered."""
+        old = self.cache["units"]
+        new: dict[str, tuple[str, str, tuple[tuple[str, bytes], ...]]] = {}
+        dirty: list[tuple[DreamView, str]] = []
+        for d in self.model.dreams:
+            key = self.key(d)
+            hit = old.get(d.id)
+            if hit is not None and hit[0] == key and all(w.can_keep(p, h) for p, h in hit[2]):
+                for path, want in hit[2]:
+                    w.keep(path, want)
+                self.cards[d.id] = hit[1]
+                new[d.id] = hit
+            else:
+                dirty.append((d, key))
+        for unit in parallel.imap_ordered(self._render, dirty):
+            digests = tuple((path, w.add(path, data)) for path, data in unit.files)
+            self.cards[unit.id] = unit.card
+            new[unit.id] = (unit.key, unit.card, digests)
+        self.cache.sections["units"] = new
+        return len(dirty)
+
+    def _render(self, item: tuple[DreamView, str]) -> Unit:
+        d, key = item
+        base = f"dreams/{d.id}/"
+        page = render.dream_page(self.model, d, self.card_for)
+        files = [(base + FILES[0], page)]
+        if self.log.checkpoint is not None:  # published only under a signed checkpoint
+            files.append((base + FILES[1], logbuild.record_bytes(self.log.dreams[d.id])))
+            proof = logbuild.proof_bytes(self.log.state, self.log.tree, d.index)
+            files.append((base + FILES[2], proof))
+        card = render.card_template(self.model, d, Markup(ROOT), Markup(LEVEL))
+        return Unit(d.id, key, card, tuple(files))
+
+    def card_for(self, d: DreamView, level: int, root: str) -> Markup:
+        card = self.cards.get(d.id)
+        if card is None:
+            card = self.cards[d.id] = render.card_template(
+                self.model, d, Markup(ROOT), Markup(LEVEL)
+            )
+        return Markup(card.replace(ROOT, root).replace(LEVEL, str(level)))

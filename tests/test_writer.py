@@ -1,0 +1,114 @@
+"""The output writer: two generations behind a symlink, manifests, only changed files written."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from builder import writer
+from tests.golden_update import tree
+
+
+def plan_of(n: int, changed: int = -1) -> dict[str, bytes]:
+    plan = {f"dreams/{i:03d}/index.html": f"page {i}".encode() for i in range(n)}
+    plan["index.html"] = b"home"
+    if changed >= 0:
+        plan[f"dreams/{changed:03d}/index.html"] = b"edited"
+    return plan
+
+
+def test_out_is_a_symlink_to_a_generation_holding_exactly_the_plan(tmp_path: Path) -> None:
+    out = tmp_path / "site"
+    writer.write_tree(out, plan_of(5))
+    assert out.is_symlink() and os.readlink(out) == ".site.builds/a"
+    assert tree(out) == plan_of(5)
+    writer.write_tree(out, plan_of(3))
+    assert os.readlink(out) == ".site.builds/b"
+    assert tree(out) == plan_of(3)
+    assert not (out / "dreams" / "004").exists(), "a folder the site no longer has stays"
+
+
+def test_only_changed_files_are_written_once_both_generations_exist(tmp_path: Path) -> None:
+    out = tmp_path / "site"
+    assert writer.write_tree(out, plan_of(50)) == 51
+    assert writer.write_tree(out, plan_of(50)) == 51  # the second generation starts empty
+    assert writer.write_tree(out, plan_of(50)) == 0
+    assert writer.write_tree(out, plan_of(50, changed=7)) == 1
+    # The other generation is one build behind: it gets the edit and nothing else.
+    assert writer.write_tree(out, plan_of(50, changed=7)) == 1
+    assert tree(out) == plan_of(50, changed=7)
+
+
+def test_a_file_edited_in_place_in_the_site_is_written_again(tmp_path: Path) -> None:
+    out = tmp_path / "site"
+    for _ in range(3):
+        writer.write_tree(out, plan_of(4))
+    page = out / "dreams" / "002" / "index.html"
+    page.write_bytes(b"defaced!")  # same size as nothing in particular; the mtime moves
+    os.utime(page, ns=(1, 1))
+    writer.write_tree(out, plan_of(4))
+    writer.write_tree(out, plan_of(4))
+    assert tree(out) == plan_of(4)
+
+
+@pytest.mark.parametrize("damage", ["missing", "garbage", "cut"])
+def test_a_generation_without_a_sound_manifest_is_rewritten_in_full(
+    tmp_path: Path, damage: str
+) -> None:
+    out = tmp_path / "site"
+    writer.write_tree(out, plan_of(6))
+    writer.write_tree(out, plan_of(6))
+    builds = tmp_path / ".site.builds"
+    (builds / "a" / "stray.html").write_bytes(b"left by a killed build")
+    manifest = builds / "manifest-a"
+    if damage == "missing":
+        manifest.unlink()
+    elif damage == "garbage":
+        manifest.write_bytes(b"\xff\xfe not a manifest")
+    else:
+        manifest.write_bytes(manifest.read_bytes()[:-5])
+    assert writer.write_tree(out, plan_of(6)) == 7
+    assert tree(out) == plan_of(6)
+
+
+def test_a_plain_folder_from_an_older_build_is_replaced(tmp_path: Path) -> None:
+    out = tmp_path / "site"
+    (out / "old").mkdir(parents=True)
+    (out / "old" / "page.html").write_bytes(b"old")
+    writer.write_tree(out, plan_of(2))
+    assert out.is_symlink() and tree(out) == plan_of(2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".site.builds", "site"]
+
+
+def test_kept_files_come_from_the_live_generation(tmp_path: Path) -> None:
+    out = tmp_path / "site"
+    writer.write_tree(out, {"a.html": b"A", "b.html": b"B"})
+    with writer.SiteWriter(out) as w:
+        want = writer.digest(b"A")
+        assert w.can_keep("a.html", want)
+        assert not w.can_keep("a.html", writer.digest(b"other"))
+        assert not w.can_keep("c.html", want)
+        w.keep("a.html", want)
+        w.add("b.html", b"B2")
+    assert tree(out) == {"a.html": b"A", "b.html": b"B2"}
+
+
+def test_a_refused_write_leaves_the_live_site(tmp_path: Path) -> None:
+    out = tmp_path / "site"
+    writer.write_tree(out, plan_of(3))
+    with pytest.raises(writer.PlanError, match="written twice"), writer.SiteWriter(out) as w:
+        w.add("index.html", b"new")
+        w.add("index.html", b"again")
+    assert tree(out) == plan_of(3)
+    writer.write_tree(out, plan_of(2))
+    assert tree(out) == plan_of(2)
+
+
+def test_one_build_at_a_time(tmp_path: Path) -> None:
+    out = tmp_path / "site"
+    with writer.SiteWriter(out), pytest.raises(writer.PlanError, match="another build"):
+        writer.SiteWriter(out)
+    writer.write_tree(out, plan_of(1))  # the lock went with the first writer
+    assert tree(out) == plan_of(1)
