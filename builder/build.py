@@ -80,11 +80,11 @@ def build(
     stage = stages or (lambda name: nullcontext())
     started = time.monotonic()
     config = pool.load_config(content)
-    directory, key_problems = pool.load_keys(content)
+    cache = buildcache.BuildCache(writer.builds_dir(out) / "cache")
+    directory, key_problems = pool.load_keys(content, cache=cache["keys"])
     if key_problems:
         raise InputError(key_problems, hint="fix the key directory (content/keys) first")
     total = sum(1 for p in (content / "dreams").glob("*.json"))
-    cache = buildcache.BuildCache(writer.builds_dir(out) / "cache")
     known = set(cache["scan"])
     with stage("scan"), Progress(total, "verifying dreams", enabled=progress_enabled(quiet)) as bar:
         scanned, refused = pool.scan_dreams(
@@ -100,6 +100,7 @@ def build(
             signer=signer,
             log_url=log_url,
             commitments=cache["commit"],
+            salts=cache["salts"],
         )
     with stage("model"):
         view = model.build_model(log, directory, config, base_url=url)

@@ -1,19 +1,22 @@
 """What one build remembers for the next: results keyed by their inputs.
 
-The cache sits beside the output folder, in ``.<out>.builds/cache`` (see
+The cache sits beside the output folder, in ``.<out>.builds/cache/`` (see
 :mod:`builder.writer`), never in ``content/``, which pull requests write.
 Every entry is a pure function of its key, and every key includes
 :func:`code_digest` (the builder's own source and templates), so a stale
 entry can only miss, never be wrong. A missing, damaged or foreign cache
 file is ignored: the build does all the work again, which costs time only.
 
-Sections (each a dict):
+Sections (each a dict, in a file of its own):
 
-* ``scan``: dream file (name, size, mtime, inode) → the verified
+* ``scan``: dream file (name, size, mtime, ctime, inode) → the verified
   :class:`~builder.dream.Dream` (:mod:`builder.pool`);
-* ``commit``: (dream id, salt) → the commitment (:mod:`builder.logbuild`);
+* ``commit``: (dream file stamp, salt) → the commitment (:mod:`builder.logbuild`);
+* ``salts``: salt file stamp → its text (:mod:`builder.logbuild`);
+* ``keys``: key file stamp → its parsed entry (:mod:`builder.pool`);
 * ``units``: dream id → (key, card, digests of its files) (:mod:`builder.units`);
-* ``words``: dream id → its pattern keywords (:mod:`builder.patterns`).
+* ``words``: dream id → its pattern keywords (:mod:`builder.patterns`),
+  read and written by the forked process that computes the patterns.
 
 The file is a pickle: it is as trusted as the site it sits beside (whoever
 can write it can write the site), like ``__pycache__``.
@@ -56,39 +59,49 @@ def code_digest() -> str:
 
 
 class BuildCache:
-    SECTIONS = ("scan", "commit", "units", "words")
+    """The cache folder; each section is a file, read when first used and
+    written back by :meth:`save` only if it was used."""
 
-    def __init__(self, path: Path | None) -> None:
-        self.path = path
-        self.sections: dict[str, dict[Any, Any]] = {name: {} for name in self.SECTIONS}
-        if path is not None:
-            self._load(path)
+    SECTIONS = ("scan", "commit", "salts", "keys", "units", "words")
+
+    def __init__(self, folder: Path | None) -> None:
+        self.folder = folder
+        self.sections: dict[str, dict[Any, Any]] = {}
 
     def __getitem__(self, name: str) -> dict[Any, Any]:
+        if name not in self.SECTIONS:
+            raise KeyError(name)
+        if name not in self.sections:
+            self.sections[name] = self._load(name)
         return self.sections[name]
 
-    def _load(self, path: Path) -> None:
+    def _load(self, name: str) -> dict[Any, Any]:
+        if self.folder is None:
+            return {}
         try:
-            data = path.read_bytes()
+            data = (self.folder / name).read_bytes()
         except OSError:
-            return
+            return {}
         if not data.startswith(FORMAT):
-            return
+            return {}
         try:
-            code, sections = pickle.loads(data[len(FORMAT) :])
-        except Exception:
-            return
-        if code != code_digest() or not isinstance(sections, dict):
-            return
-        for name in self.SECTIONS:
-            if isinstance(sections.get(name), dict):
-                self.sections[name] = sections[name]
+            code, section = pickle.loads(data[len(FORMAT) :])
+        except Exception:  # a damaged cache is a cold build, never an error
+            return {}
+        if code != code_digest() or not isinstance(section, dict):
+            return {}
+        return section
 
-    def save(self) -> None:
-        """Write the cache atomically (a killed build leaves the old one)."""
-        if self.path is None:
+    def save(self, *names: str) -> None:
+        """Write the sections used (or those named) atomically: a killed
+        build leaves the old files."""
+        if self.folder is None:
             return
-        tmp = self.path.with_name(self.path.name + f".tmp-{os.getpid()}")
-        data = FORMAT + pickle.dumps((code_digest(), self.sections), protocol=5)
-        tmp.write_bytes(data)
-        os.replace(tmp, self.path)
+        if self.folder.is_file():  # the single-file cache of an earlier version
+            self.folder.unlink()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        for name in names or tuple(self.sections):
+            path = self.folder / name
+            tmp = path.with_name(f".{name}.tmp-{os.getpid()}")
+            tmp.write_bytes(FORMAT + pickle.dumps((code_digest(), self.sections[name]), protocol=5))
+            os.replace(tmp, path)

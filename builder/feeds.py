@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from urllib.parse import quote
 from xml.sax.saxutils import escape
 
@@ -65,8 +65,13 @@ _DNS_NAME = re.compile(
 _TAG_SAFE = "/:@!$&'()*+,;=-._~"
 
 
-def render_feeds(model: SiteModel) -> dict[str, bytes]:
-    """The plan of every machine-readable file of the site."""
+def render_feeds(
+    model: SiteModel, entries: Callable[[DreamView], str] | None = None
+) -> dict[str, bytes]:
+    """The plan of every machine-readable file of the site. ``entries(dream)``,
+    if given, returns :func:`entry_xml` of a dream, made once per build or
+    kept from an earlier one (:mod:`builder.units`)."""
+    entry = entries or (lambda d: entry_xml(model, d))
     plan: dict[str, bytes] = {
         "feed.xml": _feed(
             model,
@@ -75,12 +80,13 @@ def render_feeds(model: SiteModel) -> dict[str, bytes]:
             page="",
             key="feed",
             dreams=model.dreams,
+            entry=entry,
         )
     }
     for author in model.authors:
-        plan[f"authors/{author.slug}/feed.xml"] = _author_feed(model, author)
+        plan[f"authors/{author.slug}/feed.xml"] = _author_feed(model, author, entry)
     for tag in model.tags:
-        plan[f"tags/{tag.slug}/feed.xml"] = _tag_feed(model, tag)
+        plan[f"tags/{tag.slug}/feed.xml"] = _tag_feed(model, tag, entry)
     plan["sitemap.xml"] = _sitemap(model)
     plan["robots.txt"] = _robots(model)
     plan["api/dreams.json"] = _api(model)
@@ -144,7 +150,7 @@ def _document(lines: Iterable[str]) -> bytes:
 # --- Atom (RFC 4287) ---------------------------------------------------------
 
 
-def _author_feed(model: SiteModel, author: AuthorView) -> bytes:
+def _author_feed(model: SiteModel, author: AuthorView, entry: Callable[[DreamView], str]) -> bytes:
     # AuthorView.dream_ids already leaves out anonymized dreams; the filter
     # makes the promise local, since a leak here would undo the anonymity.
     dreams = [d for d in (model.by_id[i] for i in author.dream_ids) if not d.anonymized]
@@ -155,22 +161,31 @@ def _author_feed(model: SiteModel, author: AuthorView) -> bytes:
         page=f"authors/{author.slug}/",
         key=f"authors/{author.slug}/feed",
         dreams=dreams,
+        entry=entry,
     )
 
 
-def _tag_feed(model: SiteModel, tag: TagView) -> bytes:
+def _tag_feed(model: SiteModel, tag: TagView, entry: Callable[[DreamView], str]) -> bytes:
     return _feed(
         model,
         path=f"tags/{tag.slug}/feed.xml",
         title=f"#{tag.name} — {model.title}",
         page=f"tags/{tag.slug}/",
         key=f"tags/{tag.slug}/feed",
-        dreams=[model.by_id[i] for i in tag.dream_ids],
+        dreams=[model.by_id[i] for i in tag.dream_ids[:FEED_LIMIT]],
+        entry=entry,
     )
 
 
 def _feed(
-    model: SiteModel, *, path: str, title: str, page: str, key: str, dreams: Sequence[DreamView]
+    model: SiteModel,
+    *,
+    path: str,
+    title: str,
+    page: str,
+    key: str,
+    dreams: Sequence[DreamView],
+    entry: Callable[[DreamView], str],
 ) -> bytes:
     """One Atom feed of the newest ``FEED_LIMIT`` of ``dreams`` (newest first)."""
     shown = dreams[:FEED_LIMIT]
@@ -199,10 +214,15 @@ def _feed(
         ),
         "  " + _el("generator", "dreampool"),
     ]
-    for dream in shown:
-        lines.extend("  " + line for line in _entry(model, dream))
+    lines.extend(entry(dream) for dream in shown)
     lines.append("</feed>")
     return _document(lines)
+
+
+def entry_xml(model: SiteModel, dream: DreamView) -> str:
+    """A dream's ``<entry>``, indented for its place in a feed: the same in
+    every feed that lists it."""
+    return "\n".join("  " + line for line in _entry(model, dream))
 
 
 def _entry(model: SiteModel, dream: DreamView) -> list[str]:

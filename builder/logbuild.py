@@ -35,7 +35,7 @@ from builder.dream import Dream
 from builder.errors import InputError, LogError, Problem
 from builder.note import Signer, Verifier, split_note
 from builder.policy import Policy, PolicyLog, format_policy, parse_policy
-from builder.pool import ScannedDream, atomic_write, read_regular
+from builder.pool import ScannedDream, atomic_write, file_stamp, read_regular
 from builder.tlogproof import TlogProof, format_tlog_proof
 
 ERASURE_REASONS = ("author-request", "legal", "abuse")
@@ -123,11 +123,14 @@ def update(
     log_url: str | None = None,
     time: str | None = None,
     commitments: dict[Any, Any] | None = None,
+    salts: dict[Any, Any] | None = None,
 ) -> Log:
     """Steps 1–5 of the module docstring; writes the new state to ``content/``.
 
     ``commitments`` (from :mod:`builder.buildcache`) maps (dream file stamp, salt) to
-    a commitment an earlier build computed; it is left holding this build's."""
+    a commitment an earlier build computed, ``salts`` a salt file's stamp to its
+    text; each is left holding this build's."""
+    salt_reader = _SaltReader(content, salts)
     state = logstate.load(content)
     policy = _policy(content, state, origin, signer, log_url)
     leaves = state.leaves
@@ -140,7 +143,7 @@ def update(
     new_leaves: list[bytes] = []
 
     # Step 3: every logged dream still matches content/, or is erased.
-    pending, salts = _check_logged(content, leaves, logged, present, commitments)
+    pending, salt_of = _check_logged(content, leaves, logged, present, commitments, salt_reader)
     for dream_id, reason in pending:
         new_leaves.append(erasure_leaf(dream_id, reason))
         log.erased_now.append(dream_id)
@@ -162,11 +165,11 @@ def update(
             entry = key_leaf(d.key_id, d.public_key, d.author)
             logged.keys[d.key_id] = len(leaves) + len(new_leaves)
             new_leaves.append(entry)
-        salt = _read_salt(content, dream_id)
+        salt = salt_reader.read(dream_id)
         if salt is None:
             salt = b64url_encode(os.urandom(SALT_SIZE))
             atomic_write(content / "dreams" / f"{dream_id}.salt", salt.encode() + b"\n")
-        salts[dream_id] = salt
+        salt_of[dream_id] = salt
         logged.dreams[dream_id] = len(leaves) + len(new_leaves)
         new_leaves.append(dream_leaf(dream_id, commitment(d.body, salt)))
         log.admitted_now.append(dream_id)
@@ -188,7 +191,7 @@ def update(
         logstate.record_checkpoint(content, state, tree.size, note, time or now_time())
         log.checkpoint = checkpoint
         log.signed_now = True
-    _index_log(log, present, salts)
+    _index_log(log, present, salt_of)
     return log
 
 
@@ -270,6 +273,7 @@ def _check_logged(
     logged: _Logged,
     present: dict[str, ScannedDream],
     commitments: dict[Any, Any] | None = None,
+    salt_reader: _SaltReader | None = None,
 ) -> tuple[list[tuple[str, str]], dict[str, str]]:
     """Every logged, unerased dream is present with its salt and commits to the
     same bytes; a missing one needs a recorded erasure. Returns the erasures
@@ -279,6 +283,7 @@ def _check_logged(
     known = dict(commitments or {})
     if commitments is not None:
         commitments.clear()
+    salt_reader = salt_reader or _SaltReader(content, None)
     for dream_id, index in logged.dreams.items():
         if dream_id in logged.erasures:
             continue
@@ -294,7 +299,7 @@ def _check_logged(
                 )
             pending.append((dream_id, reason))
             continue
-        salt = _read_salt(content, dream_id)
+        salt = salt_reader.read(dream_id)
         if salt is None:
             raise LogError(
                 f"dream {dream_id} (leaf {index}) has lost its salt content/dreams/{dream_id}.salt",
@@ -360,6 +365,33 @@ def _index_log(log: Log, present: dict[str, ScannedDream], salts: dict[str, str]
             logstate.leaf_date(history, index) or "",
         )
     log.key_index = dict(logged.keys)
+
+
+class _SaltReader:
+    """Reads ``content/dreams/<id>.salt``; with a cache (stamp → text, from
+    :mod:`builder.buildcache`) an unchanged file is only stat'ed. The cache is
+    left holding the salts read this build."""
+
+    def __init__(self, content: Path, cache: dict[Any, Any] | None) -> None:
+        self.content = content
+        self.known = dict(cache or {})
+        self.cache = cache
+        if cache is not None:
+            cache.clear()
+
+    def read(self, dream_id: str) -> str | None:
+        path = self.content / "dreams" / f"{dream_id}.salt"
+        stamp = file_stamp(path) if self.cache is not None else None
+        if stamp is not None and stamp in self.known:
+            text: str = self.known[stamp]
+        else:
+            text_or_none = _read_salt(self.content, dream_id)
+            if text_or_none is None:
+                return None
+            text = text_or_none
+        if stamp is not None and self.cache is not None:
+            self.cache[stamp] = text
+        return text
 
 
 def _read_salt(content: Path, dream_id: str) -> str | None:

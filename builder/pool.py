@@ -72,9 +72,17 @@ class KeyEntry:
 @dataclass(slots=True)
 class KeyDirectory:
     keys: dict[str, KeyEntry] = field(default_factory=dict)
+    # An index by author, rebuilt when keys are added (entries are never replaced).
+    _authors: dict[str, list[KeyEntry]] = field(default_factory=dict, repr=False, compare=False)
+    _indexed: int = field(default=-1, repr=False, compare=False)
 
     def by_author(self, author: str) -> list[KeyEntry]:
-        return [k for k in self.keys.values() if k.author == author]
+        if self._indexed != len(self.keys):
+            index: dict[str, list[KeyEntry]] = {}
+            for k in self.keys.values():
+                index.setdefault(k.author, []).append(k)
+            self._authors, self._indexed = index, len(self.keys)
+        return list(self._authors.get(author, ()))
 
 
 # --- reading ---------------------------------------------------------------
@@ -194,19 +202,29 @@ def load_config(content: Path) -> PoolConfig:
     return PoolConfig(**{k: obj[k] for k in CONFIG_KEYS if k in obj})
 
 
-def load_keys(content: Path) -> tuple[KeyDirectory, list[Problem]]:
-    """The key directory, and every problem found in it."""
+def load_keys(
+    content: Path, *, cache: dict[Any, Any] | None = None
+) -> tuple[KeyDirectory, list[Problem]]:
+    """The key directory, and every problem found in it. ``cache`` (from
+    :mod:`builder.buildcache`) maps a key file's stamp to its parsed YAML, so
+    unchanged files are not parsed again; it is left holding this read's."""
     directory = KeyDirectory()
     problems: list[Problem] = []
+    known = dict(cache or {})
+    if cache is not None:
+        cache.clear()
     for path, match in _scan(
         content / "keys", _KEY_FILE_RE, "<16 hex of the keyId>.yaml", problems
     ):
         file = str(path)
+        stamp = file_stamp(path)
         try:
-            obj = _strict_yaml(read_regular(path), file)
+            obj = known[stamp] if stamp in known else _strict_yaml(read_regular(path), file)
         except InputError as exc:
             problems.extend(exc.problems)
             continue
+        if cache is not None and stamp is not None:
+            cache[stamp] = obj
         entry, found = _key_entry(obj, file, match.group(1))
         problems.extend(found)
         if entry is not None:
@@ -434,7 +452,7 @@ def check_key_rules(
 class ScannedDream:
     path: Path
     dream: dreamfmt.Dream
-    stamp: tuple[str, int, int, int, int] | None = None  # see _stamp
+    stamp: tuple[str, int, int, int, int] | None = None  # see file_stamp()
 
 
 def scan_dreams(
@@ -462,7 +480,7 @@ def scan_dreams(
         if match.group(2) != "salt":  # a salt sits beside its dream (builder.logstate)
             candidates.append((path, match.group(1)))
     known = dict(cache or {})
-    stamps = [_stamp(path) for path, _ in candidates]
+    stamps = [file_stamp(path) for path, _ in candidates]
     todo = [path for (path, _), stamp in zip(candidates, stamps, strict=True) if stamp not in known]
     fresh = iter(parallel.map_ordered(_check_and_commit, todo))
     checked: list[dreamfmt.Dream | list[Problem]] = []
@@ -510,7 +528,7 @@ def scan_dreams(
     return found, problems
 
 
-def _stamp(path: Path) -> tuple[str, int, int, int, int] | None:
+def file_stamp(path: Path) -> tuple[str, int, int, int, int] | None:
     """What identifies a file's bytes without reading them (as git's index does)."""
     try:
         st = os.stat(path, follow_symlinks=False)

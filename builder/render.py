@@ -355,6 +355,13 @@ def card_template(model: SiteModel, d: DreamView, root: str, level: Any) -> str:
     return _CARD.render(d=d, level=level, root=root, site=model, erased=erased)
 
 
+def diary_item_template(model: SiteModel, d: DreamView, root: str) -> str:
+    """A dream's line in its author's timeline (diary.html), without its last newline."""
+    erased = frozenset(e.id for e in model.erased)
+    html = _ENV.get_template("_diary_item.html").render(d=d, root=root, site=model, erased=erased)
+    return html.removesuffix("\n")
+
+
 def render_pages(model: SiteModel, patterns_html: str | Callable[[], str]) -> dict[str, bytes]:
     """Every HTML page, the search index and the static assets, as a plan
     (dream pages included; the build makes those through :mod:`builder.units`)."""
@@ -365,8 +372,11 @@ def render_pages(model: SiteModel, patterns_html: str | Callable[[], str]) -> di
             cards[d.id, level, root] = Markup(card_template(model, d, root, level))
         return cards[d.id, level, root]
 
+    def diary_item(d: DreamView, root: str) -> Markup:
+        return Markup(diary_item_template(model, d, root))
+
     plan = {f"dreams/{d.id}/index.html": dream_page(model, d, card_html) for d in model.dreams}
-    for path, data in list_pages(model, patterns_html, card_html):
+    for path, data in list_pages(model, patterns_html, card_html, diary_item):
         if path in plan:
             raise PlanError(f"two pages at {path}", hint="report this: slugs must not collide")
         plan[path] = data
@@ -377,13 +387,15 @@ def list_pages(
     model: SiteModel,
     patterns_html: str | Callable[[], str],
     card_html: Callable[[DreamView, int, str], Markup],
+    diary_item: Callable[[DreamView, str], Markup],
 ) -> Iterator[tuple[str, bytes]]:
     """Every page but the dreams' own, the search index and the static assets.
 
     ``patterns_html`` (or a function returning it, called last, so the
     patterns can be computed while the other pages render) is trusted HTML
     from :mod:`builder.patterns`, already escaped there; it is placed in the
-    layout as it is. ``card_html(dream, level, root)`` gives a dream's card.
+    layout as it is. ``card_html(dream, level, root)`` gives a dream's card,
+    ``diary_item(dream, root)`` its line in a diary.
     """
 
     def page(path: str, template: str, nav: str, **context: Any) -> tuple[str, bytes]:
@@ -396,7 +408,14 @@ def list_pages(
     yield page("authors/index.html", "authors.html", "authors")
     for a in model.authors:
         months = by_month([model.by_id[i] for i in a.dream_ids])
-        yield page(f"authors/{a.slug}/index.html", "diary.html", "authors", author=a, months=months)
+        yield page(
+            f"authors/{a.slug}/index.html",
+            "diary.html",
+            "authors",
+            author=a,
+            months=months,
+            diary_item=diary_item,
+        )
     yield page("tags/index.html", "tags.html", "tags")
     for t in model.tags:
         pages = max(1, -(-len(t.dream_ids) // TAG_PAGE_SIZE))

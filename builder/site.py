@@ -12,9 +12,6 @@ one silently win.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from builder import agents, feeds, logbuild, parallel, patterns
 from builder import render as renderer
 from builder.buildcache import BuildCache
@@ -25,24 +22,23 @@ from builder.writer import SiteWriter
 
 def write_site(log: logbuild.Log, model: SiteModel, w: SiteWriter, cache: BuildCache) -> int:
     """Write every file of the site into ``w``; returns how many dream units were rendered."""
-    with parallel.background(_patterns, (model, cache["words"])) as pending:
+    with parallel.background(_patterns, (model, cache)) as pending:
         units = Units(log, model, cache)
         rendered = units.write(w)
         w.add_all(logbuild.publish_log(log))
-        w.add_all(feeds.render_feeds(model))
+        w.add_all(feeds.render_feeds(model, units.feed_entry_for))
         w.add_all(agents.render_agent_exports(model))
 
-        def patterns_html() -> str:
-            html, words = pending()
-            cache.sections["words"] = words
-            return html
-
-        w.add_all(renderer.list_pages(model, patterns_html, units.card_for))
+        w.add_all(renderer.list_pages(model, pending, units.card_for, units.diary_item_for))
     return rendered
 
 
-def _patterns(arg: tuple[SiteModel, Mapping[str, Any]]) -> tuple[str, dict[str, Any]]:
-    model, known = arg
-    words = dict(known)
-    html = str(patterns.render_patterns_html(patterns.compute_patterns(model, words=words)))
-    return html, words
+def _patterns(arg: tuple[SiteModel, BuildCache]) -> str:
+    # In a forked process (or inline without a second core): the keywords
+    # section of the cache is read and written here, never by the parent.
+    model, cache = arg
+    html = str(
+        patterns.render_patterns_html(patterns.compute_patterns(model, words=cache["words"]))
+    )
+    cache.save("words")
+    return html

@@ -85,9 +85,34 @@ def canonical(value: Any) -> bytes:
 def is_canonical(data: bytes) -> bool:
     """Whether ``data`` is exactly the JCS form of the JSON it holds."""
     try:
-        return canonical(loads(data, max_bytes=max(len(data), 1))) == data
+        value = loads(data, max_bytes=max(len(data), 1))
+        fast = _flat_canonical(value)
+        return (fast if fast is not None else canonical(value)) == data
     except (JSONError, rfc8785.CanonicalizationError):
         return False
+
+
+def _flat_canonical(value: Any) -> bytes | None:
+    """JCS of a flat object with ASCII keys and string or safe-integer values
+    (a log leaf: PROTOCOL.md §3), by the C encoder; None for anything else.
+
+    For such an object the two agree (RFC 8785 §3.2.2.2, §3.2.3): keys in
+    code-unit order (ASCII: byte order, as ``sort_keys``), no whitespace,
+    strings escaping exactly ``"``, ``\\`` and U+0000–U+001F (\\b \\t \\n
+    \\f \\r, else \\u00xx in lower case), integers in decimal. Lone
+    surrogates were refused by :func:`loads`.
+    """
+    if not isinstance(value, dict):
+        return None
+    for key, item in value.items():
+        if not key.isascii():
+            return None
+        if isinstance(item, bool) or not isinstance(item, (str, int)):
+            return None
+        if isinstance(item, int) and abs(item) > 2**53 - 1:
+            return None
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    return text.encode("utf-8")
 
 
 def _check_depth(text: str, max_depth: int) -> None:

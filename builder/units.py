@@ -1,15 +1,17 @@
 """A dream's own files, made once and kept while their inputs stand still.
 
 Most of a site is per dream: ``dreams/<id>/index.html``, ``record.json`` and
-``proof.tlog-proof`` (PROTOCOL.md §2, §5), plus the dream's card, which every
-list page (home, tags, diaries) repeats. Together they are a *unit*, and a
+``proof.tlog-proof`` (PROTOCOL.md §2, §5), plus the fragments that other
+pages repeat: the dream's card (home, tags), its line in its author's diary
+and its Atom ``<entry>`` (every feed that lists it). Together they are a *unit*, and a
 unit is a pure function of a few inputs, hashed into its key:
 
 * the dream's view (:class:`~builder.model.DreamView`: text, tier, tags, date,
   lineage), its children's titles and its parent's title or erasure;
 * its salt and the size of the checkpoint its proof is against (the proof and
   record never change once published: PROTOCOL.md §5);
-* the site's title, origin and base URL, and the builder's code
+* the site's title, origin and base URL, the first checkpoint's date (feed
+  entry ids), and the builder's code
   (:func:`builder.buildcache.code_digest`).
 
 Units whose key is in the cache and whose files a generation of the output
@@ -18,10 +20,11 @@ rendered; the others are rendered on every core and written as they arrive.
 So a build after one new dream renders that dream, its parent (a new child
 link) and nothing else of this kind; a cold build renders them all.
 
-A card is stored with the placeholders ``<@root>`` and ``<@level>`` (the
-relative path to the site root, the heading level), filled in per page by
-:func:`card_for`. Neither can occur in rendered text: autoescape turns every
-``<`` of user data into ``&lt;``.
+Cards and diary lines are stored with the placeholders ``<@root>`` and
+``<@level>`` (the relative path to the site root, the heading level), filled
+in per page by :meth:`Units.card_for` and :meth:`Units.diary_item_for`.
+Neither can occur in rendered text: autoescape turns every ``<`` of user
+data into ``&lt;``.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from dataclasses import dataclass
 
 from markupsafe import Markup
 
-from builder import logbuild, parallel, render
+from builder import feeds, logbuild, parallel, render
 from builder.buildcache import BuildCache
 from builder.model import DreamView, SiteModel
 from builder.writer import SiteWriter
@@ -45,7 +48,7 @@ FILES = ("index.html", "record.json", "proof.tlog-proof")
 class Unit:
     id: str
     key: str
-    card: str
+    fragments: tuple[str, str, str]  # card, diary line, feed entry
     files: tuple[tuple[str, bytes], ...]
 
 
@@ -56,7 +59,7 @@ class Units:
         self.log = log
         self.model = model
         self.cache = cache
-        self.cards: dict[str, str] = {}
+        self.fragments: dict[str, tuple[str, str, str]] = {}
         self.erased = frozenset(e.id for e in model.erased)
 
     def key(self, d: DreamView) -> str:
@@ -72,13 +75,14 @@ class Units:
             m.title,
             m.origin,
             m.base_url,
+            m.history[0].date if m.history else None,  # the year in feed entry ids
         )
         return hashlib.blake2b(repr(inputs).encode(), digest_size=16).hexdigest()
 
     def write(self, w: SiteWriter) -> int:
         """Keep or render every unit into ``w``; returns how many were rendered."""
         old = self.cache["units"]
-        new: dict[str, tuple[str, str, tuple[tuple[str, bytes], ...]]] = {}
+        new: dict[str, tuple[str, tuple[str, str, str], tuple[tuple[str, bytes], ...]]] = {}
         dirty: list[tuple[DreamView, str]] = []
         for d in self.model.dreams:
             key = self.key(d)
@@ -86,14 +90,14 @@ class Units:
             if hit is not None and hit[0] == key and all(w.can_keep(p, h) for p, h in hit[2]):
                 for path, want in hit[2]:
                     w.keep(path, want)
-                self.cards[d.id] = hit[1]
+                self.fragments[d.id] = hit[1]
                 new[d.id] = hit
             else:
                 dirty.append((d, key))
         for unit in parallel.imap_ordered(self._render, dirty):
             digests = tuple((path, w.add(path, data)) for path, data in unit.files)
-            self.cards[unit.id] = unit.card
-            new[unit.id] = (unit.key, unit.card, digests)
+            self.fragments[unit.id] = unit.fragments
+            new[unit.id] = (unit.key, unit.fragments, digests)
         self.cache.sections["units"] = new
         return len(dirty)
 
@@ -106,13 +110,25 @@ class Units:
             files.append((base + FILES[1], logbuild.record_bytes(self.log.dreams[d.id])))
             proof = logbuild.proof_bytes(self.log.state, self.log.tree, d.index)
             files.append((base + FILES[2], proof))
-        card = render.card_template(self.model, d, Markup(ROOT), Markup(LEVEL))
-        return Unit(d.id, key, card, tuple(files))
+        return Unit(d.id, key, self._fragments(d), tuple(files))
+
+    def _fragments(self, d: DreamView) -> tuple[str, str, str]:
+        return (
+            render.card_template(self.model, d, Markup(ROOT), Markup(LEVEL)),
+            render.diary_item_template(self.model, d, Markup(ROOT)),
+            feeds.entry_xml(self.model, d),
+        )
+
+    def _of(self, d: DreamView) -> tuple[str, str, str]:
+        if d.id not in self.fragments:  # before write(), or a dream it did not see
+            self.fragments[d.id] = self._fragments(d)
+        return self.fragments[d.id]
 
     def card_for(self, d: DreamView, level: int, root: str) -> Markup:
-        card = self.cards.get(d.id)
-        if card is None:
-            card = self.cards[d.id] = render.card_template(
-                self.model, d, Markup(ROOT), Markup(LEVEL)
-            )
-        return Markup(card.replace(ROOT, root).replace(LEVEL, str(level)))
+        return Markup(self._of(d)[0].replace(ROOT, root).replace(LEVEL, str(level)))
+
+    def diary_item_for(self, d: DreamView, root: str) -> Markup:
+        return Markup(self._of(d)[1].replace(ROOT, root))
+
+    def feed_entry_for(self, d: DreamView) -> str:
+        return self._of(d)[2]

@@ -31,7 +31,7 @@ import hashlib
 import os
 import shutil
 from collections.abc import Iterable, Mapping
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from types import TracebackType
 
 from builder.errors import DreampoolError
@@ -49,11 +49,10 @@ class PlanError(DreampoolError):
 def check_path(rel: str) -> None:
     # Split the string itself: PurePosixPath drops "." and empty segments, so
     # "a/./b" and "a//b" would alias "a/b" (two writers of one file) and "."
-    # would name the output folder itself.
-    parts = rel.split("/")
+    # would name the output folder itself. An empty first segment is a
+    # leading "/" (absolute).
     if (
-        PurePosixPath(rel).is_absolute()
-        or any(part in ("", ".", "..") for part in parts)
+        any(part in ("", ".", "..") for part in rel.split("/"))
         or "\\" in rel
         or "\x00" in rel
         or "\n" in rel
@@ -102,6 +101,7 @@ class SiteWriter:
             shutil.rmtree(self.gen, ignore_errors=True)
             had = {}
         self.had: dict[str, Entry] = had
+        self._had_dirs: set[str] | None = None  # folders the generation holds: see _claim
         self.gen.mkdir(exist_ok=True)
         self.written: dict[str, Entry] = {}
         self._dirs: set[str] = set()
@@ -132,14 +132,29 @@ class SiteWriter:
         if entry is not None and entry[0] == d and _unchanged(f"{self._gen}/{rel}", entry):
             self.written[rel] = entry
             return d
-        tmp = self._tmp(rel)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        final = f"{self._gen}/{rel}"
+        try:
+            # A path this generation does not hold yet is written in place:
+            # the generation is not live, and no other one shares the file.
+            fd = (
+                os.open(final, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644) if entry is None else -1
+            )
+        except FileExistsError:  # left by a killed build, or a folder of a past site
+            fd = -1
+        if fd < 0:
+            # A file a past build wrote may be hard-linked into the live
+            # generation (keep): replace it, never write into it.
+            tmp = self._tmp(rel)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        else:
+            tmp = None
         try:
             _write_all(fd, data)
             st = os.fstat(fd)
         finally:
             os.close(fd)
-        _replace(tmp, f"{self._gen}/{rel}")
+        if tmp is not None:
+            _replace(tmp, final)
         self.written[rel] = (d, st.st_size, st.st_mtime_ns)
         self.changed += 1
         return d
@@ -187,7 +202,10 @@ class SiteWriter:
         check_path(rel)
         parent, _, _ = rel.rpartition("/")
         if parent and parent not in self._dirs:
-            _make_dirs(self._gen, parent)
+            if self._had_dirs is None:
+                self._had_dirs = _folders(self.had)
+            if parent not in self._had_dirs:  # the manifest vouches for the others
+                _make_dirs(self._gen, parent)
             while parent and parent not in self._dirs:
                 self._dirs.add(parent)
                 parent = parent.rpartition("/")[0]
@@ -207,6 +225,17 @@ class SiteWriter:
         _remove_empty_dirs(self.gen, {r.rpartition("/")[0] for r in self.had} - self._dirs)
         _write_manifest(self.root / f"manifest-{self.target}", self.written)
         _go_live(self.out, self.root, self.target)
+
+
+def _folders(paths: Iterable[str]) -> set[str]:
+    """Every folder that holds one of ``paths``, and their parents."""
+    out: set[str] = set()
+    for rel in paths:
+        parent = rel.rpartition("/")[0]
+        while parent and parent not in out:
+            out.add(parent)
+            parent = parent.rpartition("/")[0]
+    return out
 
 
 def _unchanged(path: str, entry: Entry) -> bool:

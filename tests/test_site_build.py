@@ -161,12 +161,15 @@ def test_a_damaged_build_cache_costs_time_only(tmp_path: Path, damage: str) -> N
     buildmod.build(tp.content, site, signer=signer)
     tp.add("bob", 2)
     cache = tmp_path / ".site.builds" / "cache"
-    if damage == "deleted":
-        cache.unlink()
-    elif damage == "garbage":
-        cache.write_bytes(b"dreampool-cache/1\n" + os.urandom(200))
-    else:
-        cache.write_bytes(cache.read_bytes()[:300])
+    sections = sorted(cache.iterdir())
+    assert {p.name for p in sections} >= {"scan", "units", "words", "keys"}
+    for section in sections:
+        if damage == "deleted":
+            section.unlink()
+        elif damage == "garbage":
+            section.write_bytes(b"dreampool-cache/1\n" + os.urandom(200))
+        else:
+            section.write_bytes(section.read_bytes()[:300])
     report = buildmod.build(tp.content, site, signer=signer)
     assert report.verified == 22 and report.rendered == 22
     cold = tmp_path / "cold"

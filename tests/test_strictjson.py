@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import rfc8785
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -88,3 +89,22 @@ def test_canonicalize_twice_is_once(value: object) -> None:
     once = strictjson.canonical(value)
     assert strictjson.canonical(strictjson.loads(once, max_bytes=len(once) + 1)) == once
     assert strictjson.is_canonical(once)
+
+
+@given(
+    st.dictionaries(
+        st.text(st.characters(max_codepoint=127), max_size=8),
+        st.one_of(
+            st.text(st.characters(exclude_categories=("Cs",)), max_size=20),
+            st.integers(-(2**53) + 1, 2**53 - 1),
+        ),
+        max_size=6,
+    )
+)
+def test_the_fast_leaf_encoder_is_jcs(value: dict[str, object]) -> None:
+    """strictjson.is_canonical checks log leaves with the C encoder: for flat
+    objects of ASCII keys and strings or safe integers it must equal rfc8785."""
+    fast = strictjson._flat_canonical(value)
+    assert fast == rfc8785.dumps(value)
+    assert strictjson.is_canonical(fast)
+    assert not strictjson.is_canonical(json.dumps(value).encode() + b" ")
