@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -39,7 +40,7 @@ def map_ordered(
     try:
         size = -(-len(items) // (n * 4))
         chunks = [items[i : i + size] for i in range(0, len(items), size)]
-        with multiprocessing.get_context("fork").Pool(n) as pool:
+        with _fork_pool(n) as pool:
             parts = pool.map(_run_chunk, chunks)
     finally:
         _TASK = None
@@ -59,7 +60,7 @@ def imap_ordered(
     global _TASK
     _TASK = func
     try:
-        with multiprocessing.get_context("fork").Pool(n) as pool:
+        with _fork_pool(n) as pool:
             _TASK = None  # the workers hold their copy; the parent needs none
             for part in pool.imap(_run_chunk, _chunks(items, chunk)):
                 yield from part
@@ -82,9 +83,18 @@ def background(
     if not enabled or workers() < 2 or "fork" not in multiprocessing.get_all_start_methods():
         yield functools.partial(func, arg)
         return
-    with multiprocessing.get_context("fork").Pool(1) as pool:
+    with _fork_pool(1) as pool:
         pending = pool.apply_async(func, (arg,))
         yield pending.get
+
+
+def _fork_pool(processes: int) -> Any:
+    """A pool of forked workers. The parent's objects are frozen out of the
+    garbage collector first: a collection in a worker would otherwise walk
+    (and, by writing to their headers, copy page by page) every object the
+    build holds, which made workers twice as slow as the same work inline."""
+    gc.freeze()
+    return multiprocessing.get_context("fork").Pool(processes)
 
 
 def _run_chunk(chunk: Sequence[Any]) -> list[Any]:

@@ -78,41 +78,56 @@ def loads(
 
 
 def canonical(value: Any) -> bytes:
-    """RFC 8785 (JCS) canonical UTF-8 bytes of a JSON value."""
+    """RFC 8785 (JCS) canonical UTF-8 bytes of a JSON value.
+
+    Values without floats and with no key outside the BMP (every dream, leaf
+    and statement) go through the C encoder, which gives the same bytes for
+    them (:func:`_plain`); anything else through ``rfc8785``."""
+    if _plain(value):
+        try:
+            text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+            return text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: rfc8785 refuses it below
+            pass
     return rfc8785.dumps(value)
+
+
+_SAFE_INT = 2**53 - 1
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``json.dumps(sort_keys=True, separators=(",", ":"),
+    ensure_ascii=False)`` of ``value`` is its JCS form (RFC 8785 §3.2):
+
+    * keys sort the same: Python compares code points, JCS UTF-16 code units,
+      which agree unless a key holds a character outside the BMP;
+    * strings escape the same set, ``"``, ``\\`` and U+0000–U+001F, as
+      \\b \\t \\n \\f \\r or lower-case \\u00xx, everything else raw;
+    * integers print the same within ±(2^53 − 1), and there are no floats
+      (ECMAScript number formatting is rfc8785's job).
+    """
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return True
+    if kind is int:
+        return bool(-_SAFE_INT <= value <= _SAFE_INT)
+    if kind is dict:
+        return all(
+            type(k) is str and (k.isascii() or not _ASTRAL.search(k)) and _plain(v)
+            for k, v in value.items()
+        )
+    if kind is list or kind is tuple:
+        return all(_plain(v) for v in value)
+    return False
 
 
 def is_canonical(data: bytes) -> bool:
     """Whether ``data`` is exactly the JCS form of the JSON it holds."""
     try:
-        value = loads(data, max_bytes=max(len(data), 1))
-        fast = _flat_canonical(value)
-        return (fast if fast is not None else canonical(value)) == data
+        return canonical(loads(data, max_bytes=max(len(data), 1))) == data
     except (JSONError, rfc8785.CanonicalizationError):
         return False
-
-
-def _flat_canonical(value: Any) -> bytes | None:
-    """JCS of a flat object with ASCII keys and string or safe-integer values
-    (a log leaf: PROTOCOL.md §3), by the C encoder; None for anything else.
-
-    For such an object the two agree (RFC 8785 §3.2.2.2, §3.2.3): keys in
-    code-unit order (ASCII: byte order, as ``sort_keys``), no whitespace,
-    strings escaping exactly ``"``, ``\\`` and U+0000–U+001F (\\b \\t \\n
-    \\f \\r, else \\u00xx in lower case), integers in decimal. Lone
-    surrogates were refused by :func:`loads`.
-    """
-    if not isinstance(value, dict):
-        return None
-    for key, item in value.items():
-        if not key.isascii():
-            return None
-        if isinstance(item, bool) or not isinstance(item, (str, int)):
-            return None
-        if isinstance(item, int) and abs(item) > 2**53 - 1:
-            return None
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
-    return text.encode("utf-8")
 
 
 def _check_depth(text: str, max_depth: int) -> None:

@@ -37,7 +37,7 @@ from markupsafe import Markup
 from builder import feeds, logbuild, parallel, render
 from builder.buildcache import BuildCache
 from builder.model import DreamView, SiteModel
-from builder.writer import SiteWriter
+from builder.writer import Entry, SiteWriter
 
 ROOT = "<@root>"
 LEVEL = "<@level>"
@@ -46,10 +46,12 @@ FILES = ("index.html", "record.json", "proof.tlog-proof")
 
 @dataclass(frozen=True, slots=True)
 class Unit:
+    """A rendered unit, its files already stored in the generation by the worker."""
+
     id: str
     key: str
     fragments: tuple[str, str, str]  # card, diary line, feed entry
-    files: tuple[tuple[str, bytes], ...]
+    files: tuple[tuple[str, Entry, bool], ...]  # path, manifest entry, written
 
 
 class Units:
@@ -61,6 +63,7 @@ class Units:
         self.cache = cache
         self.fragments: dict[str, tuple[str, str, str]] = {}
         self.erased = frozenset(e.id for e in model.erased)
+        self._writer: SiteWriter | None = None
 
     def key(self, d: DreamView) -> str:
         m = self.model
@@ -94,23 +97,36 @@ class Units:
                 new[d.id] = hit
             else:
                 dirty.append((d, key))
+        for d, _ in dirty:
+            for path in self.paths(d):
+                w.prepare(path)
+        self._writer = w  # the forked workers store the files themselves
         for unit in parallel.imap_ordered(self._render, dirty):
-            digests = tuple((path, w.add(path, data)) for path, data in unit.files)
+            for path, entry, changed in unit.files:
+                w.record(path, entry, changed)
             self.fragments[unit.id] = unit.fragments
-            new[unit.id] = (unit.key, unit.fragments, digests)
+            new[unit.id] = (unit.key, unit.fragments, tuple((p, e[0]) for p, e, _ in unit.files))
         self.cache.sections["units"] = new
         return len(dirty)
 
+    def paths(self, d: DreamView) -> list[str]:
+        # The record and proof are published only under a signed checkpoint.
+        names = FILES if self.log.checkpoint is not None else FILES[:1]
+        return [f"dreams/{d.id}/{name}" for name in names]
+
     def _render(self, item: tuple[DreamView, str]) -> Unit:
         d, key = item
-        base = f"dreams/{d.id}/"
-        page = render.dream_page(self.model, d, self.card_for)
-        files = [(base + FILES[0], page)]
-        if self.log.checkpoint is not None:  # published only under a signed checkpoint
-            files.append((base + FILES[1], logbuild.record_bytes(self.log.dreams[d.id])))
-            proof = logbuild.proof_bytes(self.log.state, self.log.tree, d.index)
-            files.append((base + FILES[2], proof))
-        return Unit(d.id, key, self._fragments(d), tuple(files))
+        assert self._writer is not None
+        paths = self.paths(d)
+        files = [render.dream_page(self.model, d, self.card_for)]
+        if len(paths) > 1:
+            files.append(logbuild.record_bytes(self.log.dreams[d.id]))
+            files.append(logbuild.proof_bytes(self.log.state, self.log.tree, d.index))
+        stored = []
+        for path, data in zip(paths, files, strict=True):
+            entry, written = self._writer.store(path, data)
+            stored.append((path, entry, written))
+        return Unit(d.id, key, self._fragments(d), tuple(stored))
 
     def _fragments(self, d: DreamView) -> tuple[str, str, str]:
         return (

@@ -101,10 +101,9 @@ class SiteWriter:
             shutil.rmtree(self.gen, ignore_errors=True)
             had = {}
         self.had: dict[str, Entry] = had
-        self._had_dirs: set[str] | None = None  # folders the generation holds: see _claim
         self.gen.mkdir(exist_ok=True)
         self.written: dict[str, Entry] = {}
-        self._dirs: set[str] = set()
+        self._claimed: set[str] = set()
         self.changed = 0
 
     def __enter__(self) -> SiteWriter:
@@ -127,27 +126,35 @@ class SiteWriter:
     def add(self, rel: str, data: bytes) -> bytes:
         """The file at ``rel`` holds ``data`` in the new site; returns its digest."""
         self._claim(rel)
+        entry, changed = self.store(rel, data)
+        self.record(rel, entry, changed)
+        return entry[0]
+
+    def store(self, rel: str, data: bytes) -> tuple[Entry, bool]:
+        """Put ``data`` at ``rel`` in the generation unless it holds it already;
+        returns the manifest entry and whether the file was written. Touches
+        no shared state, so a forked worker may call it for a path the parent
+        claimed (:meth:`prepare`) and hand the result back to :meth:`record`."""
+        check_path(rel)
         d = digest(data)
         entry = self.had.get(rel)
-        if entry is not None and entry[0] == d and _unchanged(f"{self._gen}/{rel}", entry):
-            self.written[rel] = entry
-            return d
         final = f"{self._gen}/{rel}"
-        try:
+        if entry is not None and entry[0] == d and _unchanged(final, entry):
+            return entry, False
+        fd = -1
+        if entry is None:
             # A path this generation does not hold yet is written in place:
             # the generation is not live, and no other one shares the file.
-            fd = (
-                os.open(final, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644) if entry is None else -1
-            )
-        except FileExistsError:  # left by a killed build, or a folder of a past site
-            fd = -1
+            try:
+                fd = _in_folder(self._gen, rel, final, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+            except FileExistsError:  # left by a killed build, or a folder of a past site
+                fd = -1
+        tmp = None
         if fd < 0:
             # A file a past build wrote may be hard-linked into the live
             # generation (keep): replace it, never write into it.
             tmp = self._tmp(rel)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        else:
-            tmp = None
+            fd = _in_folder(self._gen, rel, tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         try:
             _write_all(fd, data)
             st = os.fstat(fd)
@@ -155,9 +162,16 @@ class SiteWriter:
             os.close(fd)
         if tmp is not None:
             _replace(tmp, final)
-        self.written[rel] = (d, st.st_size, st.st_mtime_ns)
-        self.changed += 1
-        return d
+        return (d, st.st_size, st.st_mtime_ns), True
+
+    def prepare(self, rel: str) -> None:
+        """Claim ``rel`` for :meth:`store` in another process: the path is
+        checked and counted once."""
+        self._claim(rel)
+
+    def record(self, rel: str, entry: Entry, changed: bool) -> None:
+        self.written[rel] = entry
+        self.changed += changed
 
     def add_all(self, files: Iterable[tuple[str, bytes]] | Mapping[str, bytes]) -> None:
         items = files.items() if isinstance(files, Mapping) else files
@@ -188,27 +202,23 @@ class SiteWriter:
         tmp = self._tmp(rel)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        os.link(f"{self._live}/{rel}", tmp)  # the same inode: same size and mtime
+        try:
+            os.link(f"{self._live}/{rel}", tmp)  # the same inode: same size and mtime
+        except (FileNotFoundError, NotADirectoryError):  # its folder is new here
+            _make_dirs(self._gen, rel.rpartition("/")[0])
+            os.link(f"{self._live}/{rel}", tmp)
         _replace(tmp, f"{self._gen}/{rel}")
         self.written[rel] = entry
         self.changed += 1
 
     def _claim(self, rel: str) -> None:
-        if rel in self.written:
+        if rel in self._claimed:
             raise PlanError(
                 f"{rel} is written twice in one build",
                 hint="each site path has one owner; report this",
             )
         check_path(rel)
-        parent, _, _ = rel.rpartition("/")
-        if parent and parent not in self._dirs:
-            if self._had_dirs is None:
-                self._had_dirs = _folders(self.had)
-            if parent not in self._had_dirs:  # the manifest vouches for the others
-                _make_dirs(self._gen, parent)
-            while parent and parent not in self._dirs:
-                self._dirs.add(parent)
-                parent = parent.rpartition("/")[0]
+        self._claimed.add(rel)
 
     def _tmp(self, rel: str) -> str:
         head, _, name = rel.rpartition("/")
@@ -218,24 +228,23 @@ class SiteWriter:
 
     def commit(self) -> None:
         """Remove what the new site no longer has, record the manifest, go live."""
-        for rel in self.had.keys() - self.written.keys():
+        gone = self.had.keys() - self.written.keys()
+        for rel in gone:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(f"{self._gen}/{rel}")
             self.changed += 1
-        _remove_empty_dirs(self.gen, {r.rpartition("/")[0] for r in self.had} - self._dirs)
+        _remove_empty_dirs(self.gen, {r.rpartition("/")[0] for r in gone})
         _write_manifest(self.root / f"manifest-{self.target}", self.written)
         _go_live(self.out, self.root, self.target)
 
 
-def _folders(paths: Iterable[str]) -> set[str]:
-    """Every folder that holds one of ``paths``, and their parents."""
-    out: set[str] = set()
-    for rel in paths:
-        parent = rel.rpartition("/")[0]
-        while parent and parent not in out:
-            out.add(parent)
-            parent = parent.rpartition("/")[0]
-    return out
+def _in_folder(gen: str, rel: str, path: str, flags: int) -> int:
+    """``os.open(path, flags)``, making the folders of ``rel`` if missing."""
+    try:
+        return os.open(path, flags, 0o644)
+    except (FileNotFoundError, NotADirectoryError):
+        _make_dirs(gen, rel.rpartition("/")[0])
+        return os.open(path, flags, 0o644)
 
 
 def _unchanged(path: str, entry: Entry) -> bool:

@@ -91,20 +91,31 @@ def test_canonicalize_twice_is_once(value: object) -> None:
     assert strictjson.is_canonical(once)
 
 
-@given(
-    st.dictionaries(
-        st.text(st.characters(max_codepoint=127), max_size=8),
-        st.one_of(
-            st.text(st.characters(exclude_categories=("Cs",)), max_size=20),
-            st.integers(-(2**53) + 1, 2**53 - 1),
-        ),
-        max_size=6,
-    )
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53) + 1, 2**53 - 1)
+    | st.text(st.characters(exclude_categories=("Cs",)), max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.text(st.characters(exclude_categories=("Cs",)), max_size=6), inner, max_size=4
+        )
+    ),
+    max_leaves=20,
 )
-def test_the_fast_leaf_encoder_is_jcs(value: dict[str, object]) -> None:
-    """strictjson.is_canonical checks log leaves with the C encoder: for flat
-    objects of ASCII keys and strings or safe integers it must equal rfc8785."""
-    fast = strictjson._flat_canonical(value)
-    assert fast == rfc8785.dumps(value)
-    assert strictjson.is_canonical(fast)
-    assert not strictjson.is_canonical(json.dumps(value).encode() + b" ")
+
+
+@given(JSON_VALUES)
+def test_the_c_encoder_path_is_jcs(value: object) -> None:
+    """strictjson.canonical takes the C encoder for float-free values: it must
+    give rfc8785's bytes for every one (keys outside the BMP, where the two
+    sort orders differ, included: those fall back)."""
+    assert strictjson.canonical(value) == rfc8785.dumps(value)
+
+
+def test_keys_outside_the_bmp_sort_by_utf16() -> None:
+    # U+FF61 sorts after U+1F600 in UTF-16 (0xFF61 > 0xD83D), before it by code point.
+    value = {"\uff61": 1, "\U0001f600": 2}
+    assert strictjson.canonical(value) == '{"\U0001f600":2,"\uff61":1}'.encode()
+    assert strictjson.canonical({"a": 1.5}) == b'{"a":1.5}'
