@@ -201,16 +201,17 @@ def _counted(model: SiteModel, min_tier: str) -> list[tuple[DreamView, str]]:
     ]
 
 
-DreamWords = tuple[frozenset[str], tuple[tuple[str, frozenset[str]], ...]]
+DreamWords = tuple[tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...]]
 
 
 def dream_words(dream: DreamView) -> DreamWords:
-    """A dream's keywords, and each entry's (type, keywords)."""
-    entry_words = tuple((e.type, frozenset(tokens(e.text))) for e in dream.entries)
+    """A dream's keywords, and each entry's (type, keywords), sorted (tuples
+    pickle and load faster than sets, and the cache keeps them)."""
+    entry_words = tuple((e.type, tuple(sorted(tokens(e.text)))) for e in dream.entries)
     own = tokens(dream.title) | tokens(dream.summary)
     for _, ws in entry_words:
-        own |= ws
-    return frozenset(own), entry_words
+        own.update(ws)
+    return tuple(sorted(own)), entry_words
 
 
 def compute_patterns(
@@ -246,10 +247,15 @@ def compute_patterns(
             words[dream.id] = found
         own, entry_words = found
         for word in own:
-            t = terms.setdefault(word, _Tally())
-            t.dreams += 1
-            t.authors.add(author)
-            t.types.update(ty for ty, ws in entry_words if word in ws)
+            tally = terms.get(word)
+            if tally is None:
+                tally = terms[word] = _Tally()
+            tally.dreams += 1
+            tally.authors.add(author)
+        # Each entry of a type counts once toward each of its words.
+        for ty, ws in entry_words:
+            for word in ws:
+                terms[word].types[ty] += 1
     return Patterns(
         k=model.k,
         min_tier=min_tier,

@@ -42,6 +42,7 @@ same model gives the same bytes.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import re
 import unicodedata
@@ -267,22 +268,25 @@ def _fold(text: str) -> str:
     return unicodedata.normalize("NFKC", text).lower()
 
 
-def search_index(model: SiteModel) -> bytes:
-    dreams = []
-    for d in model.dreams:
-        parts = [d.title, d.summary, *(e.text for e in d.entries), *(t.name for t in d.tags)]
-        dreams.append(
-            {
-                "id": d.id,
-                "title": d.title,
-                "author": d.author,
-                "tags": [t.name for t in d.tags],
-                "date": d.day,
-                "text": _fold("\n".join(parts)),
-            }
-        )
-    obj = {"format": "dreampool-search/v1", "dreams": dreams}
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+def search_entry(d: DreamView) -> str:
+    """A dream's object in search/index.json, as JSON text."""
+    parts = [d.title, d.summary, *(e.text for e in d.entries), *(t.name for t in d.tags)]
+    entry = {
+        "id": d.id,
+        "title": d.title,
+        "author": d.author,
+        "tags": [t.name for t in d.tags],
+        "date": d.day,
+        "text": _fold("\n".join(parts)),
+    }
+    return json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
+
+
+def search_index(model: SiteModel, entry: Callable[[DreamView], str] = search_entry) -> bytes:
+    """search/index.json: ``{"format": …, "dreams": [entry, …]}``, newest first,
+    compact (the bytes of ``json.dumps`` of the whole, built from the entries)."""
+    dreams = ",".join(entry(d) for d in model.dreams)
+    return f'{{"format":"dreampool-search/v1","dreams":[{dreams}]}}'.encode()
 
 
 # --- Pages ---------------------------------------------------------------------
@@ -376,11 +380,22 @@ def render_pages(model: SiteModel, patterns_html: str | Callable[[], str]) -> di
         return Markup(diary_item_template(model, d, root))
 
     plan = {f"dreams/{d.id}/index.html": dream_page(model, d, card_html) for d in model.dreams}
-    for path, data in list_pages(model, patterns_html, card_html, diary_item):
-        if path in plan:
-            raise PlanError(f"two pages at {path}", hint="report this: slugs must not collide")
-        plan[path] = data
+    for page in list_pages(model, patterns_html, card_html, diary_item):
+        if page.path in plan:
+            raise PlanError(f"two pages at {page.path}", hint="report this: slugs must not collide")
+        plan[page.path] = page.render()
     return dict(sorted(plan.items()))
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """A page to make: ``render()`` gives its bytes. ``key``, when not None,
+    names everything the bytes depend on (see :func:`list_pages`), so a build
+    that finds the same key from the last one may keep that page's file."""
+
+    path: str
+    key: str | None
+    render: Callable[[], bytes]
 
 
 def list_pages(
@@ -388,7 +403,10 @@ def list_pages(
     patterns_html: str | Callable[[], str],
     card_html: Callable[[DreamView, int, str], Markup],
     diary_item: Callable[[DreamView, str], Markup],
-) -> Iterator[tuple[str, bytes]]:
+    *,
+    dream_key: Callable[[DreamView], str] | None = None,
+    search_entry: Callable[[DreamView], str] = search_entry,
+) -> Iterator[Page]:
     """Every page but the dreams' own, the search index and the static assets.
 
     ``patterns_html`` (or a function returning it, called last, so the
@@ -396,24 +414,36 @@ def list_pages(
     from :mod:`builder.patterns`, already escaped there; it is placed in the
     layout as it is. ``card_html(dream, level, root)`` gives a dream's card,
     ``diary_item(dream, root)`` its line in a diary.
+
+    With ``dream_key`` (a key of everything a dream's fragments show:
+    :meth:`builder.units.Units.key`), tag pages and diaries, the pages there
+    are many of, carry a key: their own parameters and their dreams' keys.
     """
 
-    def page(path: str, template: str, nav: str, **context: Any) -> tuple[str, bytes]:
+    def page(path: str, template: str, nav: str, key: str | None = None, **context: Any) -> Page:
         context.setdefault("card_html", card_html)
-        return path, _page(model, path, template, nav, **context)
+        return Page(path, key, lambda: _page(model, path, template, nav, **context))
+
+    def key_of(*parts: Any, dreams: Sequence[DreamView]) -> str | None:
+        if dream_key is None:
+            return None
+        site = (model.title, model.origin, model.base_url)
+        text = repr((site, parts, [dream_key(d) for d in dreams]))
+        return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
     yield page("index.html", "home.html", "home", latest=model.dreams[:LATEST])
     for e in model.erased:
         yield page(f"dreams/{e.id}/index.html", "erased.html", "", gone=e)
     yield page("authors/index.html", "authors.html", "authors")
     for a in model.authors:
-        months = by_month([model.by_id[i] for i in a.dream_ids])
+        own = [model.by_id[i] for i in a.dream_ids]
         yield page(
             f"authors/{a.slug}/index.html",
             "diary.html",
             "authors",
+            key=key_of(a, dreams=own),
             author=a,
-            months=months,
+            months=by_month(own),
             diary_item=diary_item,
         )
     yield page("tags/index.html", "tags.html", "tags")
@@ -421,12 +451,14 @@ def list_pages(
         pages = max(1, -(-len(t.dream_ids) // TAG_PAGE_SIZE))
         for number in range(1, pages + 1):
             ids = t.dream_ids[(number - 1) * TAG_PAGE_SIZE : number * TAG_PAGE_SIZE]
+            listed = [model.by_id[i] for i in ids]
             yield page(
                 tag_page_path(t.slug, number),
                 "tag.html",
                 "tags",
+                key=key_of(t.name, t.slug, len(t.dream_ids), number, pages, dreams=listed),
                 tag=t,
-                dreams=[model.by_id[i] for i in ids],
+                dreams=listed,
                 number=number,
                 pages=pages,
             )
@@ -436,9 +468,9 @@ def list_pages(
     yield page("search/index.html", "search.html", "search")
     yield page("verify/index.html", "verify.html", "verify")
     yield page("404.html", "404.html", "", root=_base_path(model.base_url))
-    yield "search/index.json", search_index(model)
+    yield Page("search/index.json", None, lambda: search_index(model, search_entry))
     static = resources.files("builder.templates") / "static"
     for name in STATIC:
-        yield f"static/{name}", (static / name).read_bytes()
+        yield Page(f"static/{name}", None, (static / name).read_bytes)
     fragment = patterns_html() if callable(patterns_html) else patterns_html
     yield page("patterns/index.html", "patterns.html", "patterns", patterns=Markup(fragment))

@@ -12,6 +12,8 @@ one silently win.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from builder import agents, feeds, logbuild, parallel, patterns
 from builder import render as renderer
 from builder.buildcache import BuildCache
@@ -28,9 +30,32 @@ def write_site(log: logbuild.Log, model: SiteModel, w: SiteWriter, cache: BuildC
         w.add_all(logbuild.publish_log(log))
         w.add_all(feeds.render_feeds(model, units.feed_entry_for))
         w.add_all(agents.render_agent_exports(model))
-
-        w.add_all(renderer.list_pages(model, pending, units.card_for, units.diary_item_for))
+        pages = renderer.list_pages(
+            model,
+            pending,
+            units.card_for,
+            units.diary_item_for,
+            dream_key=units.key_for,
+            search_entry=units.search_entry_for,
+        )
+        _write_pages(pages, w, cache)
     return rendered
+
+
+def _write_pages(pages: Iterable[renderer.Page], w: SiteWriter, cache: BuildCache) -> None:
+    """Render each page, or keep its file when its key is the last build's."""
+    old = cache["pages"]
+    new: dict[str, tuple[str, bytes]] = {}
+    for page in pages:
+        hit = old.get(page.path) if page.key is not None else None
+        if hit is not None and hit[0] == page.key and w.can_keep(page.path, hit[1]):
+            w.keep(page.path, hit[1])
+            new[page.path] = hit
+            continue
+        d = w.add(page.path, page.render())
+        if page.key is not None:
+            new[page.path] = (page.key, d)
+    cache.sections["pages"] = new
 
 
 def _patterns(arg: tuple[SiteModel, BuildCache]) -> str:

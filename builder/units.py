@@ -2,9 +2,10 @@
 
 Most of a site is per dream: ``dreams/<id>/index.html``, ``record.json`` and
 ``proof.tlog-proof`` (PROTOCOL.md §2, §5), plus the fragments that other
-pages repeat: the dream's card (home, tags), its line in its author's diary
-and its Atom ``<entry>`` (every feed that lists it). Together they are a *unit*, and a
-unit is a pure function of a few inputs, hashed into its key:
+pages repeat: the dream's card (home, tags), its line in its author's diary,
+its Atom ``<entry>`` (every feed that lists it) and its search index entry.
+Together they are a *unit*, and a unit is a pure function of a few inputs,
+hashed into its key:
 
 * the dream's view (:class:`~builder.model.DreamView`: text, tier, tags, date,
   lineage), its children's titles and its parent's title or erasure;
@@ -50,7 +51,7 @@ class Unit:
 
     id: str
     key: str
-    fragments: tuple[str, str, str]  # card, diary line, feed entry
+    fragments: tuple[str, str, str, str]  # card, diary line, feed entry, search entry
     files: tuple[tuple[str, Entry, bool], ...]  # path, manifest entry, written
 
 
@@ -61,9 +62,10 @@ class Units:
         self.log = log
         self.model = model
         self.cache = cache
-        self.fragments: dict[str, tuple[str, str, str]] = {}
+        self.fragments: dict[str, tuple[str, str, str, str]] = {}
         self.erased = frozenset(e.id for e in model.erased)
         self._writer: SiteWriter | None = None
+        self.keys: dict[str, str] = {}
 
     def key(self, d: DreamView) -> str:
         m = self.model
@@ -85,10 +87,10 @@ class Units:
     def write(self, w: SiteWriter) -> int:
         """Keep or render every unit into ``w``; returns how many were rendered."""
         old = self.cache["units"]
-        new: dict[str, tuple[str, tuple[str, str, str], tuple[tuple[str, bytes], ...]]] = {}
+        new: dict[str, tuple[str, tuple[str, str, str, str], tuple[tuple[str, bytes], ...]]] = {}
         dirty: list[tuple[DreamView, str]] = []
         for d in self.model.dreams:
-            key = self.key(d)
+            key = self.keys[d.id] = self.key(d)
             hit = old.get(d.id)
             if hit is not None and hit[0] == key and all(w.can_keep(p, h) for p, h in hit[2]):
                 for path, want in hit[2]:
@@ -128,14 +130,15 @@ class Units:
             stored.append((path, entry, written))
         return Unit(d.id, key, self._fragments(d), tuple(stored))
 
-    def _fragments(self, d: DreamView) -> tuple[str, str, str]:
+    def _fragments(self, d: DreamView) -> tuple[str, str, str, str]:
         return (
             render.card_template(self.model, d, Markup(ROOT), Markup(LEVEL)),
             render.diary_item_template(self.model, d, Markup(ROOT)),
             feeds.entry_xml(self.model, d),
+            render.search_entry(d),
         )
 
-    def _of(self, d: DreamView) -> tuple[str, str, str]:
+    def _of(self, d: DreamView) -> tuple[str, str, str, str]:
         if d.id not in self.fragments:  # before write(), or a dream it did not see
             self.fragments[d.id] = self._fragments(d)
         return self.fragments[d.id]
@@ -148,3 +151,10 @@ class Units:
 
     def feed_entry_for(self, d: DreamView) -> str:
         return self._of(d)[2]
+
+    def search_entry_for(self, d: DreamView) -> str:
+        return self._of(d)[3]
+
+    def key_for(self, d: DreamView) -> str:
+        """The unit's key (computed by :meth:`write` for every dream of the model)."""
+        return self.keys[d.id] if d.id in self.keys else self.key(d)
