@@ -31,9 +31,11 @@ The pool and the build (I/O at the edges):
     patterns     k-anonymous aggregate patterns and SVG charts
     feeds        Atom, sitemap, robots, api/dreams.json
     agents       quoted digests and llms.txt for agents
-    site         merges every renderer's files into one plan
+    units        a dream's page, record, proof and fragments, kept by input key
+    site         writes every renderer's files into the new generation
     parallel     pure per-item stages on every core
-    writer       atomic swap of the built tree
+    buildcache   what one build remembers for the next, by input key
+    writer       two generations behind a symlink; writes only what changed
     build        the pipeline, end to end
     progress     the terminal progress bar
     serve        the preview server

@@ -101,7 +101,16 @@ def test_gitignore_keeps_keys_and_site_out_but_not_the_pool(tmp_path: Path) -> N
     def ignored(path: str) -> bool:
         return subprocess.run(["git", "check-ignore", "-q", path], cwd=tmp_path).returncode == 0
 
-    for path in ("site/index.html", "me.key", "keys/ab.key", "PRIVATE+KEY+x+1+AA", "a.private"):
+    for path in (
+        "site",  # a symlink to the live generation: not a folder to git
+        "site/index.html",
+        ".site.builds/a/index.html",
+        ".site.builds/cache/scan",
+        "me.key",
+        "keys/ab.key",
+        "PRIVATE+KEY+x+1+AA",
+        "a.private",
+    ):
         assert ignored(path), path
     for path in (
         "content/dreams/0123456789abcdef.json",
