@@ -22,6 +22,7 @@ R = TypeVar("R")
 
 MIN_ITEMS = 200  # below this, a fork costs more than it saves
 _TASK: Callable[[Any], Any] | None = None
+_BACKGROUND: Callable[[], Any] | None = None
 
 
 def workers() -> int:
@@ -79,13 +80,23 @@ def background(
 ) -> Iterator[Callable[[], R]]:
     """Start ``func(arg)`` in a forked process; yield a function that waits for
     its result. Without a second core (or ``enabled=False``) it runs inline,
-    when the result is first asked for."""
+    when the result is first asked for.
+
+    ``func`` and ``arg`` reach the process through the fork, never pickled:
+    pickling the site model took seconds at 100k dreams, and ran in a thread
+    beside the caller, which may change ``arg`` meanwhile. Only the result
+    comes back through the pipe."""
     if not enabled or workers() < 2 or "fork" not in multiprocessing.get_all_start_methods():
         yield functools.partial(func, arg)
         return
-    with _fork_pool(1) as pool:
-        pending = pool.apply_async(func, (arg,))
-        yield pending.get
+    global _BACKGROUND
+    _BACKGROUND = functools.partial(func, arg)
+    try:
+        with _fork_pool(1) as pool:
+            pending = pool.apply_async(_run_background)
+            yield pending.get
+    finally:
+        _BACKGROUND = None
 
 
 def _fork_pool(processes: int) -> Any:
@@ -95,6 +106,11 @@ def _fork_pool(processes: int) -> Any:
     build holds, which made workers twice as slow as the same work inline."""
     gc.freeze()
     return multiprocessing.get_context("fork").Pool(processes)
+
+
+def _run_background() -> Any:
+    assert _BACKGROUND is not None
+    return _BACKGROUND()
 
 
 def _run_chunk(chunk: Sequence[Any]) -> list[Any]:
