@@ -35,7 +35,7 @@ from builder.dream import Dream
 from builder.errors import InputError, LogError, Problem
 from builder.note import Signer, Verifier, split_note
 from builder.policy import Policy, PolicyLog, format_policy, parse_policy
-from builder.pool import ScannedDream, atomic_write, file_stamp, read_regular
+from builder.pool import ScannedDream, atomic_write, file_stamp, read_regular, sync_filesystem
 from builder.tlogproof import TlogProof, format_tlog_proof
 
 ERASURE_REASONS = ("author-request", "legal", "abuse")
@@ -149,6 +149,7 @@ def update(
         log.erased_now.append(dream_id)
 
     # Step 4: new dreams in id order, each new key announced first.
+    new_salts = False
     for dream_id in sorted(present):
         if dream_id in logged.dreams:
             if dream_id in logged.erasures:
@@ -168,7 +169,9 @@ def update(
         salt = salt_reader.read(dream_id)
         if salt is None:
             salt = b64url_encode(os.urandom(SALT_SIZE))
-            atomic_write(content / "dreams" / f"{dream_id}.salt", salt.encode() + b"\n")
+            path = content / "dreams" / f"{dream_id}.salt"
+            atomic_write(path, salt.encode() + b"\n", sync=False)
+            new_salts = True
         salt_of[dream_id] = salt
         logged.dreams[dream_id] = len(leaves) + len(new_leaves)
         new_leaves.append(dream_leaf(dream_id, commitment(d.body, salt)))
@@ -183,6 +186,8 @@ def update(
                 hint="set DREAMPOOL_LOG_KEY to the log's private key string or pass "
                 "--log-key FILE (make one with `dreampool log-keygen --origin ORIGIN`)",
             )
+        if new_salts:  # durable before any leaf that commits to them
+            sync_filesystem(content / "dreams")
         for leaf in new_leaves:
             tree.append(merkle.leaf_hash(leaf))
         logstate.append(content, state, new_leaves)
