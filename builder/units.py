@@ -40,6 +40,7 @@ from builder.buildcache import BuildCache
 from builder.model import DreamView, SiteModel
 from builder.writer import Entry, SiteWriter
 
+Fragments = tuple[bytes, bytes, bytes, bytes]  # see Unit.fragments
 ROOT = "<@root>"
 LEVEL = "<@level>"
 FILES = ("index.html", "record.json", "proof.tlog-proof")
@@ -51,7 +52,9 @@ class Unit:
 
     id: str
     key: str
-    fragments: tuple[str, str, str, str]  # card, diary line, feed entry, search entry
+    # card, diary line, feed entry, search entry; UTF-8, which holds markup in
+    # half the memory of a str that also holds CJK text (a str is then UCS-2)
+    fragments: Fragments
     files: tuple[tuple[str, Entry, bool], ...]  # path, manifest entry, written
 
 
@@ -62,7 +65,7 @@ class Units:
         self.log = log
         self.model = model
         self.cache = cache
-        self.fragments: dict[str, tuple[str, str, str, str]] = {}
+        self.fragments: dict[str, Fragments] = {}
         self.erased = frozenset(e.id for e in model.erased)
         self._writer: SiteWriter | None = None
         self.keys: dict[str, str] = {}
@@ -87,7 +90,7 @@ class Units:
     def write(self, w: SiteWriter) -> int:
         """Keep or render every unit into ``w``; returns how many were rendered."""
         old = self.cache["units"]
-        new: dict[str, tuple[str, tuple[str, str, str, str], tuple[tuple[str, bytes], ...]]] = {}
+        new: dict[str, tuple[str, Fragments, tuple[tuple[str, bytes], ...]]] = {}
         dirty: list[tuple[DreamView, str]] = []
         for d in self.model.dreams:
             key = self.keys[d.id] = self.key(d)
@@ -130,30 +133,31 @@ class Units:
             stored.append((path, entry, written))
         return Unit(d.id, key, self._fragments(d), tuple(stored))
 
-    def _fragments(self, d: DreamView) -> tuple[str, str, str, str]:
+    def _fragments(self, d: DreamView) -> Fragments:
         return (
-            render.card_template(self.model, d, Markup(ROOT), Markup(LEVEL)),
-            render.diary_item_template(self.model, d, Markup(ROOT)),
-            feeds.entry_xml(self.model, d),
-            render.search_entry(d),
+            render.card_template(self.model, d, Markup(ROOT), Markup(LEVEL)).encode(),
+            render.diary_item_template(self.model, d, Markup(ROOT)).encode(),
+            feeds.entry_xml(self.model, d).encode(),
+            render.search_entry(d).encode(),
         )
 
-    def _of(self, d: DreamView) -> tuple[str, str, str, str]:
+    def _of(self, d: DreamView) -> Fragments:
         if d.id not in self.fragments:  # before write(), or a dream it did not see
             self.fragments[d.id] = self._fragments(d)
         return self.fragments[d.id]
 
     def card_for(self, d: DreamView, level: int, root: str) -> Markup:
-        return Markup(self._of(d)[0].replace(ROOT, root).replace(LEVEL, str(level)))
+        card = self._of(d)[0].decode()
+        return Markup(card.replace(ROOT, root).replace(LEVEL, str(level)))
 
     def diary_item_for(self, d: DreamView, root: str) -> Markup:
-        return Markup(self._of(d)[1].replace(ROOT, root))
+        return Markup(self._of(d)[1].decode().replace(ROOT, root))
 
     def feed_entry_for(self, d: DreamView) -> str:
-        return self._of(d)[2]
+        return self._of(d)[2].decode()
 
     def search_entry_for(self, d: DreamView) -> str:
-        return self._of(d)[3]
+        return self._of(d)[3].decode()
 
     def key_for(self, d: DreamView) -> str:
         """The unit's key (computed by :meth:`write` for every dream of the model)."""
