@@ -125,6 +125,7 @@ def _build(
         )
     url = normalize_base_url(base_url or config.base_url)
     log_url = url + "log/" if url.startswith(("https://", "http://")) else None
+    shards = set(cache["shards"])
     with stage("log"):
         log = logbuild.update(
             content,
@@ -134,7 +135,9 @@ def _build(
             log_url=log_url,
             commitments=cache["commit"],
             salts=cache["salts"],
+            canonical_shards=shards,
         )
+    cache.sections["shards"] = dict.fromkeys(shards, True)
     with stage("model"):
         view = model.build_model(log, directory, config, base_url=url)
     verified = len(cache["scan"].keys() - known)

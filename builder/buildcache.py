@@ -14,6 +14,7 @@ Sections (each a dict, in a file of its own):
 * ``commit``: (dream file stamp, salt) → the commitment (:mod:`builder.logbuild`);
 * ``salts``: salt file stamp → its text (:mod:`builder.logbuild`);
 * ``keys``: key file stamp → its parsed entry (:mod:`builder.pool`);
+* ``shards``: digest of a leaf shard found canonical → True (:mod:`builder.logstate`);
 * ``units``: dream id → (key, fragments, digests of its files) (:mod:`builder.units`);
 * ``pages``: path → (key, digest) of tag pages and diaries (:mod:`builder.site`);
 * ``words``: dream id → its pattern keywords (:mod:`builder.patterns`),
@@ -63,7 +64,7 @@ class BuildCache:
     """The cache folder; each section is a file, read when first used and
     written back by :meth:`save` only if it was used."""
 
-    SECTIONS = ("scan", "commit", "salts", "keys", "units", "pages", "words")
+    SECTIONS = ("scan", "commit", "salts", "keys", "shards", "units", "pages", "words")
 
     def __init__(self, folder: Path | None) -> None:
         self.folder = folder

@@ -124,14 +124,16 @@ def update(
     time: str | None = None,
     commitments: dict[Any, Any] | None = None,
     salts: dict[Any, Any] | None = None,
+    canonical_shards: set[bytes] | None = None,
 ) -> Log:
     """Steps 1–5 of the module docstring; writes the new state to ``content/``.
 
     ``commitments`` (from :mod:`builder.buildcache`) maps (dream file stamp, salt) to
     a commitment an earlier build computed, ``salts`` a salt file's stamp to its
-    text; each is left holding this build's."""
+    text, ``canonical_shards`` the leaf shards already checked
+    (:func:`builder.logstate.load`); each is left holding this build's."""
     salt_reader = _SaltReader(content, salts)
-    state = logstate.load(content)
+    state = logstate.load(content, canonical_shards=canonical_shards)
     policy = _policy(content, state, origin, signer, log_url)
     leaves = state.leaves
     tree = merkle.MerkleTree.from_leaf_hashes(merkle.leaf_hash(leaf) for leaf in leaves)
