@@ -147,6 +147,7 @@ def update(
     # Step 3: every logged dream still matches content/, or is erased.
     pending, salt_of = _check_logged(content, leaves, logged, present, commitments, salt_reader)
     for dream_id, reason in pending:
+        logged.erasures[dream_id] = (len(leaves) + len(new_leaves), reason)
         new_leaves.append(erasure_leaf(dream_id, reason))
         log.erased_now.append(dream_id)
 
@@ -198,7 +199,7 @@ def update(
         logstate.record_checkpoint(content, state, tree.size, note, time or now_time())
         log.checkpoint = checkpoint
         log.signed_now = True
-    _index_log(log, present, salt_of)
+    _index_log(log, present, salt_of, logged)  # logged now holds the new leaves too
     return log
 
 
@@ -233,6 +234,8 @@ def _check_unsigned_tail(
     Anything else (a leaf appended by hand, say an erasure nobody asked for or a
     key leaf giving a stranger's key an author's name) is refused, never signed.
     """
+    if signed_size >= len(leaves):
+        return
     seen = _read_leaves(leaves[:signed_size])
     keys = {s.dream.key_id: s.dream for s in present.values()}
     for index in range(signed_size, len(leaves)):
@@ -350,10 +353,11 @@ def _read_leaves(leaves: list[bytes]) -> _Logged:
     return logged
 
 
-def _index_log(log: Log, present: dict[str, ScannedDream], salts: dict[str, str]) -> None:
+def _index_log(
+    log: Log, present: dict[str, ScannedDream], salts: dict[str, str], logged: _Logged
+) -> None:
     """Fill in what the site publishes, from the leaves as they now stand."""
     history = log.state.history
-    logged = _read_leaves(log.state.leaves)
     for dream_id, (index, reason) in logged.erasures.items():
         log.erased[dream_id] = Erased(
             dream_id,
