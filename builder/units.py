@@ -91,7 +91,7 @@ class Units:
         """Keep or render every unit into ``w``; returns how many were rendered."""
         old = self.cache["units"]
         new: dict[str, tuple[str, Fragments, tuple[tuple[str, bytes], ...]]] = {}
-        dirty: list[tuple[DreamView, str]] = []
+        dirty: list[tuple[DreamView, str, logbuild.Admitted]] = []
         for d in self.model.dreams:
             key = self.keys[d.id] = self.key(d)
             hit = old.get(d.id)
@@ -101,8 +101,12 @@ class Units:
                 self.fragments[d.id] = hit[1]
                 new[d.id] = hit
             else:
-                dirty.append((d, key))
-        for d, _ in dirty:
+                # The admitted dream travels with the item (pickled), so a worker
+                # reads its own copy: touching the parent's copy would make the
+                # fork copy its memory pages (refcounts are writes), and at 1M
+                # dreams each worker ended up with most of the parent's heap.
+                dirty.append((d, key, self.log.dreams[d.id]))
+        for d, _, _ in dirty:
             for path in self.paths(d):
                 w.prepare(path)
         self._writer = w  # the forked workers store the files themselves
@@ -119,13 +123,13 @@ class Units:
         names = FILES if self.log.checkpoint is not None else FILES[:1]
         return [f"dreams/{d.id}/{name}" for name in names]
 
-    def _render(self, item: tuple[DreamView, str]) -> Unit:
-        d, key = item
+    def _render(self, item: tuple[DreamView, str, logbuild.Admitted]) -> Unit:
+        d, key, admitted = item
         assert self._writer is not None
         paths = self.paths(d)
         files = [render.dream_page(self.model, d, self.card_for)]
         if len(paths) > 1:
-            files.append(logbuild.record_bytes(self.log.dreams[d.id]))
+            files.append(logbuild.record_bytes(admitted))
             files.append(logbuild.proof_bytes(self.log.state, self.log.tree, d.index))
         stored = []
         for path, data in zip(paths, files, strict=True):
