@@ -15,7 +15,11 @@ import gc
 import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, TypeVar, cast
+
+from builder.errors import DreampoolError
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -76,11 +80,15 @@ def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
 
 @contextlib.contextmanager
 def background(
-    func: Callable[[T], R], arg: T, *, enabled: bool = True
+    func: Callable[[T], R],
+    arg: T,
+    *,
+    enabled: bool = True,
+    initializer: Callable[[], None] | None = None,
 ) -> Iterator[Callable[[], R]]:
     """Start ``func(arg)`` in a forked process; yield a function that waits for
     its result. Without a second core (or ``enabled=False``) it runs inline,
-    when the result is first asked for.
+    when the result is first asked for. ``initializer`` runs first in the process.
 
     ``func`` and ``arg`` reach the process through the fork, never pickled:
     pickling the site model took seconds at 100k dreams, and ran in a thread
@@ -91,12 +99,28 @@ def background(
         return
     global _BACKGROUND
     _BACKGROUND = functools.partial(func, arg)
+    gc.freeze()
+    # An executor, not a Pool: if the process dies (the OOM killer), result()
+    # raises BrokenProcessPool instead of waiting forever.
+    executor = ProcessPoolExecutor(
+        1, mp_context=multiprocessing.get_context("fork"), initializer=initializer
+    )
     try:
-        with _fork_pool(1) as pool:
-            pending = pool.apply_async(_run_background)
-            yield pending.get
+        pending = executor.submit(_run_background)
+
+        def result() -> R:
+            try:
+                return cast(R, pending.result())
+            except BrokenProcessPool:
+                raise DreampoolError(
+                    "the process computing in the background died (out of memory?)",
+                    hint="build again; on a small machine a large pool may need more memory",
+                ) from None
+
+        yield result
     finally:
         _BACKGROUND = None
+        executor.shutdown(wait=True, cancel_futures=True)
 
 
 def _fork_pool(processes: int) -> Any:

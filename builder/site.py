@@ -14,17 +14,25 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from builder import agents, feeds, logbuild, parallel, patterns
+from builder import agents, feeds, logbuild, parallel, patterns, writer
 from builder import render as renderer
 from builder.buildcache import BuildCache
 from builder.model import SiteModel
 from builder.units import Units
 from builder.writer import SiteWriter
 
+# Above this many dreams the patterns are computed in this process, after the
+# pages: a forked process reading every dream's text copies those memory pages
+# (refcounts are writes), and at 1M dreams that copy alone was over 10 GB.
+BACKGROUND_PATTERNS_LIMIT = 200_000
+
 
 def write_site(log: logbuild.Log, model: SiteModel, w: SiteWriter, cache: BuildCache) -> int:
     """Write every file of the site into ``w``; returns how many dream units were rendered."""
-    with parallel.background(_patterns, (model, cache)) as pending:
+    fork = len(model.dreams) <= BACKGROUND_PATTERNS_LIMIT
+    with parallel.background(
+        _patterns, (model, cache), enabled=fork, initializer=writer.drop_locks
+    ) as pending:
         units = Units(log, model, cache)
         rendered = units.write(w)
         w.add_all(logbuild.publish_log(log))

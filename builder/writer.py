@@ -119,6 +119,7 @@ class SiteWriter:
             if exc_type is None:
                 self.commit()
         finally:
+            _LOCKS.discard(self._lock)
             os.close(self._lock)
 
     # --- adding files -----------------------------------------------------
@@ -311,6 +312,21 @@ def _renameat2_exchange(a: Path, b: Path) -> bool:
     return bool(result == 0)
 
 
+_LOCKS: set[int] = set()  # lock descriptors this process holds (see drop_locks)
+
+
+def drop_locks() -> None:
+    """In a forked process that never writes the output: close its copies of
+    the build lock. A process that outlived a killed build would otherwise
+    keep the lock taken; closing the copy leaves the parent's lock as it is
+    (flock(2): every duplicate must be closed). Workers that write into the
+    generation keep theirs, so no build starts while one still writes."""
+    for fd in _LOCKS:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _LOCKS.clear()
+
+
 def _lock(root: Path, out: Path) -> int:
     """One build at a time per output folder."""
     # The folder itself, not a lock file in it: a hard-linked copy of the
@@ -323,6 +339,7 @@ def _lock(root: Path, out: Path) -> int:
         raise PlanError(
             f"another build is writing {out}", hint="wait for it to finish, then build again"
         ) from None
+    _LOCKS.add(fd)
     return fd
 
 
