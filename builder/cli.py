@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -432,9 +433,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DreampoolError as exc:
         _print_error(exc)
         return 1
-    except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
-        # A file named on the command line that cannot be opened: say which.
-        print(f"{PROG}: error: {exc.filename}: {exc.strerror}", file=sys.stderr)
+    except OSError as exc:
+        # A file named on the command line that cannot be opened, or a full
+        # disk while building (the live site and the log state are left as
+        # they were: builder.writer, builder.logstate): say which file.
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"{PROG}: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            print(f"{PROG}: hint: free some space and run the command again", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)

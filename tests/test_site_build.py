@@ -175,3 +175,30 @@ def test_a_damaged_build_cache_costs_time_only(tmp_path: Path, damage: str) -> N
     cold = tmp_path / "cold"
     buildmod.build(tp.content, cold, signer=None)
     assert tree(site) == tree(cold)
+
+
+def test_a_full_disk_is_a_clear_error_and_keeps_the_site(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import errno
+
+    from builder import cli, writer
+
+    tp = make_pool(tmp_path)
+    tp.add("ada", 3)
+    site = tmp_path / "site"
+    buildmod.build(tp.content, site, signer=parse_private_key(tp.log_key))
+    before = tree(site)
+    tp.add("bob", 1)
+
+    def full(self: writer.SiteWriter, rel: str, data: bytes) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", f"{self.gen}/{rel}")
+
+    monkeypatch.setattr(writer.SiteWriter, "store", full)
+    monkeypatch.setenv("DREAMPOOL_LOG_KEY", tp.log_key)
+    code = cli.main(["build", "--content", str(tp.content), "--out", str(site), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "No space left on device" in err and "hint: free some space" in err
+    assert "Traceback" not in err
+    assert tree(site) == before
