@@ -6,16 +6,18 @@ brings the generation that is *not* live up to date, then points ``out`` at it
 with one ``rename`` of a new symlink over the old one, so a reader or a killed
 build sees either the old site or the new one, never a mix and never nothing.
 
-Each generation has a manifest (``manifest-a``: a BLAKE2b digest per path)
-that is true whenever it exists: it is removed before the generation is
-touched and written after it is complete. So a build writes only the files
-whose bytes differ from what that generation already holds; a generation
-without a manifest (a build was killed while updating it, or a cache was
-deleted) is emptied and written again, which costs time and nothing else.
-A file the previous build wrote and this build would write again unchanged
-can be *kept* by digest (:meth:`SiteWriter.keep`): hard-linked from the live
-generation, never rendered. Files are replaced by rename, never written in
-place, so the two generations may share them.
+Each generation has a manifest (``manifest-a``: a BLAKE2b digest, size and
+mtime per path) that is true whenever it exists: it is removed before the
+generation is touched and written after it is complete. So a build writes
+only the files whose bytes differ from what that generation already holds (a
+file whose size or mtime moved, edited in place by someone, is written
+again); a generation without a manifest (a build was killed while updating
+it, or it was deleted) is emptied and written again, which costs time and
+nothing else. A file the previous build wrote and this build would write
+again unchanged can be *kept* by digest (:meth:`SiteWriter.keep`):
+hard-linked from the live generation, never rendered. A file a generation
+already holds is replaced by rename, never written into, so the two
+generations may share it; a path new to the generation is written in place.
 
 Paths are checked before a byte is written: relative, no ``..``, no empty or
 ``.`` segment, no two writers of one path.
