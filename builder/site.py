@@ -4,7 +4,8 @@ The dreams' own files (:mod:`builder.units`: pages, records, proofs, cards,
 kept or rendered on every core), the log's files
 (:func:`builder.logbuild.publish_log`), the list pages (:mod:`builder.render`),
 aggregate patterns (:mod:`builder.patterns`, computed in a forked process
-while the rest is written), feeds, sitemap and the JSON API
+while the rest is written, or after it above ``BACKGROUND_PATTERNS_LIMIT``),
+feeds, sitemap and the JSON API
 (:mod:`builder.feeds`) and the agents' exports (:mod:`builder.agents`). Two
 stages claiming one path is a bug: the writer refuses it rather than letting
 one silently win.
