@@ -22,14 +22,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from builder import build  # noqa: E402
 
-STAGES: list[tuple[str, float]] = []
+STAGES: list[tuple[str, float, float]] = []
+
+
+def resident_mb() -> float:
+    """Current resident memory (not the peak), from /proc where there is one."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+    except OSError:
+        return float("nan")
 
 
 @contextmanager
 def stage(name: str):  # type: ignore[no-untyped-def]
     start = time.monotonic()
     yield
-    STAGES.append((name, time.monotonic() - start))
+    STAGES.append((name, time.monotonic() - start, resident_mb()))
 
 
 def main() -> None:
@@ -47,8 +56,8 @@ def main() -> None:
     if profiler:
         profiler.disable()
         profiler.dump_stats(args.cprofile)
-    for name, seconds in STAGES:
-        print(f"{name:>12} {seconds:8.2f} s")
+    for name, seconds, mb in STAGES:
+        print(f"{name:>12} {seconds:8.2f} s   resident after: {mb:6.0f} MB")
     print(f"{'total':>12} {total:8.2f} s")
     print(f"{'peak':>12} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:8.0f} MB")
 

@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import io
 import os
 import pickle
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-FORMAT = b"dreampool-cache/1\n"
+FORMAT = b"dreampool-cache/2\n"
 
 
 @functools.cache
@@ -62,22 +63,42 @@ def code_digest() -> str:
 
 class BuildCache:
     """The cache folder; each section is a file, read when first used and
-    written back by :meth:`save` only if it was used."""
+    written back by :meth:`save` only if it was used.
+
+    A section's file is a first frame, the whole dict, then *delta* frames,
+    each the entries set and the keys deleted by one build. A build that
+    changes a few entries of a large section (one new dream among 100,000)
+    appends a delta instead of writing the whole section again; once the
+    deltas hold more than :data:`COMPACT_FRACTION` of the section, or the
+    file ended in a torn frame (a killed build), the next save writes it
+    whole. Every frame carries :func:`code_digest`; a reader stops at the
+    first frame it cannot read, and since every entry is a pure function of
+    its key, a lost delta costs time only.
+    """
 
     SECTIONS = ("scan", "commit", "salts", "keys", "shards", "units", "pages", "words")
+    COMPACT_FRACTION = 0.25
+    MAX_DELTAS = 64
 
     def __init__(self, folder: Path | None) -> None:
         self.folder = folder
         self.sections: dict[str, dict[Any, Any]] = {}
+        # per loaded section: a shallow copy as read (save() compares values by
+        # identity: entries are immutable and reused, never edited in place),
+        # and the deltas the file holds, or None when it must be written whole
+        self._loaded: dict[str, dict[Any, Any]] = {}
+        self._deltas: dict[str, tuple[int, int] | None] = {}
 
     def __getitem__(self, name: str) -> dict[Any, Any]:
         if name not in self.SECTIONS:
             raise KeyError(name)
         if name not in self.sections:
             self.sections[name] = self._load(name)
+            self._loaded[name] = dict(self.sections[name])
         return self.sections[name]
 
     def _load(self, name: str) -> dict[Any, Any]:
+        self._deltas[name] = None
         if self.folder is None:
             return {}
         try:
@@ -86,24 +107,63 @@ class BuildCache:
             return {}
         if not data.startswith(FORMAT):
             return {}
+        stream = io.BytesIO(data)
+        stream.seek(len(FORMAT))
         try:
-            code, section = pickle.loads(data[len(FORMAT) :])
+            code, section = pickle.load(stream)
         except Exception:  # a damaged cache is a cold build, never an error
             return {}
         if code != code_digest() or not isinstance(section, dict):
             return {}
+        frames = entries = 0
+        while stream.tell() < len(data):
+            try:
+                code, changed, deleted = pickle.load(stream)
+            except Exception:  # a torn last frame: keep what was read, rewrite
+                return section
+            if code != code_digest():
+                return section
+            for key in deleted:
+                section.pop(key, None)
+            section.update(changed)
+            frames += 1
+            entries += len(changed) + len(deleted)
+        self._deltas[name] = (frames, entries)
         return section
 
     def save(self, *names: str) -> None:
-        """Write the sections used (or those named) atomically: a killed
-        build leaves the old files."""
+        """Write the sections used (or those named): a delta appended in one
+        write, or the whole section atomically. A killed build leaves the
+        old file, or the old file and a torn delta the next load skips."""
         if self.folder is None:
             return
         if self.folder.is_file():  # the single-file cache of an earlier version
             self.folder.unlink()
         self.folder.mkdir(parents=True, exist_ok=True)
         for name in names or tuple(self.sections):
+            section = self.sections[name]
+            loaded = self._loaded.get(name, {})
+            missing = object()
+            changed = {k: v for k, v in section.items() if loaded.get(k, missing) is not v}
+            deleted = [k for k in loaded if k not in section]
+            deltas = self._deltas.get(name)
             path = self.folder / name
-            tmp = path.with_name(f".{name}.tmp-{os.getpid()}")
-            tmp.write_bytes(FORMAT + pickle.dumps((code_digest(), self.sections[name]), protocol=5))
-            os.replace(tmp, path)
+            if deltas is not None and not changed and not deleted:
+                continue
+            if (
+                deltas is not None
+                and deltas[0] < self.MAX_DELTAS
+                and deltas[1] + len(changed) + len(deleted) <= len(section) * self.COMPACT_FRACTION
+            ):
+                frame = pickle.dumps((code_digest(), changed, deleted), protocol=5)
+                with open(path, "ab") as f:
+                    f.write(frame)
+                self._deltas[name] = (deltas[0] + 1, deltas[1] + len(changed) + len(deleted))
+            else:
+                tmp = path.with_name(f".{name}.tmp-{os.getpid()}")
+                with open(tmp, "wb") as f:  # streamed: no second copy of a large section
+                    f.write(FORMAT)
+                    pickle.dump((code_digest(), section), f, protocol=5)
+                os.replace(tmp, path)
+                self._deltas[name] = (0, 0)
+            self._loaded[name] = dict(section)

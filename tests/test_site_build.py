@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from builder import buildcache
 from builder import build as buildmod
 from builder.note import parse_private_key
 from tests.conftest import REPO
@@ -167,7 +168,7 @@ def test_a_damaged_build_cache_costs_time_only(tmp_path: Path, damage: str) -> N
         if damage == "deleted":
             section.unlink()
         elif damage == "garbage":
-            section.write_bytes(b"dreampool-cache/1\n" + os.urandom(200))
+            section.write_bytes(buildcache.FORMAT + os.urandom(200))
         else:
             section.write_bytes(section.read_bytes()[:300])
     report = buildmod.build(tp.content, site, signer=signer)
