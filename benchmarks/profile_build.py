@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from builder import build  # noqa: E402
+from builder import build
 
 STAGES: list[tuple[str, float, float]] = []
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from builder import buildcache
 from builder import build as buildmod
+from builder import buildcache
 from builder.note import parse_private_key
 from tests.conftest import REPO
 from tests.pools import PoolFixture, make_pool
