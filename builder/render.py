@@ -312,7 +312,7 @@ def _environment() -> jinja2.Environment:
 
 
 _ENV = _environment()
-_CARD = _ENV.from_string('{% import "_macros.html" as m with context %}{{ m.card(d, level) }}')
+_CARD = _ENV.from_string('{% import "_macros.html" as m %}{{ m.card(d, root, level) }}')
 
 
 def _root(depth: int) -> str:
