@@ -315,7 +315,7 @@ def _check_logged(
                 f"dream {dream_id} (leaf {index}) has lost its salt content/dreams/{dream_id}.salt",
                 hint="restore it from git history; without it the record cannot be published",
             )
-        want = json.loads(leaves[index])["commitment"]
+        want = logged.commitments[dream_id]
         # An unchanged file (same stat: builder.pool) with the same salt has
         # the commitment an earlier build computed.
         key = (found.stamp, salt) if found.stamp is not None else None
@@ -335,6 +335,7 @@ def _check_logged(
 @dataclass(slots=True)
 class _Logged:
     dreams: dict[str, int] = field(default_factory=dict)
+    commitments: dict[str, str] = field(default_factory=dict)  # dream id -> its leaf's
     keys: dict[str, int] = field(default_factory=dict)
     erasures: dict[str, tuple[int, str]] = field(default_factory=dict)
 
@@ -346,6 +347,7 @@ def _read_leaves(leaves: list[bytes]) -> _Logged:
         kind = obj.get("kind")
         if kind == "dream":
             logged.dreams[obj["id"]] = index
+            logged.commitments[obj["id"]] = obj["commitment"]
         elif kind == "key":
             logged.keys[obj["keyId"]] = index
         elif kind == "erasure":
@@ -385,13 +387,15 @@ class _SaltReader:
 
     def __init__(self, content: Path, cache: dict[Any, Any] | None) -> None:
         self.content = content
+        self.folder = os.path.join(content, "dreams")
         self.known = dict(cache or {})
         self.cache = cache
         if cache is not None:
             cache.clear()
 
     def read(self, dream_id: str) -> str | None:
-        path = self.content / "dreams" / f"{dream_id}.salt"
+        # A str, not a Path: at 100k dreams building Paths cost more than the stats.
+        path = os.path.join(self.folder, f"{dream_id}.salt")
         stamp = file_stamp(path) if self.cache is not None else None
         if stamp is not None and stamp in self.known:
             text: str = self.known[stamp]

@@ -218,10 +218,10 @@ def load_keys(
     for path, match in _scan(
         content / "keys", _KEY_FILE_RE, "<16 hex of the keyId>.yaml", problems
     ):
-        file = str(path)
+        file = path
         stamp = file_stamp(path)
         try:
-            obj = known[stamp] if stamp in known else _strict_yaml(read_regular(path), file)
+            obj = known[stamp] if stamp in known else _strict_yaml(read_regular(Path(path)), file)
         except InputError as exc:
             problems.extend(exc.problems)
             continue
@@ -371,8 +371,9 @@ def _problems_of(exc: DreampoolError, file: str) -> list[Problem]:
 
 def _scan(
     folder: Path, pattern: re.Pattern[str], wanted: str, problems: list[Problem]
-) -> Iterator[tuple[Path, re.Match[str]]]:
-    """Plain files of ``folder`` whose names match ``pattern``, in name order.
+) -> Iterator[tuple[str, re.Match[str]]]:
+    """Plain files of ``folder`` whose names match ``pattern``, in name order,
+    as paths in a str (a Path each costs more than its stat at 100k files).
 
     Anything else (symlinks, folders, other names) is reported, never read.
     """
@@ -395,7 +396,7 @@ def _scan(
                 Problem(str(folder / shown), "", f"unexpected entry; files here are named {wanted}")
             )
             continue
-        yield Path(entry.path), match
+        yield entry.path, match
 
 
 # --- dreams ----------------------------------------------------------------
@@ -452,7 +453,7 @@ def check_key_rules(
 
 @dataclass(frozen=True, slots=True)
 class ScannedDream:
-    path: Path
+    path: str
     dream: dreamfmt.Dream
     stamp: tuple[str, int, int, int, int] | None = None  # see file_stamp()
 
@@ -477,13 +478,17 @@ def scan_dreams(
     reads as its cache), so the log stage need not canonicalize every dream.
     """
     problems: list[Problem] = []
-    candidates: list[tuple[Path, str]] = []
+    candidates: list[tuple[str, str]] = []
     for path, match in _scan(content / "dreams", _ID_FILE_RE, "<dream id>.json", problems):
         if match.group(2) != "salt":  # a salt sits beside its dream (builder.logstate)
             candidates.append((path, match.group(1)))
     known = dict(cache or {})
     stamps = [file_stamp(path) for path, _ in candidates]
-    todo = [path for (path, _), stamp in zip(candidates, stamps, strict=True) if stamp not in known]
+    todo = [
+        Path(path)
+        for (path, _), stamp in zip(candidates, stamps, strict=True)
+        if stamp not in known
+    ]
     fresh = iter(parallel.map_ordered(_check_and_commit, todo))
     checked: list[dreamfmt.Dream | list[Problem]] = []
     for stamp in stamps:
@@ -505,7 +510,7 @@ def scan_dreams(
         on_dream(len(candidates))
     found: list[ScannedDream] = []
     for (path, name_id), result, stamp in zip(candidates, checked, stamps, strict=True):
-        file = str(path)
+        file = path
         if isinstance(result, list):
             problems.extend(result)
             continue
@@ -530,13 +535,13 @@ def scan_dreams(
     return found, problems
 
 
-def file_stamp(path: Path) -> tuple[str, int, int, int, int] | None:
+def file_stamp(path: str | Path) -> tuple[str, int, int, int, int] | None:
     """What identifies a file's bytes without reading them (as git's index does)."""
     try:
         st = os.stat(path, follow_symlinks=False)
     except OSError:
         return None
-    return (path.name, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+    return (os.path.basename(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 
 
 def _check_and_commit(

@@ -8,7 +8,12 @@ Together they are a *unit*, and a unit is a pure function of a few inputs,
 hashed into its key:
 
 * the dream's view (:class:`~builder.model.DreamView`: text, tier, tags, date,
-  lineage), its children's titles and its parent's title or erasure;
+  lineage), its children's titles and its parent's title or erasure. The
+  view's text (title, summary, entries) is read from the signed body, which
+  the dream's leaf hash binds (PROTOCOL.md §2, §3: the leaf holds the
+  commitment, a SHA-256 of the dream and its salt), so the key takes that
+  32-byte hash instead of the text: hashing the repr of every entry was the
+  largest part of an incremental build's unit pass;
 * its salt and the size of the checkpoint its proof is against (the proof and
   record never change once published: PROTOCOL.md §5);
 * the site's title, origin and base URL, the first checkpoint's date (feed
@@ -30,6 +35,7 @@ data into ``&lt;``.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass
 
@@ -44,6 +50,10 @@ Fragments = tuple[bytes, bytes, bytes, bytes]  # see Unit.fragments
 ROOT = "<@root>"
 LEVEL = "<@level>"
 FILES = ("index.html", "record.json", "proof.tlog-proof")
+# The fields of a DreamView that builder.model copies from the signed body
+# unchanged; every other field (a new one too) is part of a unit's key.
+BODY_FIELDS = frozenset({"title", "summary", "entries"})
+VIEW_FIELDS = tuple(f.name for f in dataclasses.fields(DreamView) if f.name not in BODY_FIELDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +84,8 @@ class Units:
         m = self.model
         parent = m.by_id.get(d.parent_id) if d.parent_id else None
         inputs = (
-            d,
+            self.log.tree.hash_at(0, d.index),  # the body (so the text) and the salt
+            tuple(getattr(d, name) for name in VIEW_FIELDS),
             tuple(m.by_id[c].title for c in d.children),
             parent.title if parent else None,
             d.parent_id in self.erased if d.parent_id else None,

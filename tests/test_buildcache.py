@@ -112,3 +112,16 @@ def test_garbage_and_foreign_files_read_as_empty(tmp_path: Path) -> None:
         buildcache.FORMAT + pickle.dumps(("old code", {"a": 1}), protocol=5)
     )
     assert _reload(tmp_path, "units") == {}
+
+
+def test_a_unit_key_leaves_out_only_what_the_leaf_hash_binds() -> None:
+    # builder.units keys a dream's unit by its leaf hash instead of its text;
+    # that holds only for view fields copied from the signed body unchanged.
+    import dataclasses
+
+    from builder import model, units
+
+    names = {f.name for f in dataclasses.fields(model.DreamView)}
+    assert names >= units.BODY_FIELDS
+    assert set(units.VIEW_FIELDS) == names - units.BODY_FIELDS
+    assert {"tags", "tier", "children", "parent_in_pool", "author_slug"} <= set(units.VIEW_FIELDS)
