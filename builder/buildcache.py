@@ -27,6 +27,7 @@ can write it can write the site), like ``__pycache__``.
 from __future__ import annotations
 
 import functools
+import gc
 import hashlib
 import io
 import os
@@ -109,6 +110,17 @@ class BuildCache:
             return {}
         stream = io.BytesIO(data)
         stream.seek(len(FORMAT))
+        # Unpickling makes millions of objects, none of them garbage: without
+        # this, the collector walks them over and over while they are made.
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._read_frames(name, stream, len(data))
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+
+    def _read_frames(self, name: str, stream: io.BytesIO, size: int) -> dict[Any, Any]:
         try:
             code, section = pickle.load(stream)
         except Exception:  # a damaged cache is a cold build, never an error
@@ -116,7 +128,7 @@ class BuildCache:
         if code != code_digest() or not isinstance(section, dict):
             return {}
         frames = entries = 0
-        while stream.tell() < len(data):
+        while stream.tell() < size:
             try:
                 code, changed, deleted = pickle.load(stream)
             except Exception:  # a torn last frame: keep what was read, rewrite

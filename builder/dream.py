@@ -107,6 +107,11 @@ class Dream:
     public_key: bytes
     body: Mapping[str, Any]
 
+    def __reduce__(self) -> tuple[type[Dream], tuple[str, str, bytes, Mapping[str, Any]]]:
+        # The build cache pickles every verified dream; the default for a
+        # frozen slots dataclass calls dataclasses.fields() once per object.
+        return (Dream, (self.id, self.key_id, self.public_key, self.body))
+
     @property
     def author(self) -> str:
         return str(self.body["author"])
