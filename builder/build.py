@@ -102,6 +102,15 @@ def _frozen_after(
     return stage
 
 
+def _count_dreams(content: Path) -> int:
+    """How many dream files there are, for the progress bar (the scan checks them)."""
+    try:
+        with os.scandir(content / "dreams") as entries:
+            return sum(1 for e in entries if e.name.endswith(".json"))
+    except FileNotFoundError:
+        return 0
+
+
 def _build(
     content: Path,
     out: Path,
@@ -117,7 +126,7 @@ def _build(
     directory, key_problems = pool.load_keys(content, cache=cache["keys"])
     if key_problems:
         raise InputError(key_problems, hint="fix the key directory (content/keys) first")
-    total = sum(1 for p in (content / "dreams").glob("*.json"))
+    total = _count_dreams(content)
     known = set(cache["scan"])
     with stage("scan"), Progress(total, "verifying dreams", enabled=progress_enabled(quiet)) as bar:
         scanned, refused = pool.scan_dreams(

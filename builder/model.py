@@ -26,7 +26,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from builder.b64 import b64_encode
 from builder.logbuild import Log
@@ -87,16 +87,16 @@ class AuthorView:
     tier: str  # the highest tier of the author's keys
 
 
-@dataclass(frozen=True, slots=True)
-class EntryView:
+# Named tuples, not dataclasses: a model holds ten entries a dream, a million
+# at 100k dreams, and a tuple is made in a fifth of the time.
+class EntryView(NamedTuple):
     text: str
     type: str
     confidence: str
     source: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class TagRef:
+class TagRef(NamedTuple):
     name: str
     slug: str
 

@@ -416,8 +416,9 @@ def list_pages(
     ``diary_item(dream, root)`` its line in a diary.
 
     With ``dream_key`` (a key of everything a dream's fragments show:
-    :meth:`builder.units.Units.key`), tag pages and diaries, the pages there
-    are many of, carry a key: their own parameters and their dreams' keys.
+    :meth:`builder.units.Units.key`), tag pages, diaries and the lineage page
+    carry a key: their own parameters (for lineage, the trees' shape) and
+    their dreams' keys.
     """
 
     def page(path: str, template: str, nav: str, key: str | None = None, **context: Any) -> Page:
@@ -463,7 +464,15 @@ def list_pages(
                 pages=pages,
             )
     trees = [(r, lineage_walk(model, r)) for r in lineage_roots(model)]
-    yield page("lineage/index.html", "lineage.html", "lineage", trees=trees)
+    shape = [[(s.kind, s.dream.id if s.dream else None) for s in steps] for _, steps in trees]
+    in_trees = [s.dream for _, steps in trees for s in steps if s.dream is not None]
+    yield page(
+        "lineage/index.html",
+        "lineage.html",
+        "lineage",
+        key=key_of("lineage", shape, dreams=in_trees),
+        trees=trees,
+    )
     yield page("log/index.html", "log.html", "log")
     yield page("search/index.html", "search.html", "search")
     yield page("verify/index.html", "verify.html", "verify")

@@ -85,7 +85,8 @@ class Units:
         parent = m.by_id.get(d.parent_id) if d.parent_id else None
         inputs = (
             self.log.tree.hash_at(0, d.index),  # the body (so the text) and the salt
-            tuple(getattr(d, name) for name in VIEW_FIELDS),
+            tuple(getattr(d, name) for name in VIEW_FIELDS if name != "tags"),
+            tuple((t.name, t.slug) for t in d.tags),  # a dataclass repr costs 5x a tuple's
             tuple(m.by_id[c].title for c in d.children),
             parent.title if parent else None,
             d.parent_id in self.erased if d.parent_id else None,

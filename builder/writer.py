@@ -94,7 +94,7 @@ class SiteWriter:
         self.gen = self.root / self.target
         self._gen = str(self.gen)
         self._live = f"{self.root}/{live}"
-        self.live_manifest = (_read_manifest(self.root / f"manifest-{live}") or {}) if live else {}
+        self._live_manifest: dict[str, Entry] | None = None if live else {}
         had = _read_manifest(self.root / f"manifest-{self.target}")
         # From here until commit the target generation is being changed.
         with contextlib.suppress(FileNotFoundError):
@@ -123,6 +123,14 @@ class SiteWriter:
         finally:
             _LOCKS.discard(self._lock)
             os.close(self._lock)
+
+    @property
+    def live_manifest(self) -> dict[str, Entry]:
+        """The live generation's manifest, read when first needed: a build
+        that finds its files in its own generation never needs it."""
+        if self._live_manifest is None:
+            self._live_manifest = _read_manifest(self.root / f"manifest-{self.live}") or {}
+        return self._live_manifest
 
     # --- adding files -----------------------------------------------------
 
