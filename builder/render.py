@@ -282,11 +282,19 @@ def search_entry(d: DreamView) -> str:
     return json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
 
 
-def search_index(model: SiteModel, entry: Callable[[DreamView], str] = search_entry) -> bytes:
+def search_entry_bytes(d: DreamView) -> bytes:
+    return search_entry(d).encode()
+
+
+def search_index(
+    model: SiteModel, entry: Callable[[DreamView], bytes] = search_entry_bytes
+) -> bytes:
     """search/index.json: ``{"format": …, "dreams": [entry, …]}``, newest first,
-    compact (the bytes of ``json.dumps`` of the whole, built from the entries)."""
-    dreams = ",".join(entry(d) for d in model.dreams)
-    return f'{{"format":"dreampool-search/v1","dreams":[{dreams}]}}'.encode()
+    compact (the bytes of ``json.dumps`` of the whole, built from the entries).
+    Joined as UTF-8 bytes: as one str, CJK text takes two or four bytes a
+    character, and the index of 100k dreams was the build's peak memory."""
+    dreams = b",".join(entry(d) for d in model.dreams)
+    return b'{"format":"dreampool-search/v1","dreams":[' + dreams + b"]}"
 
 
 # --- Pages ---------------------------------------------------------------------
@@ -306,9 +314,21 @@ def _environment() -> jinja2.Environment:
     env.filters["excerpt"] = excerpt
     env.tests["web_url"] = is_web_url
     env.globals.update(
-        NAV=NAV, CSP=CSP, ENTRY_HEADINGS=ENTRY_HEADINGS, LINK_REL=LINK_REL, proof_size=proof_size
+        NAV=NAV,
+        CSP=CSP,
+        ENTRY_HEADINGS=ENTRY_HEADINGS,
+        LINK_REL=LINK_REL,
+        proof_size=proof_size,
+        nav_links=nav_links,
     )
     return env
+
+
+@functools.lru_cache(maxsize=256)
+def nav_links(root: str, nav: str) -> Markup:
+    """The navigation's items for pages at one depth with one current link:
+    the same on every dream page, so rendered once, not per page."""
+    return Markup(_ENV.get_template("_nav.html").render(root=root, nav=nav))
 
 
 _ENV = _environment()
@@ -405,7 +425,7 @@ def list_pages(
     diary_item: Callable[[DreamView, str], Markup],
     *,
     dream_key: Callable[[DreamView], str] | None = None,
-    search_entry: Callable[[DreamView], str] = search_entry,
+    search_entry: Callable[[DreamView], bytes] = search_entry_bytes,
 ) -> Iterator[Page]:
     """Every page but the dreams' own, the search index and the static assets.
 

@@ -172,8 +172,8 @@ class Units:
     def feed_entry_for(self, d: DreamView) -> str:
         return self._of(d)[2].decode()
 
-    def search_entry_for(self, d: DreamView) -> str:
-        return self._of(d)[3].decode()
+    def search_entry_for(self, d: DreamView) -> bytes:
+        return self._of(d)[3]
 
     def key_for(self, d: DreamView) -> str:
         """The unit's key (computed by :meth:`write` for every dream of the model)."""
