@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from typing import Any
 
 import rfc8785
@@ -31,6 +32,7 @@ DEFAULT_MAX_BYTES = 64 * 1024
 DEFAULT_MAX_DEPTH = 32
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_INTERN_MAX = 16  # values this short (entry types, confidences) repeat across dreams
 
 
 class JSONError(ValueError):
@@ -164,7 +166,12 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         if key in result:
             shown = key if len(key) <= 64 and not _SURROGATE.search(key) else f"<{len(key)} chars>"
             raise JSONError(f"duplicate member name {shown!r} in one object")
-        result[key] = value
+        # Interned, names and short values: a build holds every dream's body,
+        # and without this each holds its own "text", "type", "fact",
+        # "likely"… (a third of a body's memory).
+        if type(value) is str and len(value) <= _INTERN_MAX:
+            value = sys.intern(value)
+        result[sys.intern(key)] = value
     return result
 
 
