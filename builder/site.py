@@ -57,8 +57,7 @@ def _write_pages(pages: Iterable[renderer.Page], w: SiteWriter, cache: BuildCach
     new: dict[str, tuple[str, bytes]] = {}
     for page in pages:
         hit = old.get(page.path) if page.key is not None else None
-        if hit is not None and hit[0] == page.key and w.can_keep(page.path, hit[1]):
-            w.keep(page.path, hit[1])
+        if hit is not None and hit[0] == page.key and w.keep_all(((page.path, hit[1]),)):
             new[page.path] = hit
             continue
         d = w.add(page.path, page.render())

@@ -107,9 +107,7 @@ class Units:
         for d in self.model.dreams:
             key = self.keys[d.id] = self.key(d)
             hit = old.get(d.id)
-            if hit is not None and hit[0] == key and all(w.can_keep(p, h) for p, h in hit[2]):
-                for path, want in hit[2]:
-                    w.keep(path, want)
+            if hit is not None and hit[0] == key and w.keep_all(hit[2]):
                 self.fragments[d.id] = hit[1]
                 new[d.id] = hit
             else:

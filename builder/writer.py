@@ -32,7 +32,7 @@ import fcntl
 import hashlib
 import os
 import shutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -199,12 +199,49 @@ class SiteWriter:
         entry = self.live_manifest.get(rel)
         return entry is not None and entry[0] == want and _unchanged(f"{self._live}/{rel}", entry)
 
+    def keep_all(self, files: Sequence[tuple[str, bytes]]) -> bool:
+        """Keep every one of ``files`` (path, digest of the bytes a past build
+        wrote there) if the generations hold them all; else keep none and
+        return False (the caller renders them)."""
+        if self._keep_own(files):
+            return True
+        if not all(self.can_keep(rel, want) for rel, want in files):
+            return False
+        for rel, want in files:
+            self.keep(rel, want)
+        return True
+
+    def _keep_own(self, files: Sequence[tuple[str, bytes]]) -> bool:
+        """:meth:`keep_all` when this generation holds every file as recorded,
+        unedited: the common case of an incremental build, made cheap (one
+        stat a file, no link). The paths come from a manifest and the cache,
+        written by builds that checked them (:func:`check_path`) when they
+        stored them."""
+        found = []
+        for rel, want in files:
+            entry = self.had.get(rel)
+            if entry is None or entry[0] != want or rel in self._claimed:
+                return False
+            try:
+                st = os.stat(f"{self._gen}/{rel}", follow_symlinks=False)
+            except OSError:
+                return False
+            if st.st_size != entry[1] or st.st_mtime_ns != entry[2]:
+                return False
+            found.append((rel, entry))
+        for rel, entry in found:
+            self._claimed.add(rel)
+            self.written[rel] = entry
+        return True
+
     def keep(self, rel: str, want: bytes) -> None:
         """The file at ``rel`` is unchanged from a build whose bytes had digest
         ``want``; :meth:`can_keep` must have said so just before."""
         self._claim(rel)
         entry = self.had.get(rel)
-        if entry is not None and entry[0] == want:
+        # Only as it was recorded: a copy edited in place is replaced from the
+        # live generation (can_keep said one of the two would do).
+        if entry is not None and entry[0] == want and _unchanged(f"{self._gen}/{rel}", entry):
             self.written[rel] = entry
             return
         entry = self.live_manifest.get(rel)

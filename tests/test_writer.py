@@ -95,6 +95,36 @@ def test_kept_files_come_from_the_live_generation(tmp_path: Path) -> None:
     assert tree(out) == {"a.html": b"A", "b.html": b"B2"}
 
 
+def test_keep_all_keeps_a_whole_unit_or_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "site"
+    files = {"d/index.html": b"page", "d/record.json": b"{}", "x.html": b"x"}
+    writer.write_tree(out, files)
+    writer.write_tree(out, files)  # both generations hold them now
+    digests = {rel: writer.digest(data) for rel, data in files.items()}
+    unit = [(rel, digests[rel]) for rel in ("d/index.html", "d/record.json")]
+    with writer.SiteWriter(out) as w:
+        # the generation being built holds both: kept without a link
+        assert w.keep_all(unit)
+        assert w.keep_all([("x.html", digests["x.html"])])
+    assert tree(out) == files
+    # edited in place in the generation about to be built: kept from the
+    # live one instead, and the edit is undone
+    target = tmp_path / ".site.builds" / ("a" if os.readlink(out).endswith("b") else "b")
+    (target / "d" / "record.json").write_bytes(b"edited!")
+    with writer.SiteWriter(out) as w:
+        assert w.keep_all(unit)
+        assert w.keep_all([("x.html", digests["x.html"])])
+    assert tree(out) == files
+    # one file of the unit held nowhere with that digest: none is kept, and
+    # the caller may write them all
+    with writer.SiteWriter(out) as w:
+        assert not w.keep_all([unit[0], ("d/record.json", writer.digest(b"new"))])
+        w.add("d/index.html", b"page")
+        w.add("d/record.json", b"new")
+        w.add("x.html", b"x")
+    assert tree(out)["d/record.json"] == b"new"
+
+
 def test_a_refused_write_leaves_the_live_site(tmp_path: Path) -> None:
     out = tmp_path / "site"
     writer.write_tree(out, plan_of(3))
