@@ -77,12 +77,22 @@ def build(
     quiet: bool = False,
     stages: Callable[[str], AbstractContextManager[object]] | None = None,
 ) -> BuildReport:
-    """``stages(name)``, if given, wraps each stage (benchmarks/profile_build.py times them)."""
+    """``stages(name)``, if given, wraps each stage (benchmarks/profile_build.py times them).
+
+    The cyclic garbage collector is off while a build runs (and in the
+    workers it forks): a build makes millions of objects that all live to its
+    end, and rendering pages makes no cycles (measured: none after 1,000 dream
+    pages and 200 list pages). With it on, collections were 45% of the model
+    stage at 100k dreams. Reference counting still frees everything else."""
     stage = _frozen_after(stages or (lambda name: nullcontext()))
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         return _build(content, out, signer=signer, base_url=base_url, quiet=quiet, stage=stage)
     finally:
         gc.unfreeze()
+        if collecting:
+            gc.enable()
 
 
 def _frozen_after(
