@@ -26,7 +26,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from builder import buildcache, logbuild, model, pool, site, writer
+from builder import buildcache, logbuild, model, pool, render, site, writer
 from builder.errors import InputError, KeyStoreError, Problem
 from builder.note import Signer, parse_private_key
 from builder.progress import Progress, progress_enabled
@@ -133,6 +133,7 @@ def _build(
     started = time.monotonic()
     config = pool.load_config(content)
     cache = buildcache.BuildCache(writer.builds_dir(out) / "cache")
+    render.use_bytecode_cache(writer.builds_dir(out) / "cache" / "jinja")
     directory, key_problems = pool.load_keys(content, cache=cache["keys"])
     if key_problems:
         raise InputError(key_problems, hint="fix the key directory (content/keys) first")

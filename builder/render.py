@@ -51,6 +51,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from importlib import resources
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -332,6 +333,20 @@ def nav_links(root: str, nav: str) -> Markup:
 
 
 _ENV = _environment()
+
+
+def use_bytecode_cache(folder: Path | None) -> None:
+    """Keep compiled templates in ``folder`` (in the build cache), or stop.
+    Compiling the templates took ~0.1 s of every build, a fifth of a build
+    after one new dream at 10k. Jinja checks each file against its template
+    source and recompiles a stale or damaged one."""
+    if folder is None:
+        _ENV.bytecode_cache = None
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    _ENV.bytecode_cache = jinja2.FileSystemBytecodeCache(str(folder))
+
+
 _CARD = _ENV.from_string('{% import "_macros.html" as m %}{{ m.card(d, root, level) }}')
 
 

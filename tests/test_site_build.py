@@ -162,8 +162,9 @@ def test_a_damaged_build_cache_costs_time_only(tmp_path: Path, damage: str) -> N
     buildmod.build(tp.content, site, signer=signer)
     tp.add("bob", 2)
     cache = tmp_path / ".site.builds" / "cache"
-    sections = sorted(cache.iterdir())
+    sections = sorted(p for p in cache.rglob("*") if p.is_file())
     assert {p.name for p in sections} >= {"scan", "units", "words", "keys"}
+    # (and jinja/, compiled templates, when this process had not compiled them yet)
     for section in sections:
         if damage == "deleted":
             section.unlink()
@@ -173,6 +174,26 @@ def test_a_damaged_build_cache_costs_time_only(tmp_path: Path, damage: str) -> N
             section.write_bytes(section.read_bytes()[:300])
     report = buildmod.build(tp.content, site, signer=signer)
     assert report.verified == 22 and report.rendered == 22
+    cold = tmp_path / "cold"
+    buildmod.build(tp.content, cold, signer=None)
+    assert tree(site) == tree(cold)
+
+
+def test_damaged_compiled_templates_are_compiled_again(tmp_path: Path) -> None:
+    # In a new process, where no template is compiled yet (builder.render
+    # keeps compiled templates in the build cache's jinja/ folder).
+    tp = make_pool(tmp_path)
+    tp.add("ada", 3)
+    site = tmp_path / "site"
+    env = {**os.environ, "DREAMPOOL_LOG_KEY": tp.log_key}
+    subprocess.run(_build_cmd(tp, site), check=True, env=env, capture_output=True)
+    compiled = sorted((tmp_path / ".site.builds" / "cache" / "jinja").iterdir())
+    assert len(compiled) >= 10
+    for i, path in enumerate(compiled):
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) // 2] if i % 2 else os.urandom(len(data)))
+    tp.add("bob", 1)
+    subprocess.run(_build_cmd(tp, site), check=True, env=env, capture_output=True)
     cold = tmp_path / "cold"
     buildmod.build(tp.content, cold, signer=None)
     assert tree(site) == tree(cold)
