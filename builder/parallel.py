@@ -10,10 +10,15 @@ Small inputs stay in this process, where forking would cost more than it saves.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import gc
 import multiprocessing
 import os
+import signal
+import sys
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -103,7 +108,10 @@ def background(
     # An executor, not a Pool: if the process dies (the OOM killer), result()
     # raises BrokenProcessPool instead of waiting forever.
     executor = ProcessPoolExecutor(
-        1, mp_context=multiprocessing.get_context("fork"), initializer=initializer
+        1,
+        mp_context=multiprocessing.get_context("fork"),
+        initializer=_start_worker,
+        initargs=(os.getpid(), initializer),
     )
     try:
         pending = executor.submit(_run_background)
@@ -129,7 +137,38 @@ def _fork_pool(processes: int) -> Any:
     (and, by writing to their headers, copy page by page) every object the
     build holds, which made workers twice as slow as the same work inline."""
     gc.freeze()
-    return multiprocessing.get_context("fork").Pool(processes)
+    return multiprocessing.get_context("fork").Pool(
+        processes, initializer=_start_worker, initargs=(os.getpid(), None)
+    )
+
+
+def _start_worker(parent: int, then: Callable[[], None] | None) -> None:
+    """First thing in a worker: end when the build that forked it ends.
+
+    A worker waits for tasks on a pipe whose other end its siblings also
+    hold, so when the build is killed (SIGKILL, the OOM killer) it would wait
+    forever, holding its memory and its copy of the build lock, and every
+    later build would stop at "another build is writing". On Linux the kernel
+    kills it with its parent (PR_SET_PDEATHSIG); elsewhere a thread watches
+    for the parent to go."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    else:
+        threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    if os.getppid() != parent:  # the parent died before the line above
+        os._exit(1)
+    if then is not None:
+        then()
+
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
 
 
 def _run_background() -> Any:

@@ -1,0 +1,81 @@
+"""A build's worker processes end with it (builder.parallel).
+
+Killed builds (SIGKILL, the OOM killer) used to leave their forked workers
+waiting forever on a pipe, holding memory and the build lock.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from builder import parallel
+
+REPO = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.skipif(
+    parallel.workers() < 2, reason="one core: builder.parallel runs everything inline"
+)
+
+SCRIPT = """
+import os, sys, time
+sys.path.insert(0, {repo!r})
+from builder import parallel
+
+folder = {folder!r}
+
+def mark(x):
+    open(os.path.join(folder, str(os.getpid())), "w").close()
+    time.sleep(0.05)
+    return x
+
+if {mode!r} == "pool":
+    for _ in parallel.imap_ordered(mark, list(range(100_000))):
+        pass
+else:
+    with parallel.background(lambda _: (mark(0), time.sleep(600)), None) as pending:
+        pending()
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    return "\nState:\tZ" not in status  # a zombie has ended, whoever reaps it
+
+
+@pytest.mark.parametrize("mode", ["pool", "background"])
+def test_workers_end_when_the_build_is_killed(tmp_path: Path, mode: str) -> None:
+    script = SCRIPT.format(repo=str(REPO), folder=str(tmp_path), mode=mode)
+    proc = subprocess.Popen([sys.executable, "-c", script])
+    want = 2 if mode == "pool" else 1
+    deadline = time.monotonic() + 30
+    while len(list(tmp_path.iterdir())) < want:
+        assert proc.poll() is None, "the script ended before its workers started"
+        assert time.monotonic() < deadline, "workers never started"
+        time.sleep(0.05)
+    workers = [int(p.name) for p in tmp_path.iterdir()]
+    assert proc.pid not in workers
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [pid for pid in workers if _alive(pid)]
+    for pid in left:  # do not leave them behind even when the test fails
+        os.kill(pid, signal.SIGKILL)
+    assert left == []
