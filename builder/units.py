@@ -14,8 +14,9 @@ hashed into its key:
   commitment, a SHA-256 of the dream and its salt), so the key takes that
   32-byte hash instead of the text: hashing the repr of every entry was the
   largest part of an incremental build's unit pass;
-* its salt and the size of the checkpoint its proof is against (the proof and
-  record never change once published: PROTOCOL.md §5);
+* the size of the checkpoint its proof is against (the proof and record
+  never change once published: PROTOCOL.md §5; the record's salt is bound
+  by the leaf hash above);
 * the site's title, origin and base URL, the first checkpoint's date (feed
   entry ids), and the builder's code
   (:func:`builder.buildcache.code_digest`).
@@ -91,7 +92,6 @@ class Units:
             parent.title if parent else None,
             d.parent_id in self.erased if d.parent_id else None,
             render.proof_size(m, d.index),
-            self.log.dreams[d.id].salt,
             m.title,
             m.origin,
             m.base_url,

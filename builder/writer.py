@@ -222,11 +222,7 @@ class SiteWriter:
             entry = self.had.get(rel)
             if entry is None or entry[0] != want or rel in self._claimed:
                 return False
-            try:
-                st = os.stat(f"{self._gen}/{rel}", follow_symlinks=False)
-            except OSError:
-                return False
-            if st.st_size != entry[1] or st.st_mtime_ns != entry[2]:
+            if not _unchanged(f"{self._gen}/{rel}", entry):
                 return False
             found.append((rel, entry))
         for rel, entry in found:
