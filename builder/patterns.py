@@ -39,6 +39,7 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
+from builder import parallel
 from builder.model import ENTRY_ORDER, TIER_RANK, DreamView, SiteModel
 
 __all__ = [
@@ -220,6 +221,7 @@ def compute_patterns(
     min_tier: str = "member",
     limit: int = 40,
     words: dict[str, DreamWords] | None = None,
+    spread: bool = False,
 ) -> Patterns:
     """The tag and keyword patterns of the pool, by the rule in the module doc.
 
@@ -227,11 +229,19 @@ def compute_patterns(
     (it bounds the keywords only: tags are few, words are many). ``words``,
     if given, holds :func:`dream_words` by dream id from an earlier build (a
     dream's words depend on its id alone); it is left holding exactly the
-    counted dreams' words, for the next build."""
+    counted dreams' words, for the next build. With ``spread``, the words
+    not known yet are found on every core (:func:`builder.parallel.map_ordered`):
+    jieba takes ≈330 µs a dream, 5 minutes on one core at a million dreams."""
     if limit < 0:
         raise ValueError(f"limit must be >= 0, is {limit}")
     counted = _counted(model, min_tier)
     known = dict(words or {})
+    if spread:
+        missing = [d for d, _ in counted if d.id not in known]
+        if missing:
+            _segmenter()  # its dictionary loaded once, here, and shared by the forks
+            spread_out = parallel.map_ordered(dream_words, missing)
+            known.update(zip((d.id for d in missing), spread_out, strict=True))
     if words is not None:
         words.clear()
     tags: dict[str, _Tally] = {}

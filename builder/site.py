@@ -4,7 +4,8 @@ The dreams' own files (:mod:`builder.units`: pages, records, proofs, cards,
 kept or rendered on every core), the log's files
 (:func:`builder.logbuild.publish_log`), the list pages (:mod:`builder.render`),
 aggregate patterns (:mod:`builder.patterns`, computed in a forked process
-while the rest is written, or after it above ``BACKGROUND_PATTERNS_LIMIT``),
+while the rest is written, or after it, on every core, above
+``BACKGROUND_PATTERNS_LIMIT``),
 feeds, sitemap and the JSON API
 (:mod:`builder.feeds`) and the agents' exports (:mod:`builder.agents`). Two
 stages claiming one path is a bug: the writer refuses it rather than letting
@@ -24,7 +25,9 @@ from builder.writer import SiteWriter
 
 # Above this many dreams the patterns are computed in this process, after the
 # pages: a forked process reading every dream's text copies those memory pages
-# (refcounts are writes), and at 1M dreams that copy alone was over 10 GB.
+# (refcounts are writes), and at 1M dreams that copy alone was over 10 GB. The
+# keywords not cached yet are then found by workers that get the dreams they
+# need pickled (builder.parallel.map_ordered), as the unit workers do.
 BACKGROUND_PATTERNS_LIMIT = 200_000
 
 
@@ -32,7 +35,7 @@ def write_site(log: logbuild.Log, model: SiteModel, w: SiteWriter, cache: BuildC
     """Write every file of the site into ``w``; returns how many dream units were rendered."""
     fork = len(model.dreams) <= BACKGROUND_PATTERNS_LIMIT
     with parallel.background(
-        _patterns, (model, cache), enabled=fork, initializer=writer.drop_locks
+        _patterns, (model, cache, not fork), enabled=fork, initializer=writer.drop_locks
     ) as pending:
         units = Units(log, model, cache)
         rendered = units.write(w)
@@ -66,12 +69,12 @@ def _write_pages(pages: Iterable[renderer.Page], w: SiteWriter, cache: BuildCach
     cache.sections["pages"] = new
 
 
-def _patterns(arg: tuple[SiteModel, BuildCache]) -> str:
-    # In a forked process (or inline without a second core): the keywords
-    # section of the cache is read and written here, never by the parent.
-    model, cache = arg
-    html = str(
-        patterns.render_patterns_html(patterns.compute_patterns(model, words=cache["words"]))
-    )
+def _patterns(arg: tuple[SiteModel, BuildCache, bool]) -> str:
+    # In a forked process (or inline, after the pages, spreading the keyword
+    # search over the cores): the keywords section of the cache is read and
+    # written here, never by the parent while the process runs.
+    model, cache, spread = arg
+    found = patterns.compute_patterns(model, words=cache["words"], spread=spread)
+    html = str(patterns.render_patterns_html(found))
     cache.save("words")
     return html

@@ -1,5 +1,6 @@
 """The build cache's file format: whole sections, appended deltas, and
-damage that costs time only (builder.buildcache)."""
+damage that costs time only (builder.buildcache); fragments kept deflated
+(builder.units)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ import os
 import pickle
 from pathlib import Path
 
-from builder import buildcache
+from hypothesis import given
+from hypothesis import strategies as st
+
+from builder import buildcache, units
 from builder.buildcache import BuildCache
 
 
@@ -125,3 +129,17 @@ def test_a_unit_key_leaves_out_only_what_the_leaf_hash_binds() -> None:
     assert names >= units.BODY_FIELDS
     assert set(units.VIEW_FIELDS) == names - units.BODY_FIELDS
     assert {"tags", "tier", "children", "parent_in_pool", "author_slug"} <= set(units.VIEW_FIELDS)
+
+
+@given(st.binary(max_size=4096))
+def test_a_squeezed_fragment_reads_back_as_rendered(fragment: bytes) -> None:
+    stored = units.squeeze(fragment)
+    assert stored[:1] == units.SQUEEZED
+    assert units.unsqueeze(stored) == fragment
+
+
+@given(st.binary(max_size=512).filter(lambda b: b[:1] != units.SQUEEZED))
+def test_a_raw_fragment_reads_back_unchanged(fragment: bytes) -> None:
+    # Caches written below SQUEEZE_ABOVE hold raw fragments; a pool that
+    # grows past it reads them beside squeezed ones.
+    assert units.unsqueeze(fragment) is fragment

@@ -360,3 +360,27 @@ def test_an_empty_pool_renders() -> None:
     html = render_patterns_html(p)
     ET.fromstring(f"<div>{html}</div>")
     assert "No tag" in html and "No word" in html
+
+
+def test_words_found_on_every_core_are_the_words_found_here() -> None:
+    # 260 dreams: past parallel.MIN_ITEMS, so spread=True forks its workers.
+    texts = ["缓存在部署后失效", "the parser doubled its memory", "索引重建 slowed rebuild"]
+    m = model_of(
+        [
+            D(
+                f"a{i % 7}",
+                [f"t{i % 3}"],
+                [("fact", texts[i % 3]), ("lesson", f"lesson {i} about retries")],
+                title=f"dream {texts[(i + 1) % 3]}",
+            )
+            for i in range(260)
+        ]
+    )
+    here: dict[str, Any] = {}
+    spread: dict[str, Any] = {"id0003": (("stale",), ())}  # a cached entry is kept as it is
+    want = compute_patterns(m, words=here)
+    assert compute_patterns(m, words=spread, spread=True) != want  # "stale" is counted once
+    assert spread.keys() == here.keys() and spread["id0003"] == (("stale",), ())
+    del spread["id0003"]
+    assert compute_patterns(m, words=spread, spread=True) == want
+    assert spread == here

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from builder import build as buildmod
-from builder import buildcache
+from builder import buildcache, units
+from builder.buildcache import BuildCache
 from builder.note import parse_private_key
 from tests.conftest import REPO
 from tests.pools import PoolFixture, make_pool
@@ -151,6 +152,30 @@ def test_incremental_and_cold_builds_are_byte_identical(tmp_path: Path) -> None:
     assert (cold / "tags" / "shared" / "3" / "index.html").is_file()
     assert not (cold / "tags" / "shared" / "4").exists()
     assert broken_links(cold, "/") == []
+
+
+def test_deflated_fragments_change_no_byte(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pools above units.SQUEEZE_ABOVE keep cards, diary lines, feed and search
+    entries deflated in memory and in the cache. A pool that grows past it
+    keeps its raw ones beside new deflated ones; none of it shows in a byte."""
+    tp = make_pool(tmp_path)
+    signer = parse_private_key(tp.log_key)
+    raw = tp.add("ada", 12, tags=["shared"])
+    site = tmp_path / "site"
+    buildmod.build(tp.content, site, signer=signer)
+    monkeypatch.setattr(units, "SQUEEZE_ABOVE", 10)
+    squeezed = tp.add("墨子", 2, tags=["shared"])
+    report = buildmod.build(tp.content, site, signer=signer)
+    assert report.rendered == 2  # the twelve raw units are kept, fragments and all
+    kept = BuildCache(tmp_path / ".site.builds" / "cache")["units"]
+    assert {kept[i][1][0][:1] for i in raw} != {units.SQUEEZED}
+    assert {f[:1] for i in squeezed for f in kept[i][1]} == {units.SQUEEZED}
+    cold_squeezed = tmp_path / "cold-squeezed"
+    buildmod.build(tp.content, cold_squeezed, signer=None)
+    monkeypatch.undo()
+    cold_raw = tmp_path / "cold-raw"
+    buildmod.build(tp.content, cold_raw, signer=None)
+    assert tree(site) == tree(cold_raw) == tree(cold_squeezed)
 
 
 @pytest.mark.parametrize("damage", ["deleted", "garbage", "truncated"])
