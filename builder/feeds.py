@@ -6,7 +6,8 @@
     feed.xml                   the pool's 50 newest dreams (Atom 1.0, RFC 4287)
     authors/<slug>/feed.xml    an author's 50 newest dreams, anonymized ones left out
     tags/<slug>/feed.xml       a tag's 50 newest dreams
-    sitemap.xml                every HTML page (sitemaps.org protocol 0.9)
+    sitemap.xml                every HTML page (sitemaps.org protocol 0.9); above
+                               50,000 pages an index of sitemap-1.xml, sitemap-2.xml …
     robots.txt                 allow all, and where the sitemap is
     api/dreams.json            every dream's metadata for programs, newest first
 
@@ -43,6 +44,8 @@ from builder.model import AuthorView, DreamView, SiteModel, TagView
 
 ATOM_NS = "http://www.w3.org/2005/Atom"
 SITEMAP_NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
+# sitemaps.org: "no more than 50,000 URLs" a file (and 50 MB: ours stay near 5 MB).
+SITEMAP_LIMIT = 50_000
 API_FORMAT = "dreampool-api/v1"
 FEED_LIMIT = 50
 SUMMARY_LIMIT = 300
@@ -87,7 +90,7 @@ def render_feeds(
         plan[f"authors/{author.slug}/feed.xml"] = _author_feed(model, author, entry)
     for tag in model.tags:
         plan[f"tags/{tag.slug}/feed.xml"] = _tag_feed(model, tag, entry)
-    plan["sitemap.xml"] = _sitemap(model)
+    plan.update(_sitemaps(model))
     plan["robots.txt"] = _robots(model)
     plan["api/dreams.json"] = _api(model)
     return plan
@@ -287,9 +290,32 @@ def sitemap_pages(model: SiteModel) -> list[tuple[str, str | None]]:
     return pages
 
 
-def _sitemap(model: SiteModel) -> bytes:
+def _sitemaps(model: SiteModel) -> dict[str, bytes]:
+    """``sitemap.xml``: every page, or above :data:`SITEMAP_LIMIT` pages an
+    index of ``sitemap-1.xml`` … each of that many (sitemaps.org, "Using
+    Sitemap index files"). They sit at the root, beside the index: a sitemap
+    may only list URLs under its own folder."""
+    pages = sitemap_pages(model)
+    if len(pages) <= SITEMAP_LIMIT:
+        return {"sitemap.xml": _urlset(model, pages)}
+    plan: dict[str, bytes] = {}
+    lines = [f'<sitemapindex xmlns="{SITEMAP_NS}">']
+    for number, start in enumerate(range(0, len(pages), SITEMAP_LIMIT), 1):
+        part = pages[start : start + SITEMAP_LIMIT]
+        path = f"sitemap-{number}.xml"
+        plan[path] = _urlset(model, part)
+        # Its newest page's date (RFC 3339 UTC strings of one shape sort as times).
+        newest = max((lastmod for _, lastmod in part if lastmod), default=None)
+        loc = _el("loc", _href(model, path))
+        mod = _el("lastmod", newest) if newest else ""
+        lines.append(f"  <sitemap>{loc}{mod}</sitemap>")
+    lines.append("</sitemapindex>")
+    return {"sitemap.xml": _document(lines), **plan}
+
+
+def _urlset(model: SiteModel, pages: Iterable[tuple[str, str | None]]) -> bytes:
     lines = [f'<urlset xmlns="{SITEMAP_NS}">']
-    for path, lastmod in sitemap_pages(model):
+    for path, lastmod in pages:
         loc = _el("loc", _href(model, path))
         mod = _el("lastmod", lastmod) if lastmod else ""
         lines.append(f"  <url>{loc}{mod}</url>")

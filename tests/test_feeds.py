@@ -12,7 +12,7 @@ from urllib.parse import urljoin, urlsplit
 import pytest
 
 from builder import build as buildmod
-from builder import erase, logbuild, pool
+from builder import erase, feeds, logbuild, pool
 from builder.feeds import render_feeds, tag_uri
 from builder.model import SiteModel, build_model
 from builder.note import parse_private_key
@@ -311,3 +311,30 @@ def test_plan_paths_are_the_url_scheme(built: Built) -> None:
     assert set(plan) == want
     for path in plan:
         assert not Path(path).is_absolute() and ".." not in path
+
+
+def test_a_sitemap_past_the_protocol_limit_becomes_an_index(
+    built: Built, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # sitemaps.org: at most 50,000 URLs a file; a pool of 100k dreams has more.
+    for m, prefix in ((built.relative, ""), (built.absolute, ABSOLUTE)):
+        whole = ET.fromstring(render_feeds(m)["sitemap.xml"])
+        want = [(u.findtext(SM + "loc"), u.findtext(SM + "lastmod")) for u in whole]
+        monkeypatch.setattr(feeds, "SITEMAP_LIMIT", 4)
+        plan = render_feeds(m)
+        monkeypatch.undo()
+        index = ET.fromstring(plan["sitemap.xml"])
+        assert index.tag == SM + "sitemapindex"
+        parts = [(s.findtext(SM + "loc"), s.findtext(SM + "lastmod")) for s in index]
+        assert [loc for loc, _ in parts] == [
+            f"{prefix}sitemap-{i}.xml" for i in range(1, -(-len(want) // 4) + 1)
+        ]
+        got = []
+        for loc, lastmod in parts:
+            urlset = ET.fromstring(plan[loc.removeprefix(prefix)])
+            assert urlset.tag == SM + "urlset" and 1 <= len(urlset) <= 4
+            urls = [(u.findtext(SM + "loc"), u.findtext(SM + "lastmod")) for u in urlset]
+            assert lastmod == max((mod for _, mod in urls if mod), default=None)
+            got += urls
+        assert got == want
+        assert set(plan) - set(render_feeds(m)) == {loc.removeprefix(prefix) for loc, _ in parts}
