@@ -25,7 +25,7 @@ import hashlib
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from builder.b64 import b64_encode
@@ -180,6 +180,12 @@ class SiteModel:
     policy: str
     vkey: str
     bodies: Mapping[str, Mapping[str, Any]]  # id → the signed dream (for patterns)
+    # The erased ids, made once: every page, card and diary line asks whether
+    # a parent was erased, and a set per question cost O(erasures) a dream.
+    erased_ids: frozenset[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "erased_ids", frozenset(e.id for e in self.erased))
 
 
 def build_model(

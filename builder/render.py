@@ -367,7 +367,7 @@ def _page(model: SiteModel, path: str, template: str, nav: str, **context: Any) 
     html = _ENV.get_template(template).render(
         site=model,
         nav=nav,
-        erased=frozenset(e.id for e in model.erased),
+        erased=model.erased_ids,
         canonical=model.base_url + path.removesuffix("index.html") if canonical else None,
         **context,
     )
@@ -390,14 +390,14 @@ def dream_page(
 
 def card_template(model: SiteModel, d: DreamView, root: str, level: Any) -> str:
     """A dream's card; :mod:`builder.units` passes placeholders for root and level."""
-    erased = frozenset(e.id for e in model.erased)
-    return _CARD.render(d=d, level=level, root=root, site=model, erased=erased)
+    return _CARD.render(d=d, level=level, root=root, site=model, erased=model.erased_ids)
 
 
 def diary_item_template(model: SiteModel, d: DreamView, root: str) -> str:
     """A dream's line in its author's timeline (diary.html), without its last newline."""
-    erased = frozenset(e.id for e in model.erased)
-    html = _ENV.get_template("_diary_item.html").render(d=d, root=root, site=model, erased=erased)
+    html = _ENV.get_template("_diary_item.html").render(
+        d=d, root=root, site=model, erased=model.erased_ids
+    )
     return html.removesuffix("\n")
 
 

@@ -130,7 +130,6 @@ class Units:
         self.model = model
         self.cache = cache
         self.fragments: dict[str, Fragments] = {}
-        self.erased = frozenset(e.id for e in model.erased)
         self.squeeze = len(model.dreams) > SQUEEZE_ABOVE
         self._writer: SiteWriter | None = None
         self.keys: dict[str, str] = {}
@@ -144,7 +143,7 @@ class Units:
             tuple((t.name, t.slug) for t in d.tags),  # a dataclass repr costs 5x a tuple's
             tuple(m.by_id[c].title for c in d.children),
             parent.title if parent else None,
-            d.parent_id in self.erased if d.parent_id else None,
+            d.parent_id in m.erased_ids if d.parent_id else None,
             render.proof_size(m, d.index),
             m.title,
             m.origin,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import posixpath
 import re
@@ -352,6 +353,13 @@ def test_erased_dream_leaves_a_bare_tombstone(built: Built) -> None:
     assert f"<dd>{e.index}</dd>" in html and e.date[:10] in html
     for path, data in plan.items():
         assert b"lighthouse" not in data and b"Vanishing" not in data, path
+
+
+def test_the_erased_ids_follow_the_model(built: Built) -> None:
+    # Pages ask the model's set, made once per model, whether a parent was erased.
+    m, _ = load(built.content, "/")
+    assert m.erased_ids == {built.ids["gone"]}
+    assert dataclasses.replace(m, erased=()).erased_ids == frozenset()
 
 
 # --- page content -------------------------------------------------------------------
