@@ -55,6 +55,9 @@ from builder.model import DreamView, SiteModel
 from builder.writer import Entry, SiteWriter
 
 Fragments = tuple[bytes, bytes, bytes, bytes]  # see Unit.fragments
+# What a worker renders a unit from: the view, its key, the admitted dream and
+# the views its page names by id (see Units.write).
+Item = tuple[DreamView, str, logbuild.Admitted, dict[str, DreamView]]
 ROOT = "<@root>"
 LEVEL = "<@level>"
 FILES = ("index.html", "record.json", "proof.tlog-proof")
@@ -132,6 +135,8 @@ class Units:
         self.fragments: dict[str, Fragments] = {}
         self.squeeze = len(model.dreams) > SQUEEZE_ABOVE
         self._writer: SiteWriter | None = None
+        self._local: SiteModel | None = None
+        self._local_by_id: dict[str, DreamView] = {}
         self.keys: dict[str, str] = {}
 
     def key(self, d: DreamView) -> str:
@@ -156,7 +161,7 @@ class Units:
         """Keep or render every unit into ``w``; returns how many were rendered."""
         old = self.cache["units"]
         new: dict[str, tuple[str, Fragments, tuple[tuple[str, bytes], ...]]] = {}
-        dirty: list[tuple[DreamView, str, logbuild.Admitted]] = []
+        dirty: list[Item] = []
         for d in self.model.dreams:
             key = self.keys[d.id] = self.key(d)
             hit = old.get(d.id)
@@ -164,12 +169,15 @@ class Units:
                 self.fragments[d.id] = hit[1]
                 new[d.id] = hit
             else:
-                # The admitted dream travels with the item (pickled), so a worker
-                # reads its own copy: touching the parent's copy would make the
-                # fork copy its memory pages (refcounts are writes), and at 1M
+                # The admitted dream and the views its page names (parent,
+                # children) travel with the item (pickled), so a worker reads
+                # its own copies: touching the parent's would make the fork
+                # copy their memory pages (refcounts are writes), and at 1M
                 # dreams each worker ended up with most of the parent's heap.
-                dirty.append((d, key, self.log.dreams[d.id]))
-        for d, _, _ in dirty:
+                named = (d.parent_id, *d.children) if d.parent_id else d.children
+                related = {i: self.model.by_id[i] for i in named if i in self.model.by_id}
+                dirty.append((d, key, self.log.dreams[d.id], related))
+        for d, *_ in dirty:
             for path in self.paths(d):
                 w.prepare(path)
         self._writer = w  # the forked workers store the files themselves
@@ -186,11 +194,12 @@ class Units:
         names = FILES if self.log.checkpoint is not None else FILES[:1]
         return [f"dreams/{d.id}/{name}" for name in names]
 
-    def _render(self, item: tuple[DreamView, str, logbuild.Admitted]) -> Unit:
-        d, key, admitted = item
+    def _render(self, item: Item) -> Unit:
+        d, key, admitted, related = item
         assert self._writer is not None
+        model = self._model_naming(related)
         paths = self.paths(d)
-        files = [render.dream_page(self.model, d, self.card_for)]
+        files = [render.dream_page(model, d, self.card_for)]
         if len(paths) > 1:
             files.append(logbuild.record_bytes(admitted))
             files.append(logbuild.proof_bytes(self.log.state, self.log.tree, d.index))
@@ -198,13 +207,25 @@ class Units:
         for path, data in zip(paths, files, strict=True):
             entry, written = self._writer.store(path, data)
             stored.append((path, entry, written))
-        return Unit(d.id, key, self._fragments(d), tuple(stored))
+        return Unit(d.id, key, self._fragments(d, model), tuple(stored))
 
-    def _fragments(self, d: DreamView) -> Fragments:
+    def _model_naming(self, related: dict[str, DreamView]) -> SiteModel:
+        """The model, but with ``by_id`` holding only ``related``: all a dream's
+        page and fragments look up (its parent's and children's titles). Made
+        once per process and refilled per item."""
+        if self._local is None:
+            self._local_by_id = {}
+            self._local = dataclasses.replace(self.model, by_id=self._local_by_id)
+        self._local_by_id.clear()
+        self._local_by_id.update(related)
+        return self._local
+
+    def _fragments(self, d: DreamView, model: SiteModel | None = None) -> Fragments:
+        m = model or self.model
         made = (
-            render.card_template(self.model, d, Markup(ROOT), Markup(LEVEL)).encode(),
-            render.diary_item_template(self.model, d, Markup(ROOT)).encode(),
-            feeds.entry_xml(self.model, d).encode(),
+            render.card_template(m, d, Markup(ROOT), Markup(LEVEL)).encode(),
+            render.diary_item_template(m, d, Markup(ROOT)).encode(),
+            feeds.entry_xml(m, d).encode(),
             render.search_entry(d).encode(),
         )
         if not self.squeeze:
