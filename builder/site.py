@@ -40,7 +40,7 @@ def write_site(log: logbuild.Log, model: SiteModel, w: SiteWriter, cache: BuildC
         units = Units(log, model, cache)
         rendered = units.write(w)
         w.add_all(logbuild.publish_log(log))
-        w.add_all(feeds.render_feeds(model, units.feed_entry_for))
+        w.add_all(feeds.iter_feeds(model, units.feed_entry_for))
         w.add_all(agents.render_agent_exports(model))
         pages = renderer.list_pages(
             model,
