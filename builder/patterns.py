@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -207,12 +208,16 @@ DreamWords = tuple[tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...]]
 
 def dream_words(dream: DreamView) -> DreamWords:
     """A dream's keywords, and each entry's (type, keywords), sorted (tuples
-    pickle and load faster than sets, and the cache keeps them)."""
-    entry_words = tuple((e.type, tuple(sorted(tokens(e.text)))) for e in dream.entries)
+    pickle and load faster than sets, and the cache keeps them). Words are
+    interned: a pool repeats a small vocabulary, and one str per occurrence
+    made the words of a million dreams several gigabytes."""
+    entry_words = tuple(
+        (e.type, tuple(sorted(map(sys.intern, tokens(e.text))))) for e in dream.entries
+    )
     own = tokens(dream.title) | tokens(dream.summary)
     for _, ws in entry_words:
         own.update(ws)
-    return tuple(sorted(own)), entry_words
+    return tuple(sorted(map(sys.intern, own))), entry_words
 
 
 def compute_patterns(
