@@ -214,7 +214,6 @@ class Units:
         page and fragments look up (its parent's and children's titles). Made
         once per process and refilled per item."""
         if self._local is None:
-            self._local_by_id = {}
             self._local = dataclasses.replace(self.model, by_id=self._local_by_id)
         self._local_by_id.clear()
         self._local_by_id.update(related)
