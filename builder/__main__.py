@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from builder.cli import main
+from builder.cli import run
 
-raise SystemExit(main())
+run()

@@ -76,8 +76,15 @@ def build(
     base_url: str | None = None,
     quiet: bool = False,
     stages: Callable[[str], AbstractContextManager[object]] | None = None,
+    retain: list[object] | None = None,
 ) -> BuildReport:
     """``stages(name)``, if given, wraps each stage (benchmarks/profile_build.py times them).
+
+    ``retain``, if given, is handed the build's large objects (log, model,
+    cache, writer) instead of their being freed on return: a process that
+    ends right after the build (the ``dreampool`` command, :func:`builder.cli.run`)
+    then skips freeing them one by one, which was 0.75 s of a 19 s no-op
+    build at 100k dreams.
 
     The cyclic garbage collector is off while a build runs (and in the
     workers it forks): a build makes millions of objects that all live to its
@@ -88,7 +95,9 @@ def build(
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _build(content, out, signer=signer, base_url=base_url, quiet=quiet, stage=stage)
+        return _build(
+            content, out, signer=signer, base_url=base_url, quiet=quiet, stage=stage, retain=retain
+        )
     finally:
         gc.unfreeze()
         if collecting:
@@ -129,6 +138,7 @@ def _build(
     base_url: str | None,
     quiet: bool,
     stage: Callable[[str], AbstractContextManager[object]],
+    retain: list[object] | None = None,
 ) -> BuildReport:
     started = time.monotonic()
     config = pool.load_config(content)
@@ -164,6 +174,8 @@ def _build(
     with stage("site"), writer.SiteWriter(out) as w:
         rendered = site.write_site(log, view, w, cache)
     cache.save()
+    if retain is not None:
+        retain.extend((cache, directory, scanned, log, view, w))
     return BuildReport(
         admitted=log.admitted_now,
         erased=log.erased_now,

@@ -11,9 +11,11 @@ import argparse
 import contextlib
 import errno
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from builder import __version__, keystore, pool, redact, statement
 from builder import dream as dreamfmt
@@ -21,6 +23,11 @@ from builder.b64 import b64url_encode
 from builder.errors import DreampoolError, InputError, Problem
 
 PROG = "dreampool"
+
+# What a finished build held (its log, model and cache: millions of objects at
+# 100k dreams), kept here by the `dreampool` command (run) so that the process
+# can end without freeing them; None when main() is called in-process.
+_HELD: list[object] | None = None
 
 
 def out(line: str = "") -> None:
@@ -189,7 +196,12 @@ def cmd_build(args: argparse.Namespace) -> int:
 
     signer = build.load_log_key(args.log_key)
     report = build.build(
-        Path(args.content), Path(args.out), signer=signer, base_url=args.base_url, quiet=args.quiet
+        Path(args.content),
+        Path(args.out),
+        signer=signer,
+        base_url=args.base_url,
+        quiet=args.quiet,
+        retain=_HELD,
     )
     for problem in report.refused:
         print(f"{PROG}: refused: {problem}", file=sys.stderr)
@@ -424,6 +436,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--policy", required=True, type=Path, metavar="POLICY")
     p.add_argument("--state", required=True, type=Path, metavar="FILE")
     return parser
+
+
+def run() -> NoReturn:
+    """The ``dreampool`` command (and ``python -m builder``): :func:`main`,
+    then exit. After a build the process ends with ``os._exit``, once its
+    output is flushed: every worker has been joined by then and the files
+    are closed, and freeing the build's objects one by one, which nobody
+    would see, took 0.1 s of a 1.5 s incremental build at 10k dreams and
+    0.75 s at 100k."""
+    global _HELD
+    _HELD = []
+    code = main()
+    if _HELD:
+        # A closed pipe (`dreampool build | head`) must not turn this into a
+        # traceback; the code stays the build's.
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -123,6 +123,24 @@ def test_killed_build_leaves_previous_site_and_log_intact(tmp_path: Path) -> Non
     assert not list(tmp_path.glob(".site.new-*"))
 
 
+def test_the_command_exits_with_the_builds_code_and_all_its_output(tmp_path: Path) -> None:
+    """`dreampool build` ends with os._exit after a build (builder.cli.run):
+    its exit code and every line it printed still reach the caller, through
+    pipes, for a clean build and for one that refuses a file."""
+    tp = make_pool(tmp_path)
+    tp.add("ada", 3)
+    env = {**os.environ, "DREAMPOOL_LOG_KEY": tp.log_key}
+    site = tmp_path / "site"
+    first = subprocess.run(_build_cmd(tp, site), env=env, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.startswith(f"built {site}: 3 admitted, 0 refused")
+    (tp.content / "dreams" / "broken.json").write_text("{", encoding="utf-8")
+    second = subprocess.run(_build_cmd(tp, site), env=env, capture_output=True, text=True)
+    assert second.returncode == 1
+    assert "0 admitted, 1 refused" in second.stdout
+    assert "dreampool: refused: " in second.stderr and "broken.json" in second.stderr
+
+
 def test_incremental_and_cold_builds_are_byte_identical(tmp_path: Path) -> None:
     """250 dreams: enough that verification and dream pages run on every core.
     The incremental side is built four times, so both generations of its output
