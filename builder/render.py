@@ -42,7 +42,6 @@ same model gives the same bytes.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import re
 import unicodedata
@@ -63,6 +62,7 @@ from markdown_it.utils import EnvType, OptionsDict
 from markupsafe import Markup
 
 from builder.model import DreamView, SiteModel
+from builder.page import Page, key_of
 from builder.writer import PlanError
 
 # The page kinds of the header nav, in order: (key, label, path from the root).
@@ -428,17 +428,6 @@ def render_pages(model: SiteModel, patterns_html: str | Callable[[], str]) -> di
     return dict(sorted(plan.items()))
 
 
-@dataclass(frozen=True, slots=True)
-class Page:
-    """A page to make: ``render()`` gives its bytes. ``key``, when not None,
-    names everything the bytes depend on (see :func:`list_pages`), so a build
-    that finds the same key from the last one may keep that page's file."""
-
-    path: str
-    key: str | None
-    render: Callable[[], bytes]
-
-
 def list_pages(
     model: SiteModel,
     patterns_html: str | Callable[[], str],
@@ -466,12 +455,11 @@ def list_pages(
         context.setdefault("card_html", card_html)
         return Page(path, key, lambda: _page(model, path, template, nav, **context))
 
-    def key_of(*parts: Any, dreams: Sequence[DreamView]) -> str | None:
+    def key_of_page(*parts: Any, dreams: Sequence[DreamView]) -> str | None:
         if dream_key is None:
             return None
         site = (model.title, model.origin, model.base_url)
-        text = repr((site, parts, [dream_key(d) for d in dreams]))
-        return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+        return key_of((site, parts, [dream_key(d) for d in dreams]))
 
     yield page("index.html", "home.html", "home", latest=model.dreams[:LATEST])
     for e in model.erased:
@@ -483,7 +471,7 @@ def list_pages(
             f"authors/{a.slug}/index.html",
             "diary.html",
             "authors",
-            key=key_of(a, dreams=own),
+            key=key_of_page(a, dreams=own),
             author=a,
             months=by_month(own),
             diary_item=diary_item,
@@ -498,7 +486,7 @@ def list_pages(
                 tag_page_path(t.slug, number),
                 "tag.html",
                 "tags",
-                key=key_of(t.name, t.slug, len(t.dream_ids), number, pages, dreams=listed),
+                key=key_of_page(t.name, t.slug, len(t.dream_ids), number, pages, dreams=listed),
                 tag=t,
                 dreams=listed,
                 number=number,
@@ -511,7 +499,7 @@ def list_pages(
         "lineage/index.html",
         "lineage.html",
         "lineage",
-        key=key_of("lineage", shape, dreams=in_trees),
+        key=key_of_page("lineage", shape, dreams=in_trees),
         trees=trees,
     )
     yield page("log/index.html", "log.html", "log")

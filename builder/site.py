@@ -14,12 +14,14 @@ one silently win.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 
 from builder import agents, feeds, logbuild, parallel, patterns, writer
 from builder import render as renderer
 from builder.buildcache import BuildCache
 from builder.model import SiteModel
+from builder.page import Page
 from builder.units import Units
 from builder.writer import SiteWriter
 
@@ -40,7 +42,6 @@ def write_site(log: logbuild.Log, model: SiteModel, w: SiteWriter, cache: BuildC
         units = Units(log, model, cache)
         rendered = units.write(w)
         w.add_all(logbuild.publish_log(log))
-        w.add_all(feeds.iter_feeds(model, units.feed_entry_for))
         w.add_all(agents.render_agent_exports(model))
         pages = renderer.list_pages(
             model,
@@ -50,11 +51,12 @@ def write_site(log: logbuild.Log, model: SiteModel, w: SiteWriter, cache: BuildC
             dream_key=units.key_for,
             search_entry=units.search_entry_for,
         )
-        _write_pages(pages, w, cache)
+        feed_pages = feeds.feed_pages(model, units.feed_entry_for, units.key_for)
+        _write_pages(itertools.chain(feed_pages, pages), w, cache)
     return rendered
 
 
-def _write_pages(pages: Iterable[renderer.Page], w: SiteWriter, cache: BuildCache) -> None:
+def _write_pages(pages: Iterable[Page], w: SiteWriter, cache: BuildCache) -> None:
     """Render each page, or keep its file when its key is the last build's."""
     old = cache["pages"]
     new: dict[str, tuple[str, bytes]] = {}

@@ -10,11 +10,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from builder import build as buildmod
-from builder import buildcache, units
+from builder import buildcache, feeds, units
 from builder.buildcache import BuildCache
 from builder.note import parse_private_key
 from tests.conftest import REPO
@@ -194,6 +195,41 @@ def test_deflated_fragments_change_no_byte(tmp_path: Path, monkeypatch: pytest.M
     cold_raw = tmp_path / "cold-raw"
     buildmod.build(tp.content, cold_raw, signer=None)
     assert tree(site) == tree(cold_raw) == tree(cold_squeezed)
+
+
+def test_feeds_are_made_again_only_when_what_they_show_moves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each Atom feed carries a key (builder.feeds.feed_pages): a new dream
+    makes the pool's feed and its author's and tags' feeds again, and keeps
+    every other; a new pool title makes them all again. Either way the site
+    is the one a cold build makes."""
+    tp = make_pool(tmp_path)
+    signer = parse_private_key(tp.log_key)
+    tp.add("ada", 3, tags=["t-ada"])
+    tp.add("bob", 2, tags=["t-bob"])
+    tp.add("墨子", 1, tags=["t-mozi"])
+    site = tmp_path / "site"
+    buildmod.build(tp.content, site, signer=signer)
+    made: list[str] = []
+    feed = feeds._feed
+
+    def counted(model: object, **kwargs: Any) -> bytes:
+        made.append(kwargs["path"])
+        return feed(model, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(feeds, "_feed", counted)
+    tp.add("bob", 1, tags=["t-bob"])
+    buildmod.build(tp.content, site, signer=signer)
+    assert sorted(made) == ["authors/bob/feed.xml", "feed.xml", "tags/t-bob/feed.xml"]
+    made.clear()
+    config = tp.content / "pool.yaml"
+    config.write_text(config.read_text().replace("Test pool", "Renamed pool"), encoding="utf-8")
+    buildmod.build(tp.content, site, signer=signer)
+    assert len(made) == 1 + 3 + 3 and "Renamed pool" in (site / "feed.xml").read_text()
+    cold = tmp_path / "cold"
+    buildmod.build(tp.content, cold, signer=None)
+    assert tree(site) == tree(cold)
 
 
 @pytest.mark.parametrize("damage", ["deleted", "garbage", "truncated"])
