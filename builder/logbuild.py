@@ -597,7 +597,10 @@ def record_bytes(admitted: Admitted) -> bytes:
 def proof_bytes(state: logstate.LogState, tree: merkle.MerkleTree, index: int) -> bytes:
     """PROTOCOL.md §5: the proof against the checkpoint of the build that admitted
     the leaf (the first checkpoint holding it), so the file never changes."""
-    size = next(e.size for e in state.history if e.size > index)
+    holding = logstate.first_holding(state.history, index)
+    if holding is None:
+        raise LogError(f"leaf {index} is in no signed checkpoint yet", hint="report this")
+    size = holding.size
     proof = TlogProof(
         index=index,
         extra=state.leaves[index],

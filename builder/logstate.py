@@ -189,8 +189,9 @@ def _load_history(path: Path) -> list[HistoryEntry]:
     return history
 
 
-def leaf_date(history: list[HistoryEntry], index: int) -> str | None:
-    """The time of the first checkpoint holding leaf ``index`` (None: not yet signed)."""
+def first_holding(history: list[HistoryEntry], index: int) -> HistoryEntry | None:
+    """The first checkpoint holding leaf ``index`` (None: not yet signed), by
+    binary search: the sizes only grow, and a pool may have signed thousands."""
     lo, hi = 0, len(history)
     while lo < hi:
         mid = (lo + hi) // 2
@@ -198,7 +199,13 @@ def leaf_date(history: list[HistoryEntry], index: int) -> str | None:
             hi = mid
         else:
             lo = mid + 1
-    return history[lo].time if lo < len(history) else None
+    return history[lo] if lo < len(history) else None
+
+
+def leaf_date(history: list[HistoryEntry], index: int) -> str | None:
+    """The time of the first checkpoint holding leaf ``index`` (None: not yet signed)."""
+    entry = first_holding(history, index)
+    return entry.time if entry is not None else None
 
 
 def append(content: Path, state: LogState, new_leaves: list[bytes]) -> None:

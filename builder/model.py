@@ -183,9 +183,15 @@ class SiteModel:
     # The erased ids, made once: every page, card and diary line asks whether
     # a parent was erased, and a set per question cost O(erasures) a dream.
     erased_ids: frozenset[str] = field(init=False, repr=False, compare=False)
+    # The checkpoints' sizes, oldest first, for a binary search: every dream
+    # page and unit key asks which checkpoint first holds its leaf, and a pool
+    # signs a checkpoint per build that admits something, so a scan of the
+    # history cost O(checkpoints) a dream.
+    checkpoint_sizes: tuple[int, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "erased_ids", frozenset(e.id for e in self.erased))
+        object.__setattr__(self, "checkpoint_sizes", tuple(h.size for h in self.history))
 
 
 def build_model(

@@ -41,6 +41,7 @@ same model gives the same bytes.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import json
 import re
@@ -239,8 +240,11 @@ def by_month(dreams: Sequence[DreamView]) -> list[tuple[str, str, list[DreamView
 
 def proof_size(model: SiteModel, index: int) -> int | None:
     """The size of the checkpoint a dream's proof.tlog-proof is against: the
-    first one that holds the leaf (PROTOCOL.md §5; see logbuild.proof_bytes)."""
-    return next((h.size for h in model.history if h.size > index), None)
+    first one that holds the leaf (PROTOCOL.md §5; see logbuild.proof_bytes),
+    or None before one does. The sizes only grow (an append-only log)."""
+    sizes = model.checkpoint_sizes
+    at = bisect.bisect_right(sizes, index)  # the first size > index
+    return sizes[at] if at < len(sizes) else None
 
 
 class _TextOnly(HTMLParser):

@@ -14,9 +14,12 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from builder import build as buildmod
 from builder import erase, logbuild, model, pool, render
+from builder.logstate import HistoryEntry, leaf_date
 from builder.note import parse_private_key
 from tests.pools import key_id_of, make_pool
 
@@ -360,6 +363,40 @@ def test_the_erased_ids_follow_the_model(built: Built) -> None:
     m, _ = load(built.content, "/")
     assert m.erased_ids == {built.ids["gone"]}
     assert dataclasses.replace(m, erased=()).erased_ids == frozenset()
+
+
+@given(
+    sizes=st.lists(st.integers(1, 10_000), max_size=40, unique=True).map(sorted),
+    index=st.integers(0, 10_001),
+)
+def test_a_proof_is_against_the_first_checkpoint_holding_its_leaf(
+    sizes: list[int], index: int
+) -> None:
+    # The binary search over the model's sizes, against a plain scan of its
+    # history (PROTOCOL.md §5: the proof of the build that admitted the leaf).
+    history = tuple(model.CheckpointView(n, "", "", "") for n in sizes)
+    m = dataclasses.replace(_EMPTY, history=history, checkpoint=history[-1] if history else None)
+    assert render.proof_size(m, index) == next((n for n in sizes if n > index), None)
+    entries = [HistoryEntry(n, f"t{n}") for n in sizes]
+    assert leaf_date(entries, index) == next((f"t{n}" for n in sizes if n > index), None)
+
+
+_EMPTY = model.SiteModel(
+    title="",
+    origin="",
+    base_url="/",
+    k=2,
+    dreams=(),
+    by_id={},
+    authors=(),
+    tags=(),
+    erased=(),
+    checkpoint=None,
+    history=(),
+    policy="",
+    vkey="",
+    bodies={},
+)
 
 
 # --- page content -------------------------------------------------------------------
