@@ -568,9 +568,13 @@ def publish_log(log: Log) -> dict[str, bytes]:
                 b64_encode(h) + "\n" for h in proof
             ).encode()
     # Every tile that existed at any published size: partial tiles stay (§4).
+    # Each checkpoint adds what the one before it lacked (tiles.new_tiles);
+    # all of each size's tiles (tiles_for_size) would be O(checkpoints × n/256).
     refs: set[tiles.TileRef] = set()
+    before = 0
     for entry in state.history:
-        refs.update(tiles.tiles_for_size(entry.size))
+        refs.update(tiles.new_tiles(before, entry.size))
+        before = entry.size
     for ref in sorted(refs):
         if ref.is_entry_bundle:
             span = ref.hash_indices

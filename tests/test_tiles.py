@@ -220,6 +220,17 @@ def test_new_tiles_is_exactly_what_is_new(old_size: int, growth: int) -> None:
     assert added == sorted(set(new) - old)
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(min_value=1, max_value=70_000), max_size=12, unique=True).map(sorted))
+def test_each_checkpoints_new_tiles_add_up_to_all_of_them(sizes: list[int]) -> None:
+    # What builder.logbuild.publish_log publishes: every tile of every
+    # published size, gathered one checkpoint's new tiles at a time.
+    chained: set[TileRef] = set()
+    for before, size in zip([0, *sizes], sizes, strict=False):
+        chained.update(new_tiles(before, size))
+    assert chained == {ref for size in sizes for ref in tiles_for_size(size)}
+
+
 def test_new_tiles_never_removes_and_refuses_going_back() -> None:
     assert new_tiles(300, 300) == []
     # The partial tile of size 300 stays valid and published; 512 only adds.
