@@ -42,7 +42,6 @@ def write_site(log: logbuild.Log, model: SiteModel, w: SiteWriter, cache: BuildC
         units = Units(log, model, cache)
         rendered = units.write(w)
         w.add_all(logbuild.publish_log(log))
-        w.add_all(agents.render_agent_exports(model))
         pages = renderer.list_pages(
             model,
             pending,
@@ -52,7 +51,8 @@ def write_site(log: logbuild.Log, model: SiteModel, w: SiteWriter, cache: BuildC
             search_entry=units.search_entry_for,
         )
         feed_pages = feeds.feed_pages(model, units.feed_entry_for, units.key_for)
-        _write_pages(itertools.chain(feed_pages, pages), w, cache)
+        agent_pages = agents.agent_pages(model, units.key_for)
+        _write_pages(itertools.chain(feed_pages, agent_pages, pages), w, cache)
     return rendered
 
 

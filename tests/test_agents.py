@@ -372,6 +372,77 @@ def test_since_holds_exactly_the_dreams_admitted_after_m(
     assert f"ask for what is new since size {m.history[-1].size}" in first
 
 
+NEXT = re.compile(r"(?m)^next time: ask for what is new since size (\d+) \(agents/since/\1\.md\)$")
+
+
+def follow_since(exports: dict[str, bytes], since: int) -> tuple[list[str], list[str]]:
+    """The dream ids and erasure lines an agent reads from agents/since/<since>.md
+    on, asking next since the size each file names until one names its own."""
+    ids: list[str] = []
+    erasures: list[str] = []
+    while True:
+        doc = exports[f"agents/since/{since}.md"].decode()
+        gone = re.findall(r"(?m)^- dream [0-9a-f]{16} \(log index \d+\) erased at .*$", doc)
+        ids += [i for i in ids_in(doc) if not any(line.split()[2] == i for line in gone)]
+        erasures += gone
+        (ask,) = NEXT.findall(doc)
+        if int(ask) == since:
+            return ids, erasures
+        since = int(ask)
+
+
+def test_since_files_chain_to_every_dream_since_m_and_stop_changing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """agents/since/<m>.md is written as of the first checkpoint about
+    SINCE_FULL_LIMIT leaves past m (agents.since_spans): following the files
+    from any m gives every dream and erasure since m once, and a file whose
+    checkpoint the log has moved past keeps its bytes as the log grows."""
+    from builder import erase
+
+    monkeypatch.setattr(agents, "SINCE_FULL_LIMIT", 3)
+    tp = make_pool(tmp_path)
+    signer = parse_private_key(tp.log_key)
+    site = tmp_path / "site"
+    first = tp.add("ada", 2)
+    for n in (1, 2, 1, 3, 1):
+        buildmod.build(tp.content, site, signer=signer, quiet=True)
+        tp.add("ada", n)
+    erase.erase(tp.content, first[1], "legal", None)
+    buildmod.build(tp.content, site, signer=signer, quiet=True)
+    m = site_model(tp.content)
+    exports = agents.render_agent_exports(m)
+    roots = {h.size: h.root for h in m.history}
+    assert len(roots) == 6
+    for since, until in agents.since_spans(m):
+        want = sorted((d for d in m.dreams if d.index >= since), key=lambda d: d.index)
+        ids, erasures = follow_since(exports, since)
+        assert ids == [d.id for d in want]
+        gone = [e for e in m.erased if e.erasure_index >= since]
+        assert [line.split()[2] for line in erasures] == [e.id for e in gone]
+        doc = exports[f"agents/since/{since}.md"].decode()
+        assert f"checkpoint size {until} · root {roots[until]}" in doc
+        assert since < until <= since + 3 + 2 or until == m.history[-1].size
+    made: list[int] = []
+    since_bytes = agents._since_bytes
+
+    def counted(model: model.SiteModel, info: agents.PoolInfo, since: int, *rest: Any) -> bytes:
+        made.append(since)
+        return since_bytes(model, info, since, *rest)
+
+    monkeypatch.setattr(agents, "_since_bytes", counted)
+    tp.add("ada", 4)
+    buildmod.build(tp.content, site, signer=signer, quiet=True)
+    closed = [s for s, until in agents.since_spans(m) if until < m.history[-1].size]
+    assert len(closed) >= 3
+    # The build kept the closed files (their keys stood) and made the others.
+    assert sorted(made) == [h.size for h in site_model(tp.content).history if h.size not in closed]
+    grown = agents.render_agent_exports(site_model(tp.content))
+    for since in closed:
+        path = f"agents/since/{since}.md"
+        assert grown[path] == exports[path] == (site / path).read_bytes()
+
+
 def test_since_lists_dreams_past_the_limit_by_id(
     hostile: Hostile, monkeypatch: pytest.MonkeyPatch
 ) -> None:
