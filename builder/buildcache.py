@@ -166,6 +166,7 @@ class BuildCache:
                 deltas is not None
                 and deltas[0] < self.MAX_DELTAS
                 and deltas[1] + len(changed) + len(deleted) <= len(section) * self.COMPACT_FRACTION
+                and _sole_link(path)
             ):
                 frame = pickle.dumps((code_digest(), changed, deleted), protocol=5)
                 with open(path, "ab") as f:
@@ -179,3 +180,14 @@ class BuildCache:
                 os.replace(tmp, path)
                 self._deltas[name] = (0, 0)
             self._loaded[name] = dict(section)
+
+
+def _sole_link(path: Path) -> bool:
+    """Whether appending to ``path`` changes no other name's file. A copy of the
+    build folder made with hard links (``cp -al``, ``rsync --link-dest``
+    snapshots) shares the section files; a delta appended in place would
+    change the copy too, so such a file is written whole, by rename."""
+    try:
+        return os.stat(path).st_nlink == 1
+    except OSError:
+        return False

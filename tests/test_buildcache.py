@@ -43,6 +43,22 @@ def test_a_small_change_appends_a_delta_that_reads_back(tmp_path: Path) -> None:
     assert _reload(tmp_path, "units") == want
 
 
+def test_a_hard_linked_copy_of_the_cache_is_left_as_it_was(tmp_path: Path) -> None:
+    # A snapshot made with hard links (cp -al, rsync --link-dest) shares the
+    # section file: the next save must replace it, never append to it.
+    want = _fill(tmp_path / "cache", 100)
+    (tmp_path / "copy").mkdir()
+    os.link(tmp_path / "cache" / "units", tmp_path / "copy" / "units")
+    before = (tmp_path / "copy" / "units").read_bytes()
+    c = BuildCache(tmp_path / "cache")
+    c["units"]["new"] = ("key", b"z")
+    c.save()
+    assert (tmp_path / "copy" / "units").read_bytes() == before
+    assert _reload(tmp_path / "copy", "units") == want
+    assert _reload(tmp_path / "cache", "units") == {**want, "new": ("key", b"z")}
+    assert (tmp_path / "cache" / "units").stat().st_nlink == 1
+
+
 def test_an_unchanged_section_is_not_written(tmp_path: Path) -> None:
     _fill(tmp_path, 10)
     before = (tmp_path / "units").stat()
