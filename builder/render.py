@@ -11,7 +11,10 @@
     lineage/index.html               parent → child chains, one tree per root
     patterns/index.html              the k-anonymous patterns fragment, wrapped
     log/index.html                   checkpoints, policy, how to monitor
-    search/index.html, search/index.json
+    search/index.html                the search page (static/search.js)
+    search/index.json, search/shard-<k>.json
+                                     its index: a list of shards, each the
+                                     dreams of SEARCH_SHARD_LEAVES log leaves
     verify/index.html                verify saved proofs in the browser, from local files
     404.html
     static/style.css, static/search.js
@@ -274,7 +277,7 @@ def _fold(text: str) -> str:
 
 
 def search_entry(d: DreamView) -> str:
-    """A dream's object in search/index.json, as JSON text."""
+    """A dream's object in its search shard (search_shard), as JSON text."""
     parts = [d.title, d.summary, *(e.text for e in d.entries), *(t.name for t in d.tags)]
     entry = {
         "id": d.id,
@@ -291,20 +294,47 @@ def search_entry_bytes(d: DreamView) -> bytes:
     return search_entry(d).encode()
 
 
-def search_index(
-    model: SiteModel, entry: Callable[[DreamView], bytes] = search_entry_bytes
+SEARCH_FORMAT = "dreampool-search/v2"
+# Log leaves a search shard spans: search/shard-<k>.json holds the dreams with
+# log index in [k·2048, (k+1)·2048), ≈2 MB of folded text. A shard the log has
+# moved past changes only when one of its dreams does (erased, re-tiered), so
+# a build keeps it, and search.js shows results from the newest shard while
+# it fetches the older ones: one index.json of every dream was 110 MB at 100k
+# dreams, rewritten by every build and downloaded whole before a first result.
+SEARCH_SHARD_LEAVES = 2048
+
+
+def search_shards(model: SiteModel) -> list[tuple[int, list[DreamView]]]:
+    """The search shards as (k, their dreams), newest first, as the dreams are."""
+    shards: dict[int, list[DreamView]] = {}
+    for d in model.dreams:  # log index descending
+        shards.setdefault(d.index // SEARCH_SHARD_LEAVES, []).append(d)
+    return list(shards.items())
+
+
+def search_index(model: SiteModel, shards: Sequence[tuple[int, Sequence[DreamView]]]) -> bytes:
+    """search/index.json: ``{"dreams": n, "format": …, "shards": [{"dreams": …,
+    "path": "shard-<k>.json"}, …]}``, newest shard first, compact."""
+    index = {
+        "dreams": len(model.dreams),
+        "format": SEARCH_FORMAT,
+        "shards": [{"dreams": len(ds), "path": f"shard-{k}.json"} for k, ds in shards],
+    }
+    return json.dumps(index, sort_keys=True, separators=(",", ":")).encode()
+
+
+def search_shard(
+    dreams: Sequence[DreamView], entry: Callable[[DreamView], bytes] = search_entry_bytes
 ) -> bytes:
-    """search/index.json: ``{"format": …, "dreams": [entry, …]}``, newest first,
-    compact (the bytes of ``json.dumps`` of the whole, built from the entries).
-    Made as UTF-8 bytes in one growing buffer: as one str, CJK text takes
-    two or four bytes a character, and joining the entries and then the
-    document held three copies of it (1.1 GB each at a million dreams)."""
-    out = bytearray(b'{"format":"dreampool-search/v1","dreams":[')
-    for i, d in enumerate(model.dreams):
+    """search/shard-<k>.json: ``{"dreams": [entry, …], "format": …}``, newest
+    first, compact: the bytes of ``json.dumps`` of the whole, joined from the
+    entries (made once per dream and kept: :mod:`builder.units`)."""
+    out = bytearray(b'{"dreams":[')
+    for i, d in enumerate(dreams):
         if i:
             out += b","
         out += entry(d)
-    out += b"]}"
+    out += b'],"format":"%s"}' % SEARCH_FORMAT.encode()
     return bytes(out)
 
 
@@ -510,7 +540,14 @@ def list_pages(
     yield page("search/index.html", "search.html", "search")
     yield page("verify/index.html", "verify.html", "verify")
     yield page("404.html", "404.html", "", root=_base_path(model.base_url))
-    yield Page("search/index.json", None, lambda: search_index(model, search_entry))
+    shards = search_shards(model)
+    yield Page("search/index.json", None, lambda: search_index(model, shards))
+    for number, listed in shards:
+        yield Page(
+            f"search/shard-{number}.json",
+            key_of_page("search", number, dreams=listed),
+            functools.partial(search_shard, listed, search_entry),
+        )
     static = resources.files("builder.templates") / "static"
     for name in STATIC:
         yield Page(f"static/{name}", None, (static / name).read_bytes)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from importlib import resources
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -197,6 +198,7 @@ def test_every_page_kind_exists(built: Built) -> None:
         "log/index.html",
         "search/index.html",
         "search/index.json",
+        "search/shard-0.json",  # a small pool's log fits one shard
         "verify/index.html",
         "404.html",
         *(f"static/{name}" for name in render.STATIC),
@@ -305,8 +307,7 @@ def test_anonymized_dream_shows_no_author_or_key(built: Built) -> None:
     assert "An anonymous dream" in html and "anonymous author" in html
     for needle in ("墨子", key_id, key_id.removeprefix("sha256:"), model.slug("墨子")):
         assert needle not in html, needle
-    index = json.loads(plan["search/index.json"])
-    (entry,) = [d for d in index["dreams"] if d["id"] == anon]
+    (entry,) = [d for d in search_rows(plan) if d["id"] == anon]
     assert entry["author"] is None
     blob = json.dumps(entry, ensure_ascii=False)
     assert "墨子" not in blob and key_id.removeprefix("sha256:") not in blob
@@ -481,12 +482,28 @@ def test_home_tags_log_and_patterns(built: Built) -> None:
     assert 'href="/pool/static/style.css"' in plan["404.html"].decode()
 
 
+def search_rows(plan: dict[str, bytes]) -> list[dict[str, Any]]:
+    """Every dream of the search index, in the order search.js reads them."""
+    index = json.loads(plan["search/index.json"])
+    rows: list[dict[str, Any]] = []
+    for shard in index["shards"]:
+        data = json.loads(plan[f"search/{shard['path']}"])
+        assert data["format"] == index["format"] and len(data["dreams"]) == shard["dreams"]
+        rows += data["dreams"]
+    assert len(rows) == index["dreams"]
+    return rows
+
+
 def test_search_index(built: Built) -> None:
-    raw = render_for(built)["search/index.json"]
+    plan = render_for(built)
+    raw = plan["search/shard-0.json"]
     assert b": " not in raw.split(b'"text"')[0]  # compact
-    index = json.loads(raw)
-    rows = {d["id"]: d for d in index["dreams"]}
-    assert index["format"] == "dreampool-search/v1"
+    assert json.loads(plan["search/index.json"]) == {
+        "dreams": len(json.loads(raw)["dreams"]),
+        "format": "dreampool-search/v2",
+        "shards": [{"dreams": len(json.loads(raw)["dreams"]), "path": "shard-0.json"}],
+    }
+    rows = {d["id"]: d for d in search_rows(plan)}
     assert set(rows[built.ids["child"]]) == {"id", "title", "author", "tags", "date", "text"}
     chinese = rows[built.ids["chinese"]]
     assert chinese["author"] == "ada" and chinese["tags"] == ["数据库", "索引"]
@@ -495,6 +512,24 @@ def test_search_index(built: Built) -> None:
     assert child["text"] == child["text"].lower() and "child in the chain" in child["text"]
     assert "a fact with a source." in child["text"]
     assert built.ids["gone"] not in rows
+
+
+def test_search_shards_split_the_log_newest_first(
+    built: Built, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Shard k holds the dreams of log leaves [k·n, (k+1)·n): read in the
+    # index's order they are every dream, newest first, as with one shard.
+    m, _ = load(built.content, "/")
+    whole = search_rows(render.render_pages(m, PATTERNS))
+    monkeypatch.setattr(render, "SEARCH_SHARD_LEAVES", 3)
+    plan = render.render_pages(m, PATTERNS)
+    index = json.loads(plan["search/index.json"])
+    assert len(index["shards"]) > 2
+    assert search_rows(plan) == whole == [json.loads(render.search_entry(d)) for d in m.dreams]
+    for shard in index["shards"]:
+        k = int(shard["path"].removeprefix("shard-").removesuffix(".json"))
+        rows = json.loads(plan[f"search/{shard['path']}"])["dreams"]
+        assert {m.by_id[r["id"]].index // 3 for r in rows} == {k}
 
 
 def test_rendering_is_deterministic(built: Built) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from builder import build as buildmod
-from builder import buildcache, feeds, units
+from builder import buildcache, feeds, render, units
 from builder.buildcache import BuildCache
 from builder.note import parse_private_key
 from tests.conftest import REPO
@@ -227,6 +227,35 @@ def test_feeds_are_made_again_only_when_what_they_show_moves(
     config.write_text(config.read_text().replace("Test pool", "Renamed pool"), encoding="utf-8")
     buildmod.build(tp.content, site, signer=signer)
     assert len(made) == 1 + 3 + 3 and "Renamed pool" in (site / "feed.xml").read_text()
+    cold = tmp_path / "cold"
+    buildmod.build(tp.content, cold, signer=None)
+    assert tree(site) == tree(cold)
+
+
+def test_only_the_search_shards_that_change_are_made_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search shard carries a key (builder.render.list_pages): a new dream
+    makes the newest shard again and keeps the ones the log has moved past."""
+    monkeypatch.setattr(render, "SEARCH_SHARD_LEAVES", 4)
+    tp = make_pool(tmp_path)
+    signer = parse_private_key(tp.log_key)
+    tp.add("ada", 10)
+    site = tmp_path / "site"
+    buildmod.build(tp.content, site, signer=signer)
+    made: list[int] = []
+    shard = render.search_shard
+
+    def counted(dreams: Any, entry: Any) -> bytes:
+        made.append(dreams[0].index // 4)
+        return shard(dreams, entry)
+
+    monkeypatch.setattr(render, "search_shard", counted)
+    tp.add("ada", 1)
+    buildmod.build(tp.content, site, signer=signer)
+    # Leaves: ada's key, then the dreams; the new dream is leaf 11, in shard 2.
+    assert made == [2]
+    assert len(list((site / "search").glob("shard-*.json"))) == 3
     cold = tmp_path / "cold"
     buildmod.build(tp.content, cold, signer=None)
     assert tree(site) == tree(cold)

@@ -1,18 +1,23 @@
-// dreampool search: loads index.json beside the search page and filters it in
-// the browser. Matching is by substring on NFKC-lowercased text (the index is
-// folded the same way), so Chinese needs no word segmentation. Results are
-// built with createElement and textContent only: dream text never becomes HTML.
+// dreampool search: loads index.json beside the search page, then the shards it
+// lists (newest first), and filters them in the browser, searching what has
+// arrived while the older shards load. Matching is by substring on
+// NFKC-lowercased text (the index is folded the same way), so Chinese needs no
+// word segmentation. Results are built with createElement and textContent
+// only: dream text never becomes HTML.
 (function () {
   "use strict";
 
   var LIMIT = 50;
   var ID = /^[0-9a-f]{16}$/;
+  var SHARD = /^shard-[0-9]+\.json$/;
   var input = document.getElementById("q");
   var status = document.getElementById("search-status");
   var list = document.getElementById("search-results");
   if (!input || !status || !list) return;
   var root = list.getAttribute("data-root") || "../";
   var dreams = [];
+  var total = 0; // dreams the index lists
+  var loading = true; // shards still to come
 
   function fold(s) {
     return String(s).normalize("NFKC").toLowerCase();
@@ -99,11 +104,18 @@
     return li;
   }
 
+  // While shards load, the status says how much has been searched.
+  function progress() {
+    return loading ? " (searched " + dreams.length + " of " + total + " dreams; loading…)" : "";
+  }
+
   function run() {
     var query = fold(input.value).trim();
     list.replaceChildren();
     if (!query) {
-      status.textContent = dreams.length + " dreams indexed. Type to search.";
+      status.textContent = loading
+        ? dreams.length + " of " + total + " dreams indexed, loading the rest. Type to search."
+        : dreams.length + " dreams indexed. Type to search.";
       return;
     }
     var terms = query.split(/\s+/).filter(Boolean);
@@ -123,9 +135,9 @@
     });
     var n = hits.length;
     status.textContent =
-      n === 0 ? "No dream matches." :
+      (n === 0 ? "No dream matches." :
       n > LIMIT ? "Showing the first " + LIMIT + " of " + n + " matching dreams." :
-      n + (n === 1 ? " matching dream." : " matching dreams.");
+      n + (n === 1 ? " matching dream." : " matching dreams.")) + progress();
   }
 
   function remember() {
@@ -138,25 +150,62 @@
     }
   }
 
-  var source = new URL(list.getAttribute("data-index") || "index.json", location.href);
-  fetch(source.href, { credentials: "same-origin" })
-    .then(function (r) {
-      if (!r.ok) throw new Error("HTTP " + r.status);
+  function getJSON(url) {
+    return fetch(url.href, { credentials: "same-origin" }).then(function (r) {
+      if (!r.ok) throw new Error("HTTP " + r.status + " for " + url.pathname);
       return r.json();
-    })
-    .then(function (index) {
-      var rows = index && Array.isArray(index.dreams) ? index.dreams : [];
-      dreams = rows.filter(function (d) { return d && ID.test(String(d.id)); }).map(prepare);
-      input.disabled = false;
-      var q = new URLSearchParams(location.search).get("q");
-      if (q) input.value = q;
-      input.addEventListener("input", function () {
-        run();
-        remember();
-      });
-      run();
-    })
-    .catch(function (err) {
-      status.textContent = "The search index could not be loaded (" + err.message + ").";
     });
+  }
+
+  function ready() {
+    input.disabled = false;
+    var q = new URLSearchParams(location.search).get("q");
+    if (q) input.value = q;
+    input.addEventListener("input", function () {
+      run();
+      remember();
+    });
+  }
+
+  // One shard at a time, in the index's order (newest first), so the dreams
+  // stay newest first; the search reruns as each arrives.
+  function load(shards, at) {
+    if (at >= shards.length) {
+      loading = false;
+      if (input.disabled) ready();
+      run();
+      return;
+    }
+    getJSON(new URL(shards[at], source))
+      .then(function (shard) {
+        var rows = shard && Array.isArray(shard.dreams) ? shard.dreams : [];
+        rows.forEach(function (d) {
+          if (d && ID.test(String(d.id))) dreams.push(prepare(d));
+        });
+        if (input.disabled) ready();
+        run();
+        load(shards, at + 1);
+      })
+      .catch(fail);
+  }
+
+  function fail(err) {
+    loading = false;
+    status.textContent = "The search index could not be loaded (" + err.message + ").";
+  }
+
+  var source = new URL(list.getAttribute("data-index") || "index.json", location.href);
+  getJSON(source)
+    .then(function (index) {
+      var listed = index && Array.isArray(index.shards) ? index.shards : [];
+      var shards = [];
+      listed.forEach(function (s) {
+        if (s && SHARD.test(String(s.path))) {
+          shards.push(String(s.path));
+          total += Number(s.dreams) || 0;
+        }
+      });
+      load(shards, 0);
+    })
+    .catch(fail);
 })();

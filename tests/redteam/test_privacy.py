@@ -194,7 +194,7 @@ def test_erased_text_never_reappears_anywhere_in_the_site(tp: PoolFixture, tmp_p
     before = _holders(site, needles)
     # The check can see them: the text was in pages, feeds, search, API and patterns.
     for expected in (
-        "search/index.json",
+        "search/shard-0.json",
         "feed.xml",
         "api/dreams.json",
         f"dreams/{gone}/index.html",

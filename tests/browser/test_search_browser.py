@@ -1,0 +1,110 @@
+"""Search in a real browser, over an index split into shards (builder.render).
+
+search.js reads search/index.json, then each shard it lists, newest first, and
+searches what has arrived while the rest loads. These tests hold back one shard
+to see that state, then let it through: the final results are those of one
+whole index (title matches first, then newest first).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from builder import render
+from tests.browser.conftest import Pool, Served, new_page, new_pool, own_home
+
+
+@pytest.fixture(scope="module")
+def sharded(
+    tmp_path_factory: pytest.TempPathFactory, home_dir: Path
+) -> tuple[Pool, dict[str, str]]:
+    """Eight dreams in shards of three log leaves; "lighthouse" is in the title of
+    the oldest dream and in the summary of the newest."""
+    root = tmp_path_factory.mktemp("sharded")
+    with own_home(home_dir), pytest.MonkeyPatch.context() as mp:
+        mp.setattr(render, "SEARCH_SHARD_LEAVES", 3)
+        pool = new_pool(root)
+        (old,) = pool.fixture.add("ada", 1, title="The lighthouse keeper")
+        pool.fixture.add("bob", 6, tags=["filler"])
+        (new,) = pool.fixture.add("ada", 1, title="Harbour notes", summary="A lighthouse at dusk.")
+        pool.build(root / "site")
+    return pool, {"old": old, "new": new}
+
+
+def shard_of(site: Path, dream_id: str) -> str:
+    index = json.loads((site / "search" / "index.json").read_bytes())
+    for shard in index["shards"]:
+        rows = json.loads((site / "search" / shard["path"]).read_bytes())["dreams"]
+        if any(r["id"] == dream_id for r in rows):
+            return str(shard["path"])
+    raise AssertionError(f"{dream_id} is in no shard")
+
+
+def result_ids(page: Any) -> list[str]:
+    hrefs = page.locator("#search-results li h2 a").evaluate_all(
+        "links => links.map(a => a.getAttribute('href'))"
+    )
+    return [h.rstrip("/").rsplit("/", 1)[-1] for h in hrefs]
+
+
+def test_results_come_while_older_shards_load_and_end_as_one_index(
+    browser: Any, serve: Callable[[Path], Served], sharded: tuple[Pool, dict[str, str]]
+) -> None:
+    pool, ids = sharded
+    index = json.loads((pool.site / "search" / "index.json").read_bytes())
+    assert len(index["shards"]) >= 3 and index["dreams"] == 8
+    held_path = shard_of(pool.site, ids["old"])
+    assert held_path != index["shards"][0]["path"]  # not the newest shard
+    served = serve(pool.site)
+    context = browser.new_context()
+    try:
+        page = new_page(context)
+        held: list[Any] = []
+
+        def hold(route: Any) -> None:  # answered below, once the newer shards are searched
+            held.append(route)
+
+        page.route(f"**/search/{held_path}", hold)
+        page.goto(f"{served.url}search/?q=Lighthouse")
+        status = page.locator("#search-status")
+        page.wait_for_function("() => document.querySelectorAll('#search-results li').length")
+        assert result_ids(page) == [ids["new"]]
+        assert "loading" in status.inner_text() and "of 8 dreams" in status.inner_text()
+        assert page.locator("#q").input_value() == "Lighthouse"
+        assert len(held) == 1
+        held[0].continue_()
+        page.wait_for_function(
+            "() => !document.getElementById('search-status').textContent.includes('loading')"
+        )
+        # The title match ranks first though it is older, as over one whole index.
+        assert result_ids(page) == [ids["old"], ids["new"]]
+        assert status.inner_text() == "2 matching dreams."
+        page.fill("#q", "")
+        assert status.inner_text() == "8 dreams indexed. Type to search."
+        assert page.dialogs == [] and page.evaluate("() => window.__csp") == []
+    finally:
+        context.close()
+
+
+def test_a_missing_shard_is_reported(
+    browser: Any, serve: Callable[[Path], Served], sharded: tuple[Pool, dict[str, str]]
+) -> None:
+    pool, ids = sharded
+    held_path = shard_of(pool.site, ids["old"])
+    served = serve(pool.site)
+    (served.root / "search" / held_path).unlink()
+    context = browser.new_context()
+    try:
+        page = new_page(context)
+        page.goto(f"{served.url}search/?q=lighthouse")
+        page.wait_for_function(
+            "() => document.getElementById('search-status').textContent.includes('could not')"
+        )
+        assert held_path in page.locator("#search-status").inner_text()
+    finally:
+        context.close()
