@@ -166,6 +166,7 @@ def _build(
             commitments=cache["commit"],
             salts=cache["salts"],
             canonical_shards=shards,
+            opened=cache["notes"],
         )
     cache.sections["shards"] = dict.fromkeys(shards, True)
     with stage("model"):

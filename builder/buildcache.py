@@ -15,8 +15,11 @@ Sections (each a dict, in a file of its own):
 * ``salts``: salt file stamp → its text (:mod:`builder.logbuild`);
 * ``keys``: key file stamp → its parsed entry (:mod:`builder.pool`);
 * ``shards``: digest of a leaf shard found canonical → True (:mod:`builder.logstate`);
+* ``notes``: digest of a stored checkpoint and the keys that opened it → the
+  checkpoint (:mod:`builder.logbuild`);
 * ``units``: dream id → (key, fragments, digests of its files) (:mod:`builder.units`);
-* ``pages``: path → (key, digest) of tag pages and diaries (:mod:`builder.site`);
+* ``pages``: path → (key, digest) of the list pages, feeds, agent digests and
+  search shards that carry a key (:mod:`builder.site`);
 * ``words``: dream id → its pattern keywords (:mod:`builder.patterns`),
   read and written by the forked process that computes the patterns.
 
@@ -77,7 +80,7 @@ class BuildCache:
     its key, a lost delta costs time only.
     """
 
-    SECTIONS = ("scan", "commit", "salts", "keys", "shards", "units", "pages", "words")
+    SECTIONS = ("scan", "commit", "salts", "keys", "shards", "notes", "units", "pages", "words")
     COMPACT_FRACTION = 0.25
     MAX_DELTAS = 64
 

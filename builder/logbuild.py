@@ -125,19 +125,22 @@ def update(
     commitments: dict[Any, Any] | None = None,
     salts: dict[Any, Any] | None = None,
     canonical_shards: set[bytes] | None = None,
+    opened: dict[Any, Any] | None = None,
 ) -> Log:
     """Steps 1–5 of the module docstring; writes the new state to ``content/``.
 
     ``commitments`` (from :mod:`builder.buildcache`) maps (dream file stamp, salt) to
     a commitment an earlier build computed, ``salts`` a salt file's stamp to its
     text, ``canonical_shards`` the leaf shards already checked
-    (:func:`builder.logstate.load`); each is left holding this build's."""
+    (:func:`builder.logstate.load`), ``opened`` a digest of a stored checkpoint and
+    the keys it was verified with to the checkpoint (:func:`_prove_append_only`);
+    each is left holding this build's."""
     salt_reader = _SaltReader(content, salts)
     state = logstate.load(content, canonical_shards=canonical_shards)
     policy = _policy(content, state, origin, signer, log_url)
     leaves = state.leaves
     tree = merkle.MerkleTree.from_leaf_hashes(merkle.leaf_hash(leaf) for leaf in leaves)
-    checkpoint = _prove_append_only(state, tree, policy)
+    checkpoint = _prove_append_only(state, tree, policy, opened)
     log = Log(state=state, tree=tree, policy=policy, checkpoint=checkpoint)
     present = {s.dream.id: s for s in scanned}
     _check_unsigned_tail(content, leaves, state.signed_size, present)
@@ -489,14 +492,35 @@ def _log_key_of(note: bytes, policy: Policy, size: int) -> Verifier:
 
 
 def _prove_append_only(
-    state: logstate.LogState, tree: merkle.MerkleTree, policy: Policy
+    state: logstate.LogState,
+    tree: merkle.MerkleTree,
+    policy: Policy,
+    opened: dict[Any, Any] | None = None,
 ) -> Checkpoint | None:
-    """Step 2: every stored checkpoint verifies and matches the rebuilt tree."""
+    """Step 2: every stored checkpoint verifies and matches the rebuilt tree.
+
+    A pool signs a checkpoint per build that admits something, and verifying
+    one costs ≈160 µs, so an old pool spent seconds a build verifying notes
+    that never change. ``opened`` (from :mod:`builder.buildcache`) maps a
+    digest of a note's bytes and of the keys it was opened with to the
+    checkpoint it gave, so such a note is verified once; its root is still
+    compared with the rebuilt tree every build."""
+    known = dict(opened or {})
+    if opened is not None:
+        opened.clear()
+    witnesses = policy.witness_verifiers
     latest: Checkpoint | None = None
     for entry in state.history:
         note = state.checkpoints[entry.size]
         verifier = _log_key_of(note, policy, entry.size)
-        cp, _ = open_checkpoint(note, verifier, policy.witness_verifiers)
+        key = hashlib.sha256(
+            "\n".join([verifier.vkey, *sorted(w.vkey for w in witnesses), ""]).encode() + note
+        ).digest()
+        cp = known.get(key)
+        if not isinstance(cp, Checkpoint):
+            cp, _ = open_checkpoint(note, verifier, witnesses)
+        if opened is not None:
+            opened[key] = cp
         if cp.size != entry.size:
             raise LogError(
                 f"content/log/checkpoints/{entry.size} holds a checkpoint of size {cp.size}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from pathlib import Path
@@ -154,6 +155,38 @@ def test_tampered_state_fails_with_evidence_and_signs_nothing(
     ), message
     assert tree_files(tp.content / "log" / "checkpoints") == checkpoints_before
     assert tree_files(tmp_path / "site") == site_before
+
+
+def test_a_stored_checkpoint_is_verified_once_and_a_changed_one_again(
+    tp: PoolFixture, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Builds keep the checkpoints they verified (build cache, "notes"): a
+    checkpoint file is opened once, and one whose bytes changed is opened
+    again and refused."""
+    opened: list[int] = []
+    open_checkpoint = logbuild.open_checkpoint
+
+    def counted(note: bytes, *args: Any) -> Any:
+        opened.append(int(note.split(b"\n")[1]))  # the checkpoint's size line
+        return open_checkpoint(note, *args)
+
+    monkeypatch.setattr(logbuild, "open_checkpoint", counted)
+    for n in (2, 1, 1):
+        tp.add("ada", n)
+        do_build(tp, tmp_path / "site")
+    # Each build opens only the checkpoint it has not seen: the last build's.
+    assert opened == [3, 4]
+    do_build(tp, tmp_path / "site", key=False)
+    do_build(tp, tmp_path / "site", key=False)
+    assert opened == [3, 4, 5]
+    stored = tp.content / "log" / "checkpoints" / "3"
+    signature = stored.read_bytes().rsplit(b" ", 1)
+    sig = bytearray(base64.b64decode(signature[1]))
+    sig[-1] ^= 1
+    stored.write_bytes(signature[0] + b" " + base64.b64encode(bytes(sig)) + b"\n")
+    with pytest.raises(DreampoolError):
+        do_build(tp, tmp_path / "site", key=False)
+    assert opened == [3, 4, 5, 3]  # the changed note is opened again, and refused
 
 
 def test_root_mismatch_evidence_names_both_roots_and_the_range(
