@@ -1,9 +1,10 @@
 """A file of the site to make, and the key that names what its bytes depend on.
 
-:func:`builder.render.list_pages` and :func:`builder.feeds.feed_pages` hand
-out :class:`Page` values; :func:`builder.site` renders each one, or keeps the
-file a past build wrote when the key is the one recorded for it then
-(:mod:`builder.buildcache`, :meth:`builder.writer.SiteWriter.keep_all`).
+:func:`builder.render.list_pages`, :func:`builder.feeds.feed_pages` and
+:func:`builder.agents.agent_pages` hand out :class:`Page` values;
+:mod:`builder.site` renders each one, or keeps the file a past build wrote
+when the key is the one recorded for it then (:mod:`builder.buildcache`,
+:meth:`builder.writer.SiteWriter.keep_all`).
 """
 
 from __future__ import annotations
