@@ -8,7 +8,9 @@
     authors/index.html               authors, with tiers and counts
     authors/<slug>/index.html        a diary: keys and a timeline by month
     tags/index.html, tags/<slug>/index.html
-    lineage/index.html               parent → child chains, one tree per root
+    lineage/index.html, lineage/<n>/index.html
+                                     parent → child chains, one tree per root,
+                                     LINEAGE_PAGE_TREES a page, oldest root first
     patterns/index.html              the k-anonymous patterns fragment, wrapped
     log/index.html                   checkpoints, policy, how to monitor
     search/index.html                the search page (static/search.js)
@@ -417,6 +419,18 @@ def _page(model: SiteModel, path: str, template: str, nav: str, **context: Any) 
 TAG_PAGE_SIZE = 100  # cards per tag page; a tag of 20,000 dreams makes 200 pages, not one
 
 
+# Chains per lineage page. Roots come oldest first, so a chain stays on its
+# page as the pool grows, and a new dream makes only its chain's page again;
+# one page of every chain was 8.6 MB of HTML at 100k dreams (8,111 chains),
+# made again whenever any chain grew.
+LINEAGE_PAGE_TREES = 100
+
+
+def lineage_page_path(number: int) -> str:
+    """Page 1 of the chains is ``lineage/``, page n ≥ 2 is ``lineage/<n>/``."""
+    return "lineage/index.html" if number == 1 else f"lineage/{number}/index.html"
+
+
 def tag_page_path(slug: str, number: int) -> str:
     """Page 1 of a tag is ``tags/<slug>/``, page n ≥ 2 is ``tags/<slug>/<n>/``."""
     return f"tags/{slug}/index.html" if number == 1 else f"tags/{slug}/{number}/index.html"
@@ -527,15 +541,22 @@ def list_pages(
                 pages=pages,
             )
     trees = [(r, lineage_walk(model, r)) for r in lineage_roots(model)]
-    shape = [[(s.kind, s.dream.id if s.dream else None) for s in steps] for _, steps in trees]
-    in_trees = [s.dream for _, steps in trees for s in steps if s.dream is not None]
-    yield page(
-        "lineage/index.html",
-        "lineage.html",
-        "lineage",
-        key=key_of_page("lineage", shape, dreams=in_trees),
-        trees=trees,
-    )
+    pages = max(1, -(-len(trees) // LINEAGE_PAGE_TREES))
+    for number in range(1, pages + 1):
+        first = (number - 1) * LINEAGE_PAGE_TREES
+        shown = trees[first : first + LINEAGE_PAGE_TREES]
+        shape = [[(s.kind, s.dream.id if s.dream else None) for s in steps] for _, steps in shown]
+        in_trees = [s.dream for _, steps in shown for s in steps if s.dream is not None]
+        yield page(
+            lineage_page_path(number),
+            "lineage.html",
+            "lineage",
+            key=key_of_page("lineage", number, pages, shape, dreams=in_trees),
+            trees=shown,
+            first=first,
+            number=number,
+            pages=pages,
+        )
     yield page("log/index.html", "log.html", "log")
     yield page("search/index.html", "search.html", "search")
     yield page("verify/index.html", "verify.html", "verify")

@@ -403,6 +403,35 @@ _EMPTY = model.SiteModel(
 # --- page content -------------------------------------------------------------------
 
 
+def test_lineage_pages_hold_the_chains_oldest_first(
+    built: Built, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One chain a page: the pages, read in order, show the chains of one page.
+    m, _ = load(built.content, "/")
+    whole = render.render_pages(m, PATTERNS)["lineage/index.html"].decode()
+    monkeypatch.setattr(render, "LINEAGE_PAGE_TREES", 1)
+    plan = render.render_pages(m, PATTERNS)
+    paths = ["lineage/index.html", "lineage/2/index.html", "lineage/3/index.html"]
+    assert sorted(p for p in plan if p.startswith("lineage/")) == sorted(paths)
+    chain = re.compile(
+        r'<section class="tree panel" aria-label="Chain (\d+)">(.*?)</section>', re.S
+    )
+    # Links from lineage/<n>/ climb one folder more than those from lineage/.
+    found = [
+        (n, body.replace('href="../../', 'href="../'))
+        for path in paths
+        for n, body in chain.findall(plan[path].decode())
+    ]
+    assert [n for n, _ in found] == ["1", "2", "3"]
+    assert [body for _, body in found] == [b for _, b in chain.findall(whole)]
+    first, middle, last = (plan[p].decode() for p in paths)
+    assert "page 2 of 3" in middle and "Pages of chains" not in whole
+    assert 'rel="next" href="../lineage/2/"' in first and 'rel="prev"' not in first
+    assert 'rel="prev" href="../../lineage/"' in middle
+    assert 'rel="next" href="../../lineage/3/"' in middle
+    assert 'rel="prev" href="../../lineage/2/"' in last and 'rel="next"' not in last
+
+
 def test_dream_page_shows_author_key_lineage_and_verify_panel(built: Built) -> None:
     plan = render_for(built)
     ids = built.ids

@@ -261,6 +261,42 @@ def test_only_the_search_shards_that_change_are_made_again(
     assert tree(site) == tree(cold)
 
 
+def test_a_new_dream_in_a_chain_makes_only_its_lineage_page_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lineage pages carry a key and hold LINEAGE_PAGE_TREES chains, oldest
+    root first: a child of one root makes that root's page again, no other."""
+    monkeypatch.setattr(render, "LINEAGE_PAGE_TREES", 1)
+    tp = make_pool(tmp_path)
+    signer = parse_private_key(tp.log_key)
+    roots = [tp.add("ada", 1, lineage={"generation": 0})[0] for _ in range(3)]
+    site = tmp_path / "site"
+    buildmod.build(tp.content, site, signer=signer)
+    # One build admits in id order, so find the page of the first root.
+    (holder,) = [
+        str(p.relative_to(site))
+        for p in sorted((site / "lineage").rglob("index.html"))
+        if roots[0] in p.read_text()
+    ]
+    made: list[str] = []
+    page = render._page
+
+    def counted(model: Any, path: str, *args: Any, **kwargs: Any) -> bytes:
+        made.append(path)
+        return page(model, path, *args, **kwargs)
+
+    monkeypatch.setattr(render, "_page", counted)
+    tp.add("bob", 1, lineage={"parent": roots[0], "generation": 1})
+    buildmod.build(tp.content, site, signer=signer)
+    assert [p for p in made if p.startswith("lineage/")] == [holder]
+    cold = tmp_path / "cold"
+    buildmod.build(tp.content, cold, signer=None)
+    assert tree(site) == tree(cold)
+    from tests.test_links import broken_links
+
+    assert (cold / "lineage" / "3" / "index.html").is_file() and broken_links(cold, "/") == []
+
+
 @pytest.mark.parametrize("damage", ["deleted", "garbage", "truncated"])
 def test_a_damaged_build_cache_costs_time_only(tmp_path: Path, damage: str) -> None:
     tp = make_pool(tmp_path)
