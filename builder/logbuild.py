@@ -513,9 +513,7 @@ def _prove_append_only(
     for entry in state.history:
         note = state.checkpoints[entry.size]
         verifier = _log_key_of(note, policy, entry.size)
-        key = hashlib.sha256(
-            "\n".join([verifier.vkey, *sorted(w.vkey for w in witnesses), ""]).encode() + note
-        ).digest()
+        key = opened_key(verifier.vkey, [w.vkey for w in witnesses], note)
         cp = known.get(key)
         if not isinstance(cp, Checkpoint):
             cp, _ = open_checkpoint(note, verifier, witnesses)
@@ -537,6 +535,21 @@ def _prove_append_only(
             )
         latest = cp
     return latest
+
+
+def opened_key(log_vkey: str, witness_vkeys: Iterable[str], note: bytes) -> bytes:
+    """The build cache's name for "``note`` opened with these keys": a SHA-256
+    of every part behind its length, and of the number of witnesses, so no two
+    inputs share it. (Joining the parts with newlines did not: witness W with
+    note N read the same as no witness with note "W\\nN", so dropping a witness
+    let a stored note with a line put in front pass unverified.)"""
+    parts = [log_vkey.encode(), *sorted(w.encode() for w in witness_vkeys), note]
+    h = hashlib.sha256(b"dreampool opened checkpoint v2\0")
+    h.update(len(parts).to_bytes(8, "big"))
+    for part in parts:
+        h.update(len(part).to_bytes(8, "big"))
+        h.update(part)
+    return h.digest()
 
 
 def _first_mismatch(state: logstate.LogState, tree: merkle.MerkleTree) -> str:

@@ -189,6 +189,47 @@ def test_a_stored_checkpoint_is_verified_once_and_a_changed_one_again(
     assert opened == [3, 4, 5, 3]  # the changed note is opened again, and refused
 
 
+def test_the_checkpoint_cache_does_not_take_a_witness_key_for_a_line_of_the_note(
+    tp: PoolFixture, tmp_path: Path
+) -> None:
+    """A note opened with witness W is cached; W is then dropped from the
+    policy and the stored note gets W's key as a first line. That note does
+    not verify, and the build must say so, as one without a cache does."""
+    from builder.checkpoint import generate_cosigner_key
+
+    tp.add("ada", 2)
+    do_build(tp, tmp_path / "site")
+    policy = tp.content / "log" / "policy"
+    plain = policy.read_text()
+    _, witness = generate_cosigner_key("witness.example/w1")
+    policy.write_text(plain.replace("quorum none", f"witness w1 {witness}\nquorum none"))
+    do_build(tp, tmp_path / "site", key=False)  # caches the note, opened with W
+    policy.write_text(plain)
+    stored = tp.content / "log" / "checkpoints" / "3"
+    stored.write_bytes(witness.encode() + b"\n" + stored.read_bytes())
+    with pytest.raises(DreampoolError, match="does not verify"):
+        do_build(tp, tmp_path / "site", key=False)
+
+
+def test_the_checkpoint_cache_key_tells_every_input_apart() -> None:
+    """opened_key is injective over (log key, witness keys, note): the parts
+    are length-prefixed, so moving bytes between them changes the key."""
+    log, w1, w2 = "log+01+AA", "w1+02+BB", "w2+03+CC"
+    note = "origin\n3\nroot\n\n\u2014 log sig\n".encode()
+    keys = {
+        logbuild.opened_key(log, [], note),
+        logbuild.opened_key(log, [w1], note),
+        logbuild.opened_key(log, [], w1.encode() + b"\n" + note),
+        logbuild.opened_key(log, [w1, w2], note),
+        logbuild.opened_key(log, [w1], w2.encode() + b"\n" + note),
+        logbuild.opened_key(log + "\n" + w1, [], note),
+        logbuild.opened_key(log, [w1 + w2], note),
+    }
+    assert len(keys) == 7
+    # The witnesses are a set: their order in the policy does not matter.
+    assert logbuild.opened_key(log, [w2, w1], note) == logbuild.opened_key(log, [w1, w2], note)
+
+
 def test_root_mismatch_evidence_names_both_roots_and_the_range(
     tp: PoolFixture, tmp_path: Path
 ) -> None:
