@@ -52,7 +52,8 @@ exports are reproducible like the rest of the site:
     agents/since/<m>.md     for each published checkpoint size m: the dreams admitted
                             after it (log index >= m), oldest first, as of the first
                             checkpoint about SINCE_FULL_LIMIT leaves on (or the current
-                            one), and that size to ask next (since_spans)
+                            one), and that size to ask next: now ("read on") if the log
+                            has grown past it, else next time (since_spans)
     llms.txt                what the pool is, how to read it and how to verify it
 """
 
@@ -303,12 +304,17 @@ def digest_segments(
     erased: Sequence[ErasedView] = (),
     listed: Sequence[DreamView] = (),
     ask_next: str = "",
+    more: bool = False,
     link: Callable[[str], str] | None = None,
 ) -> list[Segment]:
     """A digest: ``dreams`` in full, then ``listed`` by id only, then ``erased``.
 
     ``since`` is the checkpoint size the digest starts after (None: the newest dreams);
-    ``next_since`` is the size to remember, and ``ask_next`` how to ask with it.
+    it holds what has a log index from ``since`` up to ``next_since``, the size to
+    ask with next, and ``ask_next`` says how. With ``more``, what comes after
+    ``next_since`` is published already: the agent is told to read on now
+    ("read on: …"), not next time ("next time: …"), so that one that reads a
+    digest per visit does not fall behind a log that grew by more than a digest.
     """
     if since is None:
         head = f"# {_one_line(info.title)}: the newest dreams"
@@ -317,13 +323,15 @@ def digest_segments(
         head = f"# {_one_line(info.title)}: dreams admitted since checkpoint size {since}"
         count = len(dreams) + len(listed)
         scope = f"{count} dream(s) with log index >= {since}"
+        if next_since > since:
+            scope += f" and < {next_since}"
+    ask = f"ask for what is new since size {next_since}" + (f" ({ask_next})" if ask_next else "")
     lines = [
         head,
         "",
         f"pool {_one_line(info.origin)} · checkpoint size {info.size} · root {info.root}",
         f"this digest: {scope}; {len(erased)} erasure(s)",
-        f"next time: ask for what is new since size {next_since}"
-        + (f" ({ask_next})" if ask_next else ""),
+        f"read on: the log has more; now {ask}" if more else f"next time: {ask}",
         "",
         QUOTING_NOTE,
         "",
@@ -391,10 +399,12 @@ def _render_since(
     since: int,
     new: Sequence[DreamView],
     erased: Sequence[ErasedView],
+    more: bool = False,
 ) -> str:
     """Since a size m, as of the checkpoint ``info`` names: the dreams admitted
     after m (``new``, oldest first), the first :data:`SINCE_FULL_LIMIT` in
-    full and the rest by id; and the erasures logged since."""
+    full and the rest by id; and the erasures logged since. ``more``: the
+    log has grown past ``info.size`` (see :func:`digest_segments`)."""
     return render_segments(
         digest_segments(
             info,
@@ -404,6 +414,7 @@ def _render_since(
             erased=erased,
             listed=new[SINCE_FULL_LIMIT:],
             ask_next=f"agents/since/{info.size}.md",
+            more=more,
             link=_static_link(model, 2),
         )
     )
@@ -415,8 +426,9 @@ def _since_bytes(
     since: int,
     new: Sequence[DreamView],
     erased: Sequence[ErasedView],
+    more: bool,
 ) -> bytes:
-    return _render_since(model, info, since, new, erased).encode("utf-8")
+    return _render_since(model, info, since, new, erased, more).encode("utf-8")
 
 
 def since_spans(model: SiteModel) -> list[tuple[int, int]]:
@@ -425,8 +437,9 @@ def since_spans(model: SiteModel) -> list[tuple[int, int]]:
     :data:`SINCE_FULL_LIMIT` leaves past m, or the current size if none is.
 
     So a file holds the dreams of about that many leaves, and tells the agent
-    to ask next since that size: following the files from any m reaches the
-    current size and yields every dream since m once. Every file but the
+    to ask next since that size, now ("read on") if the log has grown past
+    it: following the files from any m reaches the current size and yields
+    every dream since m once. Every file but the
     last few speaks of a checkpoint the log has moved past, and so changes
     only when a dream of its span is erased or its key's tier changes; a build
     keeps it (:func:`agent_pages`). Written as of the current checkpoint,
@@ -461,15 +474,16 @@ def agent_pages(
         # Listed in the model's order (by the erased dream's log index).
         span = gone[bisect.bisect_left(gone_at, since) : bisect.bisect_left(gone_at, until)]
         erased = sorted(span, key=lambda e: e.index)
+        more = until < model.checkpoint_sizes[-1]  # once true, true for good
         key = None
         if dream_key is not None:
             parts = (
-                (info, model.base_url, SINCE_FULL_LIMIT, since),
+                (info, model.base_url, SINCE_FULL_LIMIT, since, more),
                 [dream_key(d) for d in new],
                 erased,
             )
             key = key_of(parts)
-        render = functools.partial(_since_bytes, model, info, since, new, erased)
+        render = functools.partial(_since_bytes, model, info, since, new, erased, more)
         yield Page(f"agents/since/{since}.md", key, render)
 
 
@@ -505,9 +519,11 @@ def render_llms_txt(model: SiteModel) -> str:
     if sizes:
         lines.append(
             f"- [Dreams since a checkpoint]({base}agents/since/{sizes[-1]}.md): "
-            "agents/since/<m>.md holds every dream admitted after checkpoint size m, for "
-            f"each published size m ({', '.join(map(str, sizes))}); remember the size a "
-            "digest names and read agents/since/<that size>.md next time"
+            "agents/since/<m>.md holds the dreams admitted after checkpoint size m, for "
+            f"each published size m ({', '.join(map(str, sizes))}), up to a checkpoint "
+            f"about {SINCE_FULL_LIMIT} leaves on; it names the size to ask with next. "
+            'While a file says "read on", read agents/since/<that size>.md now; when it '
+            'says "next time", remember that size for your next visit'
         )
     lines += [
         f"- [JSON API]({base}api/dreams.json): every dream's id, tier, date and log index",

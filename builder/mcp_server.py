@@ -895,6 +895,7 @@ class Tools:
             next_since=next_since,
             erased=erased,
             ask_next=f"dream_digest since_size={next_since}",
+            more=not complete,
             link=self.reader.link,
         )
         if failed:
@@ -1123,7 +1124,7 @@ def build_server(tools: Tools) -> MCPServer[Any]:
         """Everything admitted since the checkpoint size you remember (log index >=
         since_size; omit it the first time), oldest first, at most limit dreams (1-200),
         plus next_since_size: remember it and pass it next time to get exactly what is
-        new."""
+        new. If complete is false, more is published already: call again now with it."""
         return answer(lambda: tools.dream_digest(since_size, limit))
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))

@@ -372,12 +372,16 @@ def test_since_holds_exactly_the_dreams_admitted_after_m(
     assert f"ask for what is new since size {m.history[-1].size}" in first
 
 
-NEXT = re.compile(r"(?m)^next time: ask for what is new since size (\d+) \(agents/since/\1\.md\)$")
+NEXT = re.compile(
+    r"(?m)^(read on: the log has more; now|next time:) "
+    r"ask for what is new since size (\d+) \(agents/since/\2\.md\)$"
+)
 
 
-def follow_since(exports: dict[str, bytes], since: int) -> tuple[list[str], list[str]]:
+def follow_since(exports: dict[str, bytes], since: int) -> tuple[list[str], list[str], int]:
     """The dream ids and erasure lines an agent reads from agents/since/<since>.md
-    on, asking next since the size each file names until one names its own."""
+    on, reading on while a file says "read on"; and the size the last file
+    tells it to remember for next time."""
     ids: list[str] = []
     erasures: list[str] = []
     while True:
@@ -385,9 +389,10 @@ def follow_since(exports: dict[str, bytes], since: int) -> tuple[list[str], list
         gone = re.findall(r"(?m)^- dream [0-9a-f]{16} \(log index \d+\) erased at .*$", doc)
         ids += [i for i in ids_in(doc) if not any(line.split()[2] == i for line in gone)]
         erasures += gone
-        (ask,) = NEXT.findall(doc)
-        if int(ask) == since:
-            return ids, erasures
+        ((when, ask),) = NEXT.findall(doc)
+        if when == "next time:":
+            return ids, erasures, int(ask)
+        assert int(ask) > since
         since = int(ask)
 
 
@@ -416,8 +421,9 @@ def test_since_files_chain_to_every_dream_since_m_and_stop_changing(
     assert len(roots) == 6
     for since, until in agents.since_spans(m):
         want = sorted((d for d in m.dreams if d.index >= since), key=lambda d: d.index)
-        ids, erasures = follow_since(exports, since)
+        ids, erasures, remember = follow_since(exports, since)
         assert ids == [d.id for d in want]
+        assert remember == m.history[-1].size
         gone = [e for e in m.erased if e.erasure_index >= since]
         assert [line.split()[2] for line in erasures] == [e.id for e in gone]
         doc = exports[f"agents/since/{since}.md"].decode()
@@ -441,6 +447,10 @@ def test_since_files_chain_to_every_dream_since_m_and_stop_changing(
     for since in closed:
         path = f"agents/since/{since}.md"
         assert grown[path] == exports[path] == (site / path).read_bytes()
+    # The others say what a cold build says: a file the log grew past, with
+    # its span unchanged, now says "read on".
+    for path, data in grown.items():
+        assert (site / path).read_bytes() == data, path
 
 
 def test_since_lists_dreams_past_the_limit_by_id(

@@ -255,7 +255,12 @@ def test_digest_with_the_returned_size_returns_exactly_the_new_dreams(
         pages = []
         since = 0
         while True:
-            page = data_of(await call(s, "dream_digest", since_size=since, limit=2))
+            result = await call(s, "dream_digest", since_size=since, limit=2)
+            page = data_of(result)
+            # The text tells an agent what the data does: read on now, or stop.
+            when = "next time:" if page["complete"] else "read on: the log has more; now"
+            ask = f"{when} ask for what is new since size {page['next_since_size']} "
+            assert ask in text_of(result)
             pages.append(page)
             if page["complete"]:
                 break
