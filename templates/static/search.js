@@ -18,6 +18,7 @@
   var dreams = [];
   var total = 0; // dreams the index lists
   var loading = true; // shards still to come
+  var missing = []; // why shards failed to load: every status says so from then on
 
   function fold(s) {
     return String(s).normalize("NFKC").toLowerCase();
@@ -109,13 +110,24 @@
     return loading ? " (searched " + dreams.length + " of " + total + " dreams; loading…)" : "";
   }
 
+  // Once a shard failed, every status says what the results leave out.
+  function gaps() {
+    if (!missing.length) return "";
+    return " Part of the search index could not be loaded (" + missing.join("; ") + ")" +
+      (loading ? "." : ": searched " + dreams.length + " of " + total + " dreams.");
+  }
+
   function run() {
     var query = fold(input.value).trim();
     list.replaceChildren();
+    if (!loading && !dreams.length && missing.length) {
+      status.textContent = "The search index could not be loaded (" + missing.join("; ") + ").";
+      return;
+    }
     if (!query) {
-      status.textContent = loading
+      status.textContent = (loading
         ? dreams.length + " of " + total + " dreams indexed, loading the rest. Type to search."
-        : dreams.length + " dreams indexed. Type to search.";
+        : dreams.length + " dreams indexed. Type to search.") + gaps();
       return;
     }
     var terms = query.split(/\s+/).filter(Boolean);
@@ -137,7 +149,7 @@
     status.textContent =
       (n === 0 ? "No dream matches." :
       n > LIMIT ? "Showing the first " + LIMIT + " of " + n + " matching dreams." :
-      n + (n === 1 ? " matching dream." : " matching dreams.")) + progress();
+      n + (n === 1 ? " matching dream." : " matching dreams.")) + progress() + gaps();
   }
 
   function remember() {
@@ -168,21 +180,29 @@
   }
 
   // One shard at a time, in the index's order (newest first), so the dreams
-  // stay newest first; the search reruns as each arrives.
+  // stay newest first; the search reruns as each arrives. A shard that fails
+  // is noted and skipped: the older ones still load.
   function load(shards, at) {
     if (at >= shards.length) {
       loading = false;
-      if (input.disabled) ready();
+      if (input.disabled && dreams.length) ready();
       run();
       return;
     }
     getJSON(new URL(shards[at], source))
-      .then(function (shard) {
-        var rows = shard && Array.isArray(shard.dreams) ? shard.dreams : [];
-        rows.forEach(function (d) {
-          if (d && ID.test(String(d.id))) dreams.push(prepare(d));
-        });
-        if (input.disabled) ready();
+      .then(
+        function (shard) {
+          var rows = shard && Array.isArray(shard.dreams) ? shard.dreams : [];
+          rows.forEach(function (d) {
+            if (d && ID.test(String(d.id))) dreams.push(prepare(d));
+          });
+          if (input.disabled) ready();
+        },
+        function (err) {
+          missing.push(err.message);
+        }
+      )
+      .then(function () {
         run();
         load(shards, at + 1);
       })

@@ -91,20 +91,37 @@ def test_results_come_while_older_shards_load_and_end_as_one_index(
         context.close()
 
 
-def test_a_missing_shard_is_reported(
+def test_a_missing_shard_is_skipped_and_reported_for_as_long_as_the_page_lives(
     browser: Any, serve: Callable[[Path], Served], sharded: tuple[Pool, dict[str, str]]
 ) -> None:
+    """A shard is gone: the shards after it still load, and every status after
+    that, as the query changes, says the results leave part of the index out,
+    and which file."""
     pool, ids = sharded
-    held_path = shard_of(pool.site, ids["old"])
+    shards = [
+        s["path"] for s in json.loads((pool.site / "search" / "index.json").read_bytes())["shards"]
+    ]
+    holding = {shard_of(pool.site, ids["old"]), shard_of(pool.site, ids["new"])}
+    # A shard without either result, loaded before one that holds a result.
+    last = max(shards.index(p) for p in holding)
+    gone = next(p for p in shards[:last] if p not in holding)
     served = serve(pool.site)
-    (served.root / "search" / held_path).unlink()
+    (served.root / "search" / gone).unlink()
     context = browser.new_context()
     try:
         page = new_page(context)
         page.goto(f"{served.url}search/?q=lighthouse")
-        page.wait_for_function(
-            "() => document.getElementById('search-status').textContent.includes('could not')"
+        status = page.locator("#search-status")
+        rows = len(json.loads((pool.site / "search" / gone).read_bytes())["dreams"])
+        searched = f"searched {8 - rows} of 8 dreams."
+        page.wait_for_function(  # every shard tried: the status says what was searched
+            "s => document.getElementById('search-status').textContent.endsWith(s)", arg=searched
         )
-        assert held_path in page.locator("#search-status").inner_text()
+        assert result_ids(page) == [ids["old"], ids["new"]]  # the oldest shard loaded too
+        for query in ("lighthouse", "harbour", ""):
+            page.fill("#q", query)
+            text = status.inner_text()
+            assert "could not be loaded" in text and gone in text and searched in text, text
+        assert page.locator("#q").is_enabled()
     finally:
         context.close()
