@@ -26,6 +26,7 @@ The pool and the build (I/O at the edges):
     logstate     the log state committed under content/log
     logbuild     admission, append-only proof, signing, the log's published files
     erase        erasure with a residue check
+    poollock     one build or erase of a pool at a time (flock on content/)
     model        the site model every page is rendered from
     render       HTML pages and search (Jinja, Markdown)
     patterns     k-anonymous aggregate patterns and SVG charts

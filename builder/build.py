@@ -26,7 +26,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from builder import buildcache, logbuild, model, pool, render, site, writer
+from builder import buildcache, logbuild, model, pool, poollock, render, site, writer
 from builder.errors import InputError, KeyStoreError, Problem
 from builder.note import Signer, parse_private_key
 from builder.progress import Progress, progress_enabled
@@ -95,9 +95,16 @@ def build(
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _build(
-            content, out, signer=signer, base_url=base_url, quiet=quiet, stage=stage, retain=retain
-        )
+        with poollock.hold(content):
+            return _build(
+                content,
+                out,
+                signer=signer,
+                base_url=base_url,
+                quiet=quiet,
+                stage=stage,
+                retain=retain,
+            )
     finally:
         gc.unfreeze()
         if collecting:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from builder import dream as dreamfmt
-from builder import statement
+from builder import poollock, statement
 from builder.errors import InputError, PoolError, Problem
 from builder.logbuild import ERASURE_REASONS
 from builder.pool import atomic_write, check_dream, check_layout, read_regular
@@ -63,6 +63,11 @@ def residue(root: Path, needles: list[str], skip: set[Path]) -> list[Path]:
 
 def erase(content: Path, dream_id: str, reason: str, request: Path | None = None) -> Path:
     """Delete the dream and its salt; record why. Returns the erasure record's path."""
+    with poollock.hold(content, "erase"):
+        return _erase(content, dream_id, reason, request)
+
+
+def _erase(content: Path, dream_id: str, reason: str, request: Path | None) -> Path:
     if not dreamfmt.is_dream_id(dream_id):
         raise PoolError(f"{dream_id!r} is not a dream id (16 lowercase hex characters)")
     if reason not in ERASURE_REASONS:

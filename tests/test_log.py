@@ -189,6 +189,37 @@ def test_a_stored_checkpoint_is_verified_once_and_a_changed_one_again(
     assert opened == [3, 4, 5, 3]  # the changed note is opened again, and refused
 
 
+def test_a_build_while_another_holds_the_pool_changes_nothing(
+    tp: PoolFixture, tmp_path: Path
+) -> None:
+    """Builds of one pool run one at a time from their first read: two at
+    once each salted the new dreams and signed a checkpoint of the same size
+    with its own root (a fork). The lock is flock(2) on content/ (taken here
+    with fcntl directly, as another build holds it)."""
+    import fcntl
+
+    from builder import erase
+
+    tp.add("ada", 2)
+    do_build(tp, tmp_path / "site")
+    new = tp.add("ada", 1)
+    log_before = tree_files(tp.content / "log")
+    dreams_before = tree_files(tp.content / "dreams")
+    fd = os.open(tp.content, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(DreampoolError, match="another build or erase is writing the pool"):
+            do_build(tp, tmp_path / "other")
+        with pytest.raises(DreampoolError, match="another build or erase"):
+            erase.erase(tp.content, new[0], "legal", None)
+        assert tree_files(tp.content / "log") == log_before
+        assert tree_files(tp.content / "dreams") == dreams_before  # no salt was written
+        assert not (tmp_path / "other").exists()
+    finally:
+        os.close(fd)
+    assert do_build(tp, tmp_path / "other").admitted == new  # the lock went with its holder
+
+
 def test_the_checkpoint_cache_does_not_take_a_witness_key_for_a_line_of_the_note(
     tp: PoolFixture, tmp_path: Path
 ) -> None:
