@@ -14,9 +14,10 @@ hashed into its key:
   commitment, a SHA-256 of the dream and its salt), so the key takes that
   32-byte hash instead of the text: hashing the repr of every entry was the
   largest part of an incremental build's unit pass;
-* the size of the checkpoint its proof is against (the proof and record
-  never change once published: PROTOCOL.md §5; the record's salt is bound
-  by the leaf hash above);
+* the size of the checkpoint its proof is against, and that checkpoint's
+  note, which the proof embeds and a witness may cosign later (the record
+  never changes once published: PROTOCOL.md §5; its salt is bound by the
+  leaf hash above);
 * the site's title, origin and base URL, the first checkpoint's date (feed
   entry ids), and the builder's code
   (:func:`builder.buildcache.code_digest`).
@@ -138,6 +139,13 @@ class Units:
         self._local: SiteModel | None = None
         self._local_by_id: dict[str, DreamView] = {}
         self.keys: dict[str, str] = {}
+        # A proof embeds its checkpoint's note, cosignatures included, and a
+        # witness may cosign a published size later (docs/operators.md): the
+        # key takes the note's digest, not only its size.
+        self.notes = {
+            size: hashlib.blake2b(note, digest_size=16).digest()
+            for size, note in log.state.checkpoints.items()
+        }
 
     def key(self, d: DreamView) -> str:
         m = self.model
@@ -149,7 +157,8 @@ class Units:
             tuple(m.by_id[c].title for c in d.children),
             parent.title if parent else None,
             d.parent_id in m.erased_ids if d.parent_id else None,
-            render.proof_size(m, d.index),
+            size := render.proof_size(m, d.index),
+            self.notes.get(size) if size is not None else None,
             m.title,
             m.origin,
             m.base_url,

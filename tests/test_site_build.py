@@ -173,6 +173,37 @@ def test_incremental_and_cold_builds_are_byte_identical(tmp_path: Path) -> None:
     assert broken_links(cold, "/") == []
 
 
+def test_a_cosignature_added_later_reaches_every_proof_against_that_checkpoint(
+    tmp_path: Path,
+) -> None:
+    """docs/operators.md, "Add a witness": the cosignature line is appended to
+    content/log/checkpoints/<size> and the pool built again. The proofs embed
+    that note, so a build that kept them by the checkpoint's size alone
+    published proofs without the cosignature beside a checkpoint with it."""
+    from builder import checkpoint as cpmod
+
+    tp = make_pool(tmp_path)
+    signer = parse_private_key(tp.log_key)
+    ids = tp.add("ada", 2)
+    site = tmp_path / "site"
+    buildmod.build(tp.content, site, signer=signer, quiet=True)
+    key, vkey = cpmod.generate_cosigner_key("witness.example/w1")
+    policy = tp.content / "log" / "policy"
+    policy.write_text(policy.read_text().replace("quorum none", f"witness w1 {vkey}\nquorum none"))
+    stored = tp.content / "log" / "checkpoints" / "3"
+    note = stored.read_bytes()
+    text = note.split(b"\n\n")[0].decode() + "\n"
+    line = cpmod.cosign(text, cpmod.parse_cosigner_private_key(key), 1_767_225_600).encode()
+    stored.write_bytes(note + line)
+    report = buildmod.build(tp.content, site, signer=signer, quiet=True)
+    assert report.rendered == 2  # both proofs are against checkpoint 3
+    for i in ids:
+        assert (site / "dreams" / i / "proof.tlog-proof").read_bytes().endswith(line)
+    cold = tmp_path / "cold"
+    buildmod.build(tp.content, cold, signer=None, quiet=True)
+    assert tree(site) == tree(cold)
+
+
 def test_deflated_fragments_change_no_byte(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Pools above units.SQUEEZE_ABOVE keep cards, diary lines, feed and search
     entries deflated in memory and in the cache. A pool that grows past it
