@@ -551,8 +551,10 @@ def _check_and_commit(
     if isinstance(result, list):
         return result, None
     try:
-        salt = path.with_suffix(".salt").read_bytes().decode("ascii").strip()
-    except (OSError, UnicodeDecodeError):
+        # read_regular: a salt that is a symlink (to /dev/zero, a FIFO) is
+        # never followed, and no more than a dream's size is read.
+        salt = read_regular(path.with_suffix(".salt")).decode("ascii").strip()
+    except (OSError, UnicodeDecodeError, InputError):
         return result, None  # no salt yet (a new dream), or the log stage reports it
     from builder.logbuild import commitment  # logbuild imports this module
 

@@ -220,6 +220,36 @@ def test_check_lists_every_problem(run: Any, content: Path, tmp_path: Path) -> N
     assert "4 problem(s)" in result.err
 
 
+def test_a_salt_that_is_a_symlink_is_refused_not_read(content: Path, tmp_path: Path) -> None:
+    """A pull request could make a dream's salt a symlink to /dev/zero (or a
+    FIFO): `dreampool check` read it whole and ran out of memory. It is now a
+    problem like any other symlink. Run with 1.5 GB of address space, so a
+    regression fails fast instead of taking the machine's memory."""
+    import resource
+    import subprocess
+    import sys
+
+    from tests.pools import make_pool
+
+    tp = make_pool(tmp_path / "pool")
+    (dream_id,) = tp.add("ada", 1)
+    (tp.content / "dreams" / f"{dream_id}.salt").symlink_to("/dev/zero")
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 29, 3 << 29))
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "builder", "check", "--content", str(tp.content)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=cap,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert f"{dream_id}.salt: is a symlink" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
 def test_check_github_format(run: Any, content: Path) -> None:
     (content / "pool.yaml").write_text(POOL_YAML + "title: again\n")
     result = run("check", "--content", content, "--format", "github")
