@@ -35,18 +35,42 @@ import hashlib
 import io
 import os
 import pickle
-from importlib import resources
+import sys
+import unicodedata
+from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
 
 FORMAT = b"dreampool-cache/2\n"
 
 
+# The distributions whose code computes what the cache keeps.
+RESULT_LIBRARIES = (
+    "jinja2",
+    "markupsafe",
+    "markdown-it-py",
+    "cryptography",
+    "rfc8785",
+    "pyyaml",
+    "jieba",
+)
+
+
 @functools.cache
 def code_digest() -> str:
-    """A digest of the builder's modules and templates: a new dreampool
-    version or an edited template starts every cached result afresh."""
+    """A digest of the builder's modules and templates, and of what else
+    decides a cached result: the Python version and its Unicode tables (the
+    redaction patterns' ``\\d``, case folding, NFKC) and the versions of the
+    libraries that parse, verify and render. A new dreampool, an edited
+    template or an upgraded library starts every cached result afresh."""
     h = hashlib.sha256()
+    h.update(f"{sys.version}\0{unicodedata.unidata_version}\0".encode())
+    for dist in RESULT_LIBRARIES:
+        try:
+            version = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            version = "-"
+        h.update(f"{dist}={version}\0".encode())
     package = Path(__file__).parent
     for path in sorted(package.glob("*.py")):
         h.update(path.name.encode() + b"\0" + path.read_bytes())
