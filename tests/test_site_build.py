@@ -355,23 +355,54 @@ def test_a_damaged_build_cache_costs_time_only(tmp_path: Path, damage: str) -> N
 
 
 def test_damaged_compiled_templates_are_compiled_again(tmp_path: Path) -> None:
-    # In a new process, where no template is compiled yet (builder.render
-    # keeps compiled templates in the build cache's jinja/ folder).
+    """In a new process, where no template is compiled yet (builder.render
+    keeps compiled templates in the build cache's jinja/<code digest>/). A
+    file cut just past Jinja's header stopped every build (an unguarded
+    pickle.load); cut there, cut in half or overwritten, it costs time only."""
+    import jinja2
+
     tp = make_pool(tmp_path)
     tp.add("ada", 3)
     site = tmp_path / "site"
     env = {**os.environ, "DREAMPOOL_LOG_KEY": tp.log_key}
     subprocess.run(_build_cmd(tp, site), check=True, env=env, capture_output=True)
-    compiled = sorted((tmp_path / ".site.builds" / "cache" / "jinja").iterdir())
+    (folder,) = (tmp_path / ".site.builds" / "cache" / "jinja").iterdir()
+    assert folder.name == buildcache.code_digest()[:32]
+    compiled = sorted(folder.iterdir())
     assert len(compiled) >= 10
+    header = len(jinja2.bccache.bc_magic)
     for i, path in enumerate(compiled):
         data = path.read_bytes()
-        path.write_bytes(data[: len(data) // 2] if i % 2 else os.urandom(len(data)))
+        cuts = (data[: header + 1], data[: len(data) // 2], os.urandom(len(data)))
+        path.write_bytes(cuts[i % 3])
     tp.add("bob", 1)
-    subprocess.run(_build_cmd(tp, site), check=True, env=env, capture_output=True)
+    proc = subprocess.run(_build_cmd(tp, site), env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
     cold = tmp_path / "cold"
     buildmod.build(tp.content, cold, signer=None)
     assert tree(site) == tree(cold)
+
+
+def test_templates_compiled_by_another_version_are_never_loaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Jinja checks compiled code against the template's source only, so code
+    compiled with other settings or another Jinja would be loaded as is. Each
+    version of the builder has its own folder, and the others are removed."""
+    folder = tmp_path / "jinja"
+    try:
+        monkeypatch.setattr(buildcache, "code_digest", lambda: "a" * 64)
+        render.use_bytecode_cache(folder)
+        render._ENV.cache.clear()  # compile again, through the bytecode cache
+        render._ENV.get_template("base.html")
+        assert [p.name for p in folder.iterdir()] == ["a" * 32]
+        assert any((folder / ("a" * 32)).iterdir())
+        monkeypatch.setattr(buildcache, "code_digest", lambda: "b" * 64)
+        render.use_bytecode_cache(folder)
+        assert [p.name for p in folder.iterdir()] == ["b" * 32]
+    finally:
+        render.use_bytecode_cache(None)
+        render._ENV.cache.clear()
 
 
 def test_a_full_disk_is_a_clear_error_and_keeps_the_site(
