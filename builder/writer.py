@@ -8,16 +8,18 @@ build sees either the old site or the new one, never a mix and never nothing.
 
 Each generation has a manifest (``manifest-a``: a BLAKE2b digest, size and
 mtime per path) that is true whenever it exists: it is removed before the
-generation is touched and written after it is complete. So a build writes
-only the files whose bytes differ from what that generation already holds (a
-file whose size or mtime moved, edited in place by someone, is written
-again); a generation without a manifest (a build was killed while updating
-it, or it was deleted) is emptied and written again, which costs time and
-nothing else. A file the previous build wrote and this build would write
-again unchanged can be *kept* by digest (:meth:`SiteWriter.keep`):
-hard-linked from the live generation, never rendered. A file a generation
-already holds is replaced by rename, never written into, so the two
-generations may share it; a path new to the generation is written in place.
+generation is touched and written (synced to the disk, then renamed into
+place) after it is complete. So a build writes only the files whose bytes
+differ from what that generation already holds (a file whose size or mtime
+moved, edited in place by someone, is written again); a generation without a
+sound manifest (a build was killed while updating it, it was deleted, or a
+power cut left it empty or cut short: its header and checksum say so) is
+emptied and written again, which costs time and nothing else. A file the
+previous build wrote and this build would write again unchanged can be
+*kept* by digest (:meth:`SiteWriter.keep`): hard-linked from the live
+generation, never rendered. A file a generation already holds is replaced by
+rename, never written into, so the two generations may share it; a path new
+to the generation is written in place.
 
 Paths are checked before a byte is written: relative, no ``..``, no empty or
 ``.`` segment, no two writers of one path.
@@ -431,38 +433,105 @@ def _remove_empty_dirs(gen: Path, candidates: set[str]) -> None:
             rel = rel.rpartition("/")[0]
 
 
-# --- manifests: "<hex digest> <size> <mtime_ns> <path>" per line -------------
+# --- manifests ------------------------------------------------------------
+#
+#   dreampool-manifest 2 <number of entries>
+#   <hex digest> <size> <mtime_ns> <path>      (one line per entry)
+#   end <hex BLAKE2b of every byte above>
+#
+# A manifest vouches for a whole generation, so one that is empty, cut at a
+# line's end, zeroed by a power cut or of another format must read as none:
+# the header and the closing checksum see to it. (Format 1, the bare entry
+# lines, reads as none too: one full rewrite of each generation.)
+
+MANIFEST_FORMAT = b"dreampool-manifest 2"
+_MANIFEST_END = b"end "
 
 
 def _read_manifest(path: Path) -> dict[str, Entry] | None:
     """The manifest's entries, or None if it is missing or damaged (the
     generation is then rewritten in full)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (FileNotFoundError, UnicodeDecodeError):
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    body = _checked_body(data)
+    if body is None:
+        return None
+    try:
+        return _parse_entries(str(body, "utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
+def _checked_body(data: bytes) -> memoryview | None:
+    """``data`` up to its closing line, if that line holds the body's checksum."""
+    if not data.endswith(b"\n"):
+        return None  # cut short, or empty
+    start = data.rfind(b"\n", 0, len(data) - 1) + 1
+    body = memoryview(data)[:start]
+    if data[start:-1] != _MANIFEST_END + _checksum(body).hexdigest().encode():
+        return None
+    return body
+
+
+def _checksum(data: bytes | memoryview = b"") -> hashlib.blake2b:
+    return hashlib.blake2b(data, digest_size=DIGEST_SIZE)
+
+
+def _parse_entries(text: str) -> dict[str, Entry] | None:
+    lines = text.split("\n")
+    header, _, count = lines[0].rpartition(" ")
+    entries = lines[1:-1]  # the body ends with a newline: the last item is ""
+    if header.encode() != MANIFEST_FORMAT or int(count) != len(entries):
         return None
     out: dict[str, Entry] = {}
-    lines = text.split("\n")
-    if lines[-1] != "":
-        return None  # cut short
-    try:
-        for line in lines[:-1]:
-            hexdigest, size, mtime, rel = line.split(" ", 3)
-            if len(hexdigest) != 2 * DIGEST_SIZE:
-                return None
-            out[rel] = (bytes.fromhex(hexdigest), int(size), int(mtime))
-    except ValueError:
-        return None
+    for line in entries:
+        hexdigest, size, mtime, rel = line.split(" ", 3)
+        if len(hexdigest) != 2 * DIGEST_SIZE:
+            return None
+        out[rel] = (bytes.fromhex(hexdigest), int(size), int(mtime))
     return out
 
 
 def _write_manifest(path: Path, entries: Mapping[str, Entry]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(
-        "".join(f"{d.hex()} {size} {mtime} {rel}\n" for rel, (d, size, mtime) in entries.items()),
-        encoding="utf-8",
-    )
+    """Write ``entries`` under a temporary name, flush it to the disk, then
+    rename it into place: unsynced, a power cut can leave the new name on
+    an empty file (the rename reached the disk, the bytes did not)."""
+    tmp = str(path.with_name(path.name + ".tmp"))
+    with open(_create_new(tmp), "wb") as f:
+        check = _checksum()
+        for chunk in _manifest_chunks(entries):
+            check.update(chunk)
+            f.write(chunk)
+        f.write(_MANIFEST_END + check.hexdigest().encode() + b"\n")
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def _manifest_chunks(entries: Mapping[str, Entry], per_chunk: int = 4096) -> Iterable[bytes]:
+    """The manifest's header and entry lines, a few thousand at a time (a
+    pool of a million dreams has millions of files: one string would be
+    hundreds of megabytes)."""
+    yield MANIFEST_FORMAT + f" {len(entries)}\n".encode()
+    lines: list[str] = []
+    for rel, (d, size, mtime) in entries.items():
+        lines.append(f"{d.hex()} {size} {mtime} {rel}\n")
+        if len(lines) == per_chunk:
+            yield "".join(lines).encode()
+            lines.clear()
+    yield "".join(lines).encode()
+
+
+def _create_new(path: str) -> int:
+    """A descriptor for writing a new, empty file at ``path``: whatever is
+    there goes first. Never opening an existing file for writing matters
+    here, as one found under a temporary name may be a hard link to a file
+    the live generation serves (left by a killed build, or by hand)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
 
 
 def _write_all(fd: int, data: bytes) -> None:

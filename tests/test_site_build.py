@@ -430,3 +430,29 @@ def test_a_full_disk_is_a_clear_error_and_keeps_the_site(
     assert "No space left on device" in err and "hint: free some space" in err
     assert "Traceback" not in err
     assert tree(site) == before
+
+
+def test_an_emptied_manifest_costs_a_full_rewrite_only(tmp_path: Path) -> None:
+    """A power cut can leave the generation not live with a zero-length
+    manifest. Read as an empty one, the generation kept an erased dream's
+    record (published again) and the temporary links of the files kept
+    from the live generation."""
+    from builder import erase
+
+    tp = make_pool(tmp_path)
+    signer = parse_private_key(tp.log_key)
+    ids = tp.add("ada", 3)
+    site = tmp_path / "site"
+    buildmod.build(tp.content, site, signer=signer, quiet=True)
+    tp.add("bob", 1)
+    buildmod.build(tp.content, site, signer=signer, quiet=True)
+    assert os.readlink(site) == ".site.builds/b"
+    (tmp_path / ".site.builds" / "manifest-a").write_bytes(b"")
+    erase.erase(tp.content, ids[0], "author-request")
+    for _ in range(2):
+        buildmod.build(tp.content, site, signer=signer, quiet=True)
+        assert not (site / "dreams" / ids[0] / "record.json").exists()
+        assert sorted(site.rglob("*.tmp")) == []
+    cold = tmp_path / "cold"
+    buildmod.build(tp.content, cold, signer=None, quiet=True)
+    assert tree(site) == tree(cold)

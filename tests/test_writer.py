@@ -53,7 +53,9 @@ def test_a_file_edited_in_place_in_the_site_is_written_again(tmp_path: Path) -> 
     assert tree(out) == plan_of(4)
 
 
-@pytest.mark.parametrize("damage", ["missing", "garbage", "cut"])
+@pytest.mark.parametrize(
+    "damage", ["missing", "garbage", "cut", "empty", "lines cut", "zeros", "old format"]
+)
 def test_a_generation_without_a_sound_manifest_is_rewritten_in_full(
     tmp_path: Path, damage: str
 ) -> None:
@@ -63,12 +65,22 @@ def test_a_generation_without_a_sound_manifest_is_rewritten_in_full(
     builds = tmp_path / ".site.builds"
     (builds / "a" / "stray.html").write_bytes(b"left by a killed build")
     manifest = builds / "manifest-a"
+    text = manifest.read_bytes()
     if damage == "missing":
         manifest.unlink()
     elif damage == "garbage":
         manifest.write_bytes(b"\xff\xfe not a manifest")
-    else:
-        manifest.write_bytes(manifest.read_bytes()[:-5])
+    elif damage == "cut":
+        manifest.write_bytes(text[:-5])
+    elif damage == "empty":  # what a power cut can leave of a file renamed unsynced
+        manifest.write_bytes(b"")
+    elif damage == "lines cut":  # cut at a line's end: every line left is sound
+        manifest.write_bytes(b"".join(text.splitlines(keepends=True)[:2]))
+    elif damage == "zeros":  # the size reached the disk, the blocks did not
+        manifest.write_bytes(bytes(len(text)))
+    else:  # "<digest> <size> <mtime> <path>" lines with nothing around them
+        entries = {"index.html": (writer.digest(b"home"), 4, 0)}
+        manifest.write_text("".join(f"{d.hex()} {n} {t} {r}\n" for r, (d, n, t) in entries.items()))
     assert writer.write_tree(out, plan_of(6)) == 7
     assert tree(out) == plan_of(6)
 
@@ -142,3 +154,53 @@ def test_one_build_at_a_time(tmp_path: Path) -> None:
         writer.SiteWriter(out)
     writer.write_tree(out, plan_of(1))  # the lock went with the first writer
     assert tree(out) == plan_of(1)
+
+
+def _tmp_names(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*.tmp"))
+
+
+def _kept_from_live(out: Path, files: dict[str, bytes]) -> None:
+    """One build that keeps every file of ``files`` from the live generation."""
+    with writer.SiteWriter(out) as w:
+        assert w.keep_all([(rel, writer.digest(data)) for rel, data in files.items()])
+
+
+def test_an_empty_manifest_over_shared_files_leaves_no_stray_file(tmp_path: Path) -> None:
+    """Both generations share their files (kept by hard link); the one not
+    live lost its manifest's bytes. Its next build must empty it: the files
+    the site no longer has were published again, and each kept file left its
+    temporary link (rename(2) of a link onto its own inode does nothing)."""
+    out = tmp_path / "site"
+    files = {"d/index.html": b"page", "d/record.json": b"{}", "gone.html": b"erased"}
+    writer.write_tree(out, files)
+    _kept_from_live(out, files)  # b, hard links to a's files
+    builds = tmp_path / ".site.builds"
+    (builds / "manifest-a").write_bytes(b"")
+    del files["gone.html"]
+    _kept_from_live(out, files)  # a
+    assert os.readlink(out) == ".site.builds/a"
+    assert tree(out) == files
+    _kept_from_live(out, files)  # b
+    assert _tmp_names(builds) == []
+
+
+def test_a_manifest_reaches_the_disk_before_its_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events: list[str] = []
+    fsync, replace = os.fsync, os.replace
+
+    def synced(fd: int) -> None:
+        events.append("fsync")
+        fsync(fd)
+
+    def renamed(src: str, dst: str) -> None:
+        events.append(f"rename to {Path(dst).name}")
+        replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", synced)
+    monkeypatch.setattr(os, "replace", renamed)
+    writer.write_tree(tmp_path / "site", plan_of(1))
+    at = events.index("rename to manifest-a")
+    assert at > 0 and events[at - 1] == "fsync"
