@@ -19,7 +19,9 @@ previous build wrote and this build would write again unchanged can be
 *kept* by digest (:meth:`SiteWriter.keep`): hard-linked from the live
 generation, never rendered. A file a generation already holds is replaced by
 rename, never written into, so the two generations may share it; a path new
-to the generation is written in place.
+to the generation is written in place. Every write goes into a file it has
+just made (``O_EXCL``): a name found in the generation, even a temporary
+one, may be a link to a file the live site serves.
 
 Paths are checked before a byte is written: relative, no ``..``, no empty or
 ``.`` segment, no two writers of one path.
@@ -165,9 +167,11 @@ class SiteWriter:
         tmp = None
         if fd < 0:
             # A file a past build wrote may be hard-linked into the live
-            # generation (keep): replace it, never write into it.
+            # generation (keep): replace it, never write into it. So may a
+            # file left under the temporary name: a new one is made.
             tmp = self._tmp(rel)
-            fd = _in_folder(self._gen, rel, tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            _unlink_if_there(tmp)
+            fd = _in_folder(self._gen, rel, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         try:
             _write_all(fd, data)
             st = os.fstat(fd)
@@ -246,14 +250,17 @@ class SiteWriter:
         if entry is None or entry[0] != want:
             raise PlanError(f"{rel}: kept, but no generation holds it", hint="report this")
         tmp = self._tmp(rel)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        _unlink_if_there(tmp)
         try:
             os.link(f"{self._live}/{rel}", tmp)  # the same inode: same size and mtime
         except (FileNotFoundError, NotADirectoryError):  # its folder is new here
             _make_dirs(self._gen, rel.rpartition("/")[0])
             os.link(f"{self._live}/{rel}", tmp)
         _replace(tmp, f"{self._gen}/{rel}")
+        # When the generation already held the live file (the same inode),
+        # rename(2) did nothing and left the link: it would be published,
+        # and a later store() of this path would find it under its tmp name.
+        _unlink_if_there(tmp)
         self.written[rel] = entry
         self.changed += 1
 
@@ -529,9 +536,14 @@ def _create_new(path: str) -> int:
     there goes first. Never opening an existing file for writing matters
     here, as one found under a temporary name may be a hard link to a file
     the live generation serves (left by a killed build, or by hand)."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
+    _unlink_if_there(path)
     return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+
+
+def _unlink_if_there(path: str) -> None:
+    """Remove ``path`` if it exists (its folder may not, or may be a file)."""
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        os.unlink(path)
 
 
 def _write_all(fd: int, data: bytes) -> None:

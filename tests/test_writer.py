@@ -185,6 +185,37 @@ def test_an_empty_manifest_over_shared_files_leaves_no_stray_file(tmp_path: Path
     assert _tmp_names(builds) == []
 
 
+def test_keeping_a_file_onto_its_own_inode_leaves_no_link(tmp_path: Path) -> None:
+    out = tmp_path / "site"
+    files = {"d/index.html": b"page"}
+    writer.write_tree(out, files)
+    _kept_from_live(out, files)  # b, a link to a's file; a is the next target
+    builds = tmp_path / ".site.builds"
+    # a holds the file but its manifest forgot it: keep links b's file, the same inode
+    writer._write_manifest(builds / "manifest-a", {})
+    _kept_from_live(out, files)
+    assert tree(out) == files
+    assert _tmp_names(builds) == []
+
+
+def test_a_leftover_link_to_a_live_file_is_never_written_into(tmp_path: Path) -> None:
+    """A temporary name left in the generation being built may be a hard
+    link to a file the live site serves: writing through it would change
+    the live site before the swap (and tear it if the build is killed)."""
+    out = tmp_path / "site"
+    files = {"d/index.html": b"page"}
+    writer.write_tree(out, files)
+    _kept_from_live(out, files)  # b live; a and b share d/index.html
+    builds = tmp_path / ".site.builds"
+    os.link(builds / "b" / "d" / "index.html", builds / "a" / "d" / ".index.html.tmp")
+    with writer.SiteWriter(out) as w:
+        w.add("d/index.html", b"a new page")
+        assert (builds / "b" / "d" / "index.html").read_bytes() == b"page"
+    assert tree(out) == {"d/index.html": b"a new page"}
+    assert tree(builds / "b") == files
+    assert _tmp_names(builds) == []
+
+
 def test_a_manifest_reaches_the_disk_before_its_name(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
