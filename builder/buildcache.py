@@ -24,7 +24,12 @@ Sections (each a dict, in a file of its own):
   read and written by the forked process that computes the patterns.
 
 The file is a pickle: it is as trusted as the site it sits beside (whoever
-can write it can write the site), like ``__pycache__``.
+can write it can write the site), like ``__pycache__``. It is not trusted to
+be intact: every frame carries a SHA-256 of its bytes, checked before it is
+unpickled, so a flipped bit or a garbled string (which may still unpickle,
+into a wrong entry) reads as a torn frame: a miss, never a wrong result.
+:mod:`builder.logbuild` also reads every dream it logs from its file again,
+so nothing enters the log on the cache's word alone.
 """
 
 from __future__ import annotations
@@ -32,16 +37,47 @@ from __future__ import annotations
 import functools
 import gc
 import hashlib
-import io
 import os
 import pickle
 import sys
 import unicodedata
+from collections.abc import Iterator
 from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
 
-FORMAT = b"dreampool-cache/2\n"
+FORMAT = b"dreampool-cache/3\n"
+# A frame: the length of its pickle (8 bytes, big-endian), the SHA-256 of the
+# pickle, then the pickle. (SHA-256, not BLAKE2b: with the SHA extensions of
+# current CPUs it runs at twice the speed, 1.6 GB/s, ≈35 ms a load for the
+# 58 MB cache of a 10,000-dream pool.)
+_LENGTH = 8
+_DIGEST = 32
+_HEADER = _LENGTH + _DIGEST
+
+
+def _digest(payload: bytes | memoryview) -> bytes:
+    return hashlib.sha256(payload).digest()
+
+
+def _frame(obj: Any) -> bytes:
+    payload = pickle.dumps(obj, protocol=5)
+    return len(payload).to_bytes(_LENGTH, "big") + _digest(payload) + payload
+
+
+class _Hashing:
+    """A file that hashes what is written to it (pickle.dump streams a
+    section: no second copy of it in memory)."""
+
+    def __init__(self, f: Any) -> None:
+        self.f = f
+        self.h = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        self.h.update(data)
+        self.size += len(data)
+        return int(self.f.write(data))
 
 
 # The distributions whose code computes what the cache keeps.
@@ -99,9 +135,10 @@ class BuildCache:
     appends a delta instead of writing the whole section again; once the
     deltas hold more than :data:`COMPACT_FRACTION` of the section, or the
     file ended in a torn frame (a killed build), the next save writes it
-    whole. Every frame carries :func:`code_digest`; a reader stops at the
-    first frame it cannot read, and since every entry is a pure function of
-    its key, a lost delta costs time only.
+    whole. Every frame carries :func:`code_digest` and a digest of its bytes;
+    a reader stops at the first frame it cannot read or whose digest differs
+    (a damaged first frame is an empty section), and since every entry is a
+    pure function of its key, a lost delta costs time only.
     """
 
     SECTIONS = ("scan", "commit", "salts", "keys", "shards", "notes", "units", "pages", "words")
@@ -135,39 +172,43 @@ class BuildCache:
             return {}
         if not data.startswith(FORMAT):
             return {}
-        stream = io.BytesIO(data)
-        stream.seek(len(FORMAT))
         # Unpickling makes millions of objects, none of them garbage: without
         # this, the collector walks them over and over while they are made.
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            return self._read_frames(name, stream, len(data))
+            return self._read_frames(name, memoryview(data))
         finally:
             if gc_was_enabled:
                 gc.enable()
 
-    def _read_frames(self, name: str, stream: io.BytesIO, size: int) -> dict[Any, Any]:
+    def _read_frames(self, name: str, data: memoryview) -> dict[Any, Any]:
+        frames = _frames(data)
         try:
-            code, section = pickle.load(stream)
+            code, section = next(frames)
         except Exception:  # a damaged cache is a cold build, never an error
             return {}
         if code != code_digest() or not isinstance(section, dict):
             return {}
-        frames = entries = 0
-        while stream.tell() < size:
+        count = entries = 0
+        while True:
             try:
-                code, changed, deleted = pickle.load(stream)
-            except Exception:  # a torn last frame: keep what was read, rewrite
-                return section
-            if code != code_digest():
+                frame = next(frames, _END)
+                if frame is _END:
+                    break
+                code, changed, deleted = frame
+                if code != code_digest():
+                    return section
+                changed = dict(changed)
+                deleted = list(deleted)
+            except Exception:  # a torn or damaged frame: keep what was read, rewrite
                 return section
             for key in deleted:
                 section.pop(key, None)
             section.update(changed)
-            frames += 1
+            count += 1
             entries += len(changed) + len(deleted)
-        self._deltas[name] = (frames, entries)
+        self._deltas[name] = (count, entries)
         return section
 
     def save(self, *names: str) -> None:
@@ -195,18 +236,44 @@ class BuildCache:
                 and deltas[1] + len(changed) + len(deleted) <= len(section) * self.COMPACT_FRACTION
                 and _sole_link(path)
             ):
-                frame = pickle.dumps((code_digest(), changed, deleted), protocol=5)
+                frame = _frame((code_digest(), changed, deleted))
                 with open(path, "ab") as f:
-                    f.write(frame)
+                    f.write(frame)  # one write: a killed build leaves a torn frame
                 self._deltas[name] = (deltas[0] + 1, deltas[1] + len(changed) + len(deleted))
             else:
                 tmp = path.with_name(f".{name}.tmp-{os.getpid()}")
                 with open(tmp, "wb") as f:  # streamed: no second copy of a large section
-                    f.write(FORMAT)
-                    pickle.dump((code_digest(), section), f, protocol=5)
+                    f.write(FORMAT + bytes(_HEADER))
+                    out = _Hashing(f)
+                    pickle.dump((code_digest(), section), out, protocol=5)
+                    f.seek(len(FORMAT))
+                    f.write(out.size.to_bytes(_LENGTH, "big") + out.h.digest())
                 os.replace(tmp, path)
                 self._deltas[name] = (0, 0)
             self._loaded[name] = dict(section)
+
+
+_END: Any = object()
+
+
+def _frames(data: memoryview) -> Iterator[Any]:
+    """The objects of the frames after :data:`FORMAT`, in order; a
+    :class:`ValueError` at a torn frame or at one whose digest differs (which
+    is never unpickled)."""
+    pos = len(FORMAT)
+    while pos + _HEADER <= len(data):
+        size = int.from_bytes(data[pos : pos + _LENGTH], "big")
+        start = pos + _HEADER
+        end = start + size
+        if end > len(data):
+            break
+        payload = data[start:end]
+        if _digest(payload) != data[pos + _LENGTH : start]:
+            raise ValueError("a cache frame does not match its digest")
+        yield pickle.loads(payload)
+        pos = end
+    if pos != len(data):
+        raise ValueError("a torn cache frame")
 
 
 def _sole_link(path: Path) -> bool:

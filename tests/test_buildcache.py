@@ -4,15 +4,20 @@ damage that costs time only (builder.buildcache); fragments kept deflated
 
 from __future__ import annotations
 
+import base64
+import json
 import os
-import pickle
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from builder import build as buildmod
 from builder import buildcache, units
 from builder.buildcache import BuildCache
+from builder.note import parse_private_key
+from tests.pools import make_pool
 
 
 def _reload(folder: Path, name: str) -> dict[object, object]:
@@ -87,14 +92,9 @@ def test_many_deltas_are_compacted_into_one_frame(tmp_path: Path) -> None:
         c = BuildCache(tmp_path)
         c["units"][f"id{round}"] = want[f"id{round}"] = ("round", round)
         c.save()
-    with open(tmp_path / "units", "rb") as f:
-        assert f.read(len(buildcache.FORMAT)) == buildcache.FORMAT
-        pickle.load(f)
-        frames = 1
-        while f.peek(1):
-            pickle.load(f)
-            frames += 1
-    assert frames <= 3
+    data = (tmp_path / "units").read_bytes()
+    assert data.startswith(buildcache.FORMAT)
+    assert len(list(buildcache._frames(memoryview(data)))) <= 3
     assert _reload(tmp_path, "units") == want
 
 
@@ -120,7 +120,7 @@ def test_a_torn_delta_keeps_what_came_before_and_is_rewritten(tmp_path: Path) ->
 def test_a_delta_from_other_code_ends_the_section(tmp_path: Path) -> None:
     want = _fill(tmp_path, 10)
     with open(tmp_path / "units", "ab") as f:
-        f.write(pickle.dumps(("another version", {"id1": "wrong"}, []), protocol=5))
+        f.write(buildcache._frame(("another version", {"id1": "wrong"}, [])))
     assert _reload(tmp_path, "units") == want
 
 
@@ -128,9 +128,7 @@ def test_garbage_and_foreign_files_read_as_empty(tmp_path: Path) -> None:
     for data in (b"", b"junk", buildcache.FORMAT + os.urandom(64), b"dreampool-cache/1\n"):
         (tmp_path / "units").write_bytes(data)
         assert _reload(tmp_path, "units") == {}
-    (tmp_path / "units").write_bytes(
-        buildcache.FORMAT + pickle.dumps(("old code", {"a": 1}), protocol=5)
-    )
+    (tmp_path / "units").write_bytes(buildcache.FORMAT + buildcache._frame(("old code", {"a": 1})))
     assert _reload(tmp_path, "units") == {}
 
 
@@ -159,3 +157,57 @@ def test_a_raw_fragment_reads_back_unchanged(fragment: bytes) -> None:
     # Caches written below SQUEEZE_ABOVE hold raw fragments; a pool that
     # grows past it reads them beside squeezed ones.
     assert units.unsqueeze(fragment) is fragment
+
+
+def test_a_flipped_byte_anywhere_reads_as_a_miss_never_as_a_wrong_entry(tmp_path: Path) -> None:
+    # A bit flipped inside a pickled string still unpickles, into an entry the
+    # build trusts; each frame's digest makes it a torn frame instead.
+    base = _fill(tmp_path, 6)
+    path = tmp_path / "units"
+    first = len(path.read_bytes())
+    c = BuildCache(tmp_path)
+    c["units"]["id1"] = ("changed", b"y" * 20)
+    c.save()
+    data = path.read_bytes()
+    for i in range(len(buildcache.FORMAT), len(data)):
+        damaged = bytearray(data)
+        damaged[i] ^= 0x04
+        path.write_bytes(bytes(damaged))
+        # the first frame damaged: nothing; the delta: what came before it
+        assert _reload(tmp_path, "units") == ({} if i < first else base), i
+    c = BuildCache(tmp_path)
+    c["units"]["id2"] = ("two", b"")  # a damaged section is written whole again
+    c.save()
+    assert _reload(tmp_path, "units") == {**base, "id2": ("two", b"")}
+    assert len(list(buildcache._frames(memoryview(path.read_bytes())))) == 1
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("section", ["scan", "units", "notes"])
+def test_a_garbled_byte_in_a_section_builds_what_a_cold_build_does(
+    tmp_path: Path, section: str
+) -> None:
+    tp = make_pool(tmp_path)
+    signer = parse_private_key(tp.log_key)
+    [first, *_] = tp.add("ada", 3)
+    site = tmp_path / "site"
+    buildmod.build(tp.content, site, signer=signer)
+    note = (site / "log" / "checkpoint").read_bytes()
+    tp.add("bob", 1)
+    buildmod.build(tp.content, site, signer=signer)  # opens the first checkpoint: notes
+    if section == "notes":  # a byte of the root of the first checkpoint
+        old = base64.b64decode(note.split(b"\n")[2])
+    else:  # a letter of a dream's title (in its body, and in its rendered card)
+        title = json.loads((tp.content / "dreams" / f"{first}.json").read_bytes())["title"]
+        old = title.encode()
+    path = tmp_path / ".site.builds" / "cache" / section
+    data = path.read_bytes()
+    assert old in data
+    path.write_bytes(data.replace(old, old[:5] + bytes([old[5] ^ 0x01]) + old[6:], 1))
+    buildmod.build(tp.content, site, signer=None)
+    cold = tmp_path / "cold"
+    buildmod.build(tp.content, cold, signer=None)
+    assert _tree(site) == _tree(cold)
