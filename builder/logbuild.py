@@ -9,7 +9,9 @@
    the committed value, or an erasure is recorded for it.
 4. Append, in a deterministic order (dream id), a key leaf before the first
    dream of each new key, then each new dream (PROTOCOL.md §3), and an
-   erasure leaf for each newly erased dream.
+   erasure leaf for each newly erased dream. Each new dream is read from its
+   file and checked again first: the scan may have taken it from the build
+   cache, and the log, being append-only, takes nothing on the cache's word.
 5. If the tree grew, sign a checkpoint (C2SP tlog-checkpoint) with the log
    key; a tree that did not grow is not signed again.
 
@@ -28,14 +30,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from builder import logstate, merkle, strictjson, tiles
+from builder import logstate, merkle, parallel, strictjson, tiles
 from builder.b64 import b64_encode, b64url_decode, b64url_encode
 from builder.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
 from builder.dream import Dream
 from builder.errors import InputError, LogError, Problem
 from builder.note import Signer, Verifier, split_note
 from builder.policy import Policy, PolicyLog, format_policy, parse_policy
-from builder.pool import ScannedDream, atomic_write, file_stamp, read_regular, sync_filesystem
+from builder.pool import (
+    ScannedDream,
+    _check_file,
+    atomic_write,
+    file_stamp,
+    read_regular,
+    sync_filesystem,
+)
 from builder.tlogproof import TlogProof, format_tlog_proof
 
 ERASURE_REASONS = ("author-request", "legal", "abuse")
@@ -155,6 +164,7 @@ def update(
         log.erased_now.append(dream_id)
 
     # Step 4: new dreams in id order, each new key announced first.
+    fresh = _check_again([present[i] for i in sorted(present) if i not in logged.dreams])
     new_salts = False
     for dream_id in sorted(present):
         if dream_id in logged.dreams:
@@ -167,7 +177,7 @@ def update(
                     )
                 )
             continue
-        d = present[dream_id].dream
+        d = fresh[dream_id]
         if d.key_id not in logged.keys:
             entry = key_leaf(d.key_id, d.public_key, d.author)
             logged.keys[d.key_id] = len(leaves) + len(new_leaves)
@@ -204,6 +214,45 @@ def update(
         log.signed_now = True
     _index_log(log, present, salt_of, logged)  # logged now holds the new leaves too
     return log
+
+
+def _check_again(new: list[ScannedDream]) -> dict[str, Dream]:
+    """Each dream about to be logged, read from its file and checked as the scan
+    checks it (:func:`builder.pool.check_dream`); a :class:`LogError` if that is
+    not the dream the scan gave, which may have come from the build cache. A
+    damaged cache must cost time only: a wrong leaf, once signed, stays."""
+    results = parallel.map_ordered(_check_file, [Path(s.path) for s in new])
+    checked: dict[str, Dream] = {}
+    for s, result in zip(new, results, strict=True):
+        d = s.dream
+        if isinstance(result, list):
+            found = (
+                "a dream that fails the scan's checks ("
+                + "; ".join(f"{p.pointer or '/'}: {p.rule}" for p in result[:3])
+                + ")"
+            )
+        elif (result.id, result.key_id, result.public_key) != (d.id, d.key_id, d.public_key):
+            found = f"dream {result.id}, not {d.id}"
+        elif strictjson.canonical(result.body) != strictjson.canonical(d.body):
+            found = "another body than the one the build was about to log"
+        elif Path(s.path).name != f"{result.id}.json":
+            found = f"dream {result.id}, whose file is {result.id}.json"
+        else:
+            checked[d.id] = result
+            continue
+        raise LogError(
+            f"{s.path}: about to log dream {d.id}, but the file holds {found}: the build "
+            "cache's copy of it is damaged (or the file changed during the build); "
+            "nothing was logged",
+            hint=_CACHE_HINT,
+        )
+    return checked
+
+
+_CACHE_HINT = (
+    "delete the build cache folder (.<output>.builds/cache, beside the output folder) "
+    "and build again"
+)
 
 
 def verify_state(content: Path, scanned: Iterable[ScannedDream]) -> int:

@@ -5,16 +5,21 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from builder import build as buildmod
-from builder import logbuild, logstate
+from builder import dream as dreamfmt
+from builder import logbuild, logstate, pool
+from builder.buildcache import BuildCache
+from builder.dream import Dream
 from builder.errors import DreampoolError, LogError
 from builder.note import parse_private_key
-from tests.pools import PoolFixture, key_id_of, make_pool
+from tests.conftest import draft
+from tests.pools import SEEDS, PoolFixture, key_id_of, make_pool
 
 
 @pytest.fixture
@@ -491,3 +496,53 @@ def test_witness_cosignatures_are_kept_and_verified(tp: PoolFixture, tmp_path: P
     stored.write_bytes(note_bytes + forged.encode())
     with pytest.raises(DreampoolError):
         do_build(tp, site, key=False)
+
+
+@pytest.mark.parametrize("damage", ["garbled bytes", "wrong entry"])
+def test_a_dream_the_build_cache_garbled_is_never_logged(
+    tp: PoolFixture, tmp_path: Path, damage: str
+) -> None:
+    # The scan takes an unchanged file's dream from the build cache. Bob's
+    # dream lands before his key is registered: verified, cached, refused.
+    tp.add("ada", 1)
+    body = dreamfmt.sign(draft(author="bob", title="Bob says hello there"), SEEDS["bob"])
+    raw = json.dumps(body).encode()
+    dream_id = dreamfmt.parse(raw, "x").id
+    file = tp.content / "dreams" / f"{dream_id}.json"
+    file.write_bytes(raw)
+    site = tmp_path / "site"
+    assert do_build(tp, site).refused
+    cache = tmp_path / ".site.builds" / "cache"
+    if damage == "garbled bytes":  # a same-length change: the pickle still reads
+        data = (cache / "scan").read_bytes()
+        assert data.count(b"Bob says hello there") == 1
+        (cache / "scan").write_bytes(data.replace(b"Bob says hello", b"Bob says PWNED"))
+    else:  # an entry no digest can catch (a bug, say): the log must not take it
+        c = BuildCache(cache)
+        [stamp] = [k for k, v in c["scan"].items() if v.id == dream_id]
+        d = c["scan"][stamp]
+        c["scan"][stamp] = Dream(d.id, d.key_id, d.public_key, {**d.body, "title": "PWNED"})
+        c.save()
+    (tmp_path / "bob.json").write_bytes(raw)
+    pool.submit(tp.content, [tmp_path / "bob.json"])  # registers bob's key
+    size = len(leaves(tp))
+    refused = False
+    try:
+        do_build(tp, site)
+    except LogError as exc:  # the build cache's word against the file's
+        refused = True
+        assert str(file) in exc.message and "build cache" in exc.message
+        assert "delete the build cache folder" in (exc.hint or "")
+        assert len(leaves(tp)) == size  # nothing appended, nothing signed
+        shutil.rmtree(cache)
+        do_build(tp, site)
+    assert refused or damage == "garbled bytes"  # (there, the frame's digest is enough)
+    salt = (tp.content / "dreams" / f"{dream_id}.salt").read_text().strip()
+    assert leaves(tp)[-1] == {
+        "v": 1,
+        "kind": "dream",
+        "id": dream_id,
+        "commitment": logbuild.commitment(body, salt),
+    }
+    record = json.loads((site / "dreams" / dream_id / "record.json").read_text())
+    assert record["dream"] == body
