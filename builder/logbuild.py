@@ -375,6 +375,13 @@ def _check_logged(
         if commitments is not None and key is not None:
             commitments[key] = got
         if got != want:
+            again = _check_file(Path(found.path))
+            if not isinstance(again, list) and commitment(again.body, salt) == want:
+                raise LogError(
+                    f"{found.path}: the file still commits to leaf {index}, but the build "
+                    "cache's copy of it does not: the build cache is damaged; nothing was logged",
+                    hint=_CACHE_HINT,
+                )
             raise LogError(
                 f"content/dreams/{dream_id}.json or its salt changed after it was logged: "
                 f"leaf {index} commits to {want}",

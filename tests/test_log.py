@@ -546,3 +546,24 @@ def test_a_dream_the_build_cache_garbled_is_never_logged(
     }
     record = json.loads((site / "dreams" / dream_id / "record.json").read_text())
     assert record["dream"] == body
+
+
+def test_a_logged_dream_the_build_cache_garbled_is_called_cache_damage(
+    tp: PoolFixture, tmp_path: Path
+) -> None:
+    [dream_id] = tp.add("ada", 1)
+    site = tmp_path / "site"
+    do_build(tp, site)
+    cache = tmp_path / ".site.builds" / "cache"
+    c = BuildCache(cache)
+    [stamp] = c["scan"]
+    d = c["scan"][stamp]
+    c["scan"][stamp] = Dream(d.id, d.key_id, d.public_key, {**d.body, "title": "PWNED"})
+    c["commit"].clear()
+    c.save()
+    with pytest.raises(LogError) as caught:
+        do_build(tp, site)
+    assert f"{dream_id}.json" in caught.value.message and "build cache" in caught.value.message
+    assert "changed after it was logged" not in caught.value.message
+    shutil.rmtree(cache)
+    do_build(tp, site)
