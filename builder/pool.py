@@ -456,6 +456,7 @@ class ScannedDream:
     path: str
     dream: dreamfmt.Dream
     stamp: tuple[str, int, int, int, int] | None = None  # see file_stamp()
+    cached: bool = False  # taken from the build cache, not read from the file this scan
 
 
 def scan_dreams(
@@ -531,7 +532,7 @@ def scan_dreams(
         if rule:
             problems.append(Problem(file, "/author", rule))
             continue
-        found.append(ScannedDream(path, d, stamp))
+        found.append(ScannedDream(path, d, stamp, stamp in known))
     return found, problems
 
 

@@ -498,6 +498,36 @@ def test_witness_cosignatures_are_kept_and_verified(tp: PoolFixture, tmp_path: P
         do_build(tp, site, key=False)
 
 
+def test_only_dreams_the_scan_took_from_the_cache_are_checked_again(
+    tp: PoolFixture, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dream the scan read and verified this build is logged as it was read;
+    one it took from the build cache is read and checked again first. (All of
+    them once: a pool's first build verified every dream twice.)"""
+    again: list[str] = []
+    check_file = logbuild._check_file
+
+    def counted(path: Path) -> Any:
+        again.append(path.name)
+        return check_file(path)
+
+    monkeypatch.setattr(logbuild, "_check_file", counted)
+    tp.add("ada", 3)
+    do_build(tp, tmp_path / "site")
+    assert again == []
+    # Bob's dream is scanned (and cached) before his key is known, so refused;
+    # once his key is registered, the next build logs it from the cache.
+    body = dreamfmt.sign(draft(author="bob", title="Bob waits for his key"), SEEDS["bob"])
+    raw = json.dumps(body).encode()
+    dream_id = dreamfmt.parse(raw, "x").id
+    (tp.content / "dreams" / f"{dream_id}.json").write_bytes(raw)
+    assert do_build(tp, tmp_path / "site").refused
+    (tmp_path / "bob.json").write_bytes(raw)
+    pool.submit(tp.content, [tmp_path / "bob.json"])
+    assert do_build(tp, tmp_path / "site").admitted == [dream_id]
+    assert again == [f"{dream_id}.json"]
+
+
 @pytest.mark.parametrize("damage", ["garbled bytes", "wrong entry"])
 def test_a_dream_the_build_cache_garbled_is_never_logged(
     tp: PoolFixture, tmp_path: Path, damage: str
