@@ -39,8 +39,8 @@ from builder.note import Signer, Verifier, split_note
 from builder.policy import Policy, PolicyLog, format_policy, parse_policy
 from builder.pool import (
     ScannedDream,
-    _check_file,
     atomic_write,
+    check_file,
     file_stamp,
     read_regular,
     sync_filesystem,
@@ -225,7 +225,7 @@ def _check_again(new: list[ScannedDream]) -> dict[str, Dream]:
     dream again doubled the verification of a pool's first build.)"""
     checked = {s.dream.id: s.dream for s in new if not s.cached}
     again = [s for s in new if s.cached]
-    results = parallel.map_ordered(_check_file, [Path(s.path) for s in again])
+    results = parallel.map_ordered(check_file, [Path(s.path) for s in again])
     for s, result in zip(again, results, strict=True):
         d = s.dream
         if isinstance(result, list):
@@ -378,7 +378,7 @@ def _check_logged(
         if commitments is not None and key is not None:
             commitments[key] = got
         if got != want:
-            again = _check_file(Path(found.path))
+            again = check_file(Path(found.path))
             if not isinstance(again, list) and commitment(again.body, salt) == want:
                 raise LogError(
                     f"{found.path}: the file still commits to leaf {index}, but the build "

@@ -548,7 +548,7 @@ def file_stamp(path: str | Path) -> tuple[str, int, int, int, int] | None:
 def _check_and_commit(
     path: Path,
 ) -> tuple[dreamfmt.Dream | list[Problem], tuple[str, str] | None]:
-    result = _check_file(path)
+    result = check_file(path)
     if isinstance(result, list):
         return result, None
     try:
@@ -562,7 +562,7 @@ def _check_and_commit(
     return result, (salt, commitment(result.body, salt))
 
 
-def _check_file(path: Path) -> dreamfmt.Dream | list[Problem]:
+def check_file(path: Path) -> dreamfmt.Dream | list[Problem]:
     """One dream file checked, or its problems (plain values: they cross processes)."""
     file = str(path)
     try:

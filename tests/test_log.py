@@ -505,13 +505,13 @@ def test_only_dreams_the_scan_took_from_the_cache_are_checked_again(
     one it took from the build cache is read and checked again first. (All of
     them once: a pool's first build verified every dream twice.)"""
     again: list[str] = []
-    check_file = logbuild._check_file
+    check_file = logbuild.check_file
 
     def counted(path: Path) -> Any:
         again.append(path.name)
         return check_file(path)
 
-    monkeypatch.setattr(logbuild, "_check_file", counted)
+    monkeypatch.setattr(logbuild, "check_file", counted)
     tp.add("ada", 3)
     do_build(tp, tmp_path / "site")
     assert again == []
