@@ -26,7 +26,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from builder import buildcache, logbuild, model, pool, poollock, render, site, writer
+from builder import buildcache, derived, logbuild, model, pool, poollock, site, writer
 from builder.errors import InputError, KeyStoreError, Problem
 from builder.note import Signer, parse_private_key
 from builder.progress import Progress, progress_enabled
@@ -43,6 +43,7 @@ class BuildReport:
     seconds: float = 0.0
     verified: int = 0  # dream files read and verified (not known from the cache)
     rendered: int = 0  # dreams whose page, record, proof and card were rendered
+    notes: list[str] = field(default_factory=list)  # derived state the build discarded
 
 
 def load_log_key(path: Path | None) -> Signer | None:
@@ -149,8 +150,8 @@ def _build(
 ) -> BuildReport:
     started = time.monotonic()
     config = pool.load_config(content)
+    notes = derived.secure(out)  # before anything beside the output is read
     cache = buildcache.BuildCache(writer.builds_dir(out) / "cache")
-    render.use_bytecode_cache(writer.builds_dir(out) / "cache" / "jinja")
     directory, key_problems = pool.load_keys(content, cache=cache["keys"])
     if key_problems:
         raise InputError(key_problems, hint="fix the key directory (content/keys) first")
@@ -181,6 +182,10 @@ def _build(
     verified = len(cache["scan"].keys() - known)
     with stage("site"), writer.SiteWriter(out) as w:
         rendered = site.write_site(log, view, w, cache)
+    if log.erased_now:
+        # The generation that was live until now still shows the erased
+        # dreams: no file under the checkout may keep their text (T48).
+        w.retire_previous()
     cache.save()
     if retain is not None:
         retain.extend((cache, directory, scanned, log, view, w))
@@ -194,4 +199,5 @@ def _build(
         seconds=time.monotonic() - started,
         verified=verified,
         rendered=rendered,
+        notes=notes + cache.notes,
     )

@@ -1,19 +1,20 @@
-"""What one build remembers for the next: results keyed by their inputs.
+"""What one build remembers for the next: results keyed by their inputs, in
+an SQLite store beside the output.
 
-The cache sits beside the output folder, in ``.<out>.builds/cache/`` (see
-:mod:`builder.writer`), never in ``content/``, which pull requests write.
-Every entry is a pure function of its key, and every key includes
-:func:`code_digest` (the builder's own source and templates), so a stale
-entry can only miss, never be wrong. A missing, damaged or foreign cache
-file is ignored: the build does all the work again, which costs time only.
+The store is ``.<out>.builds/cache/store.sqlite`` (see :mod:`builder.writer`),
+never in ``content/``, which pull requests write. Every entry is a pure
+function of its key, and the store as a whole is tagged with
+:func:`code_digest` (the builder's own source, templates and result
+libraries), so a stale entry can only miss, never be wrong. Deleting the
+folder costs time, never correctness.
 
-Sections (each a dict, in a file of its own):
+Sections (a table each, mapping a key to a value):
 
 * ``scan``: dream file (name, size, mtime, ctime, inode) → the verified
   :class:`~builder.dream.Dream` (:mod:`builder.pool`);
 * ``commit``: (dream file stamp, salt) → the commitment (:mod:`builder.logbuild`);
 * ``salts``: salt file stamp → its text (:mod:`builder.logbuild`);
-* ``keys``: key file stamp → its parsed entry (:mod:`builder.pool`);
+* ``keys``: key file stamp → its parsed fields (:mod:`builder.pool`);
 * ``shards``: digest of a leaf shard found canonical → True (:mod:`builder.logstate`);
 * ``notes``: digest of a stored checkpoint and the keys that opened it → the
   checkpoint (:mod:`builder.logbuild`);
@@ -23,61 +24,50 @@ Sections (each a dict, in a file of its own):
 * ``words``: dream id → its pattern keywords (:mod:`builder.patterns`),
   read and written by the forked process that computes the patterns.
 
-The file is a pickle: it is as trusted as the site it sits beside (whoever
-can write it can write the site), like ``__pycache__``. It is not trusted to
-be intact: every frame carries a SHA-256 of its bytes, checked before it is
-unpickled, so a flipped bit or a garbled string (which may still unpickle,
-into a wrong entry) reads as a torn frame: a miss, never a wrong result.
-:mod:`builder.logbuild` also reads every dream it logs from its file again,
-so nothing enters the log on the cache's word alone.
+**Read back as data, never as code.** A pull request can force-add any path
+of the checkout, so what the build reads back is treated as hostile until
+shown otherwise (THREATS.md T44, T45): values are JSON, decoded by a strict
+reader per section that accepts only the shapes the build writes (a pickle,
+which runs code as it loads, was used here until a planted one ran an
+attacker's command with the log key in the environment). Each row carries a
+BLAKE2b digest of its key and value, checked before it is decoded, so a
+damaged row reads as a miss, never as a wrong entry. The store's file and
+its folder must be plain (a symlink or a hard-linked file is removed, never
+followed or written through), and :mod:`builder.derived` discards a store
+that git tracks before this module opens it.
+
+**Erasure leaves nothing.** ``secure_delete`` overwrites deleted rows, and
+the rollback journal is removed at each commit, so an erased dream's text
+leaves no file (THREATS.md T48).
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import functools
-import gc
 import hashlib
+import json
 import os
-import pickle
+import sqlite3
+import stat
 import sys
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
 
-FORMAT = b"dreampool-cache/3\n"
-# A frame: the length of its pickle (8 bytes, big-endian), the SHA-256 of the
-# pickle, then the pickle. (SHA-256, not BLAKE2b: with the SHA extensions of
-# current CPUs it runs at twice the speed, 1.6 GB/s, ≈35 ms a load for the
-# 58 MB cache of a 10,000-dream pool.)
-_LENGTH = 8
-_DIGEST = 32
-_HEADER = _LENGTH + _DIGEST
+from builder.checkpoint import Checkpoint
+from builder.dream import Dream
+from builder.writer import remove_entry
 
-
-def _digest(payload: bytes | memoryview) -> bytes:
-    return hashlib.sha256(payload).digest()
-
-
-def _frame(obj: Any) -> bytes:
-    payload = pickle.dumps(obj, protocol=5)
-    return len(payload).to_bytes(_LENGTH, "big") + _digest(payload) + payload
-
-
-class _Hashing:
-    """A file that hashes what is written to it (pickle.dump streams a
-    section: no second copy of it in memory)."""
-
-    def __init__(self, f: Any) -> None:
-        self.f = f
-        self.h = hashlib.sha256()
-        self.size = 0
-
-    def write(self, data: bytes) -> int:
-        self.h.update(data)
-        self.size += len(data)
-        return int(self.f.write(data))
+STORE = "store.sqlite"
+FORMAT = "dreampool-store/1"
+# The files SQLite keeps beside the database (rollback journal, WAL, shared memory).
+_SIDECARS = ("-journal", "-wal", "-shm")
+_DIGEST = 16
 
 
 # The distributions whose code computes what the cache keeps.
@@ -108,8 +98,8 @@ def code_digest() -> str:
             version = "-"
         h.update(f"{dist}={version}\0".encode())
     package = Path(__file__).parent
-    for path in sorted(package.glob("*.py")):
-        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    for path in sorted(package.rglob("*.py")):
+        h.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
     templates = resources.files("builder.templates")
     stack = [templates]
     names = []
@@ -118,170 +108,377 @@ def code_digest() -> str:
         for child in node.iterdir():
             if child.is_dir():
                 stack.append(child)
-            elif child.name.endswith((".html", ".css", ".js")):
+            elif child.name.endswith((".html", ".css", ".js", ".xml", ".txt")):
                 names.append(child)
     for child in sorted(names, key=lambda c: str(c)):
         h.update(child.name.encode() + b"\0" + child.read_bytes())
     return h.hexdigest()
 
 
-class BuildCache:
-    """The cache folder; each section is a file, read when first used and
-    written back by :meth:`save` only if it was used.
+# --- the strict codecs, one per section --------------------------------------
+#
+# Each encodes a key as text and a value as JSON bytes, and decodes only what
+# it would have encoded: any other shape raises (ValueError, TypeError,
+# KeyError …), and the row is a miss.
 
-    A section's file is a first frame, the whole dict, then *delta* frames,
-    each the entries set and the keys deleted by one build. A build that
-    changes a few entries of a large section (one new dream among 100,000)
-    appends a delta instead of writing the whole section again; once the
-    deltas hold more than :data:`COMPACT_FRACTION` of the section, or the
-    file ended in a torn frame (a killed build), the next save writes it
-    whole. Every frame carries :func:`code_digest` and a digest of its bytes;
-    a reader stops at the first frame it cannot read or whose digest differs
-    (a damaged first frame is an empty section), and since every entry is a
-    pure function of its key, a lost delta costs time only.
+
+def _dump(obj: Any) -> bytes:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _unb64(text: Any) -> bytes:
+    if not isinstance(text, str):
+        raise TypeError("not base64 text")
+    return base64.b64decode(text, validate=True)
+
+
+def _str(v: Any) -> str:
+    if not isinstance(v, str):
+        raise TypeError("not a string")
+    return v
+
+
+def _int(v: Any) -> int:
+    if type(v) is not int:
+        raise TypeError("not an integer")
+    return v
+
+
+def _list(v: Any, n: int | None = None) -> list[Any]:
+    if not isinstance(v, list) or (n is not None and len(v) != n):
+        raise TypeError("not a list of the right length")
+    return v
+
+
+Stamp = tuple[str, int, int, int, int]
+
+
+def _stamp_key(stamp: Stamp) -> str:
+    return _dump(list(stamp)).decode()
+
+
+def _stamp(v: Any) -> Stamp:
+    name, size, mtime, ctime, inode = _list(v, 5)
+    return (_str(name), _int(size), _int(mtime), _int(ctime), _int(inode))
+
+
+def _stamp_of(text: str) -> Stamp:
+    return _stamp(json.loads(text))
+
+
+def _dream_out(d: Dream) -> bytes:
+    return _dump([d.id, d.key_id, _b64(d.public_key), d.body])
+
+
+def _dream_in(data: bytes) -> Dream:
+    dream_id, key_id, public_key, body = _list(json.loads(data), 4)
+    if not isinstance(body, dict):
+        raise TypeError("a dream's body is an object")
+    key = _unb64(public_key)
+    if len(key) != 32:
+        raise ValueError("a public key is 32 bytes")
+    return Dream(_str(dream_id), _str(key_id), key, body)
+
+
+def _commit_key(key: tuple[Stamp, str]) -> str:
+    return _dump([list(key[0]), key[1]]).decode()
+
+
+def _commit_key_of(text: str) -> tuple[Stamp, str]:
+    stamp, salt = _list(json.loads(text), 2)
+    return (_stamp(stamp), _str(salt))
+
+
+def _str_out(v: str) -> bytes:
+    return _dump(_str(v))
+
+
+def _str_in(data: bytes) -> str:
+    return _str(json.loads(data))
+
+
+def _fields_out(v: dict[str, Any]) -> bytes:
+    if not isinstance(v, dict) or not all(
+        isinstance(k, str) and isinstance(x, str) for k, x in v.items()
+    ):
+        raise TypeError("key file fields are strings")
+    return _dump(v)
+
+
+def _fields_in(data: bytes) -> dict[str, str]:
+    v = json.loads(data)
+    if not isinstance(v, dict) or not all(isinstance(x, str) for x in v.values()):
+        raise TypeError("key file fields are strings")
+    return v
+
+
+def _true_in(data: bytes) -> bool:
+    if data != b"true":
+        raise ValueError("not true")
+    return True
+
+
+def _checkpoint_out(cp: Checkpoint) -> bytes:
+    return _dump([cp.origin, cp.size, _b64(cp.root), list(cp.extensions)])
+
+
+def _checkpoint_in(data: bytes) -> Checkpoint:
+    origin, size, root, extensions = _list(json.loads(data), 4)
+    return Checkpoint(_str(origin), _int(size), _unb64(root), tuple(map(_str, _list(extensions))))
+
+
+def _unit_out(v: tuple[str, tuple[bytes, ...], tuple[tuple[str, bytes], ...]]) -> bytes:
+    key, fragments, files = v
+    return _dump([key, [_b64(f) for f in fragments], [[p, d.hex()] for p, d in files]])
+
+
+def _unit_in(data: bytes) -> tuple[str, tuple[bytes, ...], tuple[tuple[str, bytes], ...]]:
+    key, fragments, files = _list(json.loads(data), 3)
+    frags = tuple(_unb64(f) for f in _list(fragments, 4))
+    pairs = tuple((_str(p), bytes.fromhex(_str(d))) for p, d in (_list(f, 2) for f in _list(files)))
+    return (_str(key), frags, pairs)
+
+
+def _page_out(v: tuple[str, bytes]) -> bytes:
+    return _dump([v[0], v[1].hex()])
+
+
+def _page_in(data: bytes) -> tuple[str, bytes]:
+    key, digest = _list(json.loads(data), 2)
+    return (_str(key), bytes.fromhex(_str(digest)))
+
+
+def _words_out(v: tuple[tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...]]) -> bytes:
+    own, entries = v
+    return _dump([list(own), [[t, list(ws)] for t, ws in entries]])
+
+
+def _words_in(data: bytes) -> tuple[tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...]]:
+    own, entries = _list(json.loads(data), 2)
+    return (
+        tuple(sys.intern(_str(w)) for w in _list(own)),
+        tuple(
+            (_str(t), tuple(sys.intern(_str(w)) for w in _list(ws)))
+            for t, ws in (_list(e, 2) for e in _list(entries))
+        ),
+    )
+
+
+def _same(text: str) -> str:
+    return _str(text)
+
+
+@dataclass(frozen=True, slots=True)
+class Codec:
+    key_out: Callable[[Any], str]
+    key_in: Callable[[str], Any]
+    value_out: Callable[[Any], bytes]
+    value_in: Callable[[bytes], Any]
+
+
+CODECS: dict[str, Codec] = {
+    "scan": Codec(_stamp_key, _stamp_of, _dream_out, _dream_in),
+    "commit": Codec(_commit_key, _commit_key_of, _str_out, _str_in),
+    "salts": Codec(_stamp_key, _stamp_of, _str_out, _str_in),
+    "keys": Codec(_stamp_key, _stamp_of, _fields_out, _fields_in),
+    "shards": Codec(bytes.hex, bytes.fromhex, lambda v: b"true", _true_in),
+    "notes": Codec(bytes.hex, bytes.fromhex, _checkpoint_out, _checkpoint_in),
+    "units": Codec(_same, _same, _unit_out, _unit_in),
+    "pages": Codec(_same, _same, _page_out, _page_in),
+    "words": Codec(_same, _same, _words_out, _words_in),
+}
+
+
+def _row_digest(k: str, v: bytes) -> bytes:
+    h = hashlib.blake2b(digest_size=_DIGEST)
+    h.update(len(k.encode()).to_bytes(8, "big"))
+    h.update(k.encode())
+    h.update(v)
+    return h.digest()
+
+
+# --- the store ---------------------------------------------------------------
+
+
+class BuildCache:
+    """The store; each section is read as a dict when first used and written
+    back by :meth:`save` (only the rows that changed) if it was used.
+
+    No connection is held between calls: the build forks workers, and an
+    SQLite connection must never cross a fork. ``notes`` collects one line
+    per thing the store had to discard (damage, a link it did not make), for
+    the build to report.
     """
 
-    SECTIONS = ("scan", "commit", "salts", "keys", "shards", "notes", "units", "pages", "words")
-    COMPACT_FRACTION = 0.25
-    MAX_DELTAS = 64
+    SECTIONS = tuple(CODECS)
 
     def __init__(self, folder: Path | None) -> None:
         self.folder = folder
         self.sections: dict[str, dict[Any, Any]] = {}
         # per loaded section: a shallow copy as read (save() compares values by
-        # identity: entries are immutable and reused, never edited in place),
-        # and the deltas the file holds, or None when it must be written whole
+        # identity: entries are immutable and reused, never edited in place)
         self._loaded: dict[str, dict[Any, Any]] = {}
-        self._deltas: dict[str, tuple[int, int] | None] = {}
+        self.notes: list[str] = []
+        self._ready = False
 
     def __getitem__(self, name: str) -> dict[Any, Any]:
-        if name not in self.SECTIONS:
+        if name not in CODECS:
             raise KeyError(name)
         if name not in self.sections:
             self.sections[name] = self._load(name)
             self._loaded[name] = dict(self.sections[name])
         return self.sections[name]
 
+    @property
+    def path(self) -> Path | None:
+        return None if self.folder is None else self.folder / STORE
+
+    # --- opening ----------------------------------------------------------
+
+    def _prepare(self) -> None:
+        """Make the folder a plain folder holding only the store: anything
+        else in it (a link, a file of an older dreampool's pickle cache, its
+        compiled templates) is removed, links as links. Once per build."""
+        if self._ready or self.folder is None:
+            return
+        self._ready = True
+        folder = self.folder
+        if _plain(folder, stat.S_ISDIR) is False:
+            remove_entry(folder)
+            self.notes.append(f"{folder} was not a plain folder; removed it")
+        folder.mkdir(parents=True, exist_ok=True)
+        keep = {STORE, *(STORE + s for s in _SIDECARS)}
+        for entry in os.scandir(folder):
+            if entry.name not in keep:
+                remove_entry(Path(entry.path))
+            elif (
+                not entry.is_file(follow_symlinks=False)
+                or entry.stat(follow_symlinks=False).st_nlink != 1
+            ):
+                remove_entry(Path(entry.path))
+                self.notes.append(f"{entry.path} was a link or not a plain file; removed it")
+
+    @contextlib.contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        """A connection to a store of this code (a store of other code, or
+        damaged, is emptied first), closed on leaving."""
+        self._prepare()
+        assert self.path is not None
+        for attempt in (1, 2):
+            try:
+                db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            except sqlite3.Error:
+                self._discard("cannot be opened")
+                continue
+            try:
+                db.execute("PRAGMA secure_delete=ON")
+                db.execute("PRAGMA journal_mode=DELETE")
+                db.execute("PRAGMA synchronous=NORMAL")
+                self._ensure_schema(db)
+            except sqlite3.Error:
+                db.close()
+                if attempt == 2:
+                    raise
+                self._discard("is damaged")
+                continue
+            try:
+                yield db
+            finally:
+                db.close()
+            return
+
+    def _discard(self, why: str) -> None:
+        assert self.path is not None
+        for suffix in ("", *_SIDECARS):
+            remove_entry(Path(str(self.path) + suffix))
+        self.notes.append(f"the build store {self.path} {why}; started it afresh")
+
+    def _ensure_schema(self, db: sqlite3.Connection) -> None:
+        db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        meta = dict(db.execute("SELECT name, value FROM meta").fetchall())
+        if meta == {"format": FORMAT, "code": code_digest()}:
+            return
+        db.execute("BEGIN IMMEDIATE")
+        for name in CODECS:
+            db.execute(f'DROP TABLE IF EXISTS "{name}"')
+            db.execute(
+                f'CREATE TABLE "{name}" (k TEXT PRIMARY KEY, v BLOB NOT NULL, d BLOB NOT NULL)'
+                " WITHOUT ROWID"
+            )
+        db.execute("DELETE FROM meta")
+        db.executemany(
+            "INSERT INTO meta VALUES (?, ?)", [("format", FORMAT), ("code", code_digest())]
+        )
+        db.execute("COMMIT")
+
+    # --- reading and writing ---------------------------------------------
+
     def _load(self, name: str) -> dict[Any, Any]:
-        self._deltas[name] = None
         if self.folder is None:
             return {}
+        codec = CODECS[name]
+        section: dict[Any, Any] = {}
         try:
-            data = (self.folder / name).read_bytes()
-        except OSError:
+            with self._connect() as db:
+                rows = db.execute(f'SELECT k, v, d FROM "{name}"').fetchall()
+        except sqlite3.Error:
+            self._discard("could not be read")
             return {}
-        if not data.startswith(FORMAT):
-            return {}
-        # Unpickling makes millions of objects, none of them garbage: without
-        # this, the collector walks them over and over while they are made.
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
-        try:
-            return self._read_frames(name, memoryview(data))
-        finally:
-            if gc_was_enabled:
-                gc.enable()
-
-    def _read_frames(self, name: str, data: memoryview) -> dict[Any, Any]:
-        frames = _frames(data)
-        try:
-            code, section = next(frames)
-        except Exception:  # a damaged cache is a cold build, never an error
-            return {}
-        if code != code_digest() or not isinstance(section, dict):
-            return {}
-        count = entries = 0
-        while True:
+        damaged = 0
+        for k, v, d in rows:
             try:
-                frame = next(frames, _END)
-                if frame is _END:
-                    break
-                code, changed, deleted = frame
-                if code != code_digest():
-                    return section
-                changed = dict(changed)
-                deleted = list(deleted)
-            except Exception:  # a torn or damaged frame: keep what was read, rewrite
-                return section
-            for key in deleted:
-                section.pop(key, None)
-            section.update(changed)
-            count += 1
-            entries += len(changed) + len(deleted)
-        self._deltas[name] = (count, entries)
+                if not isinstance(k, str) or not isinstance(v, bytes) or _row_digest(k, v) != d:
+                    raise ValueError("the row does not match its digest")
+                section[codec.key_in(k)] = codec.value_in(v)
+            except Exception:  # any damage is a miss, never an error or a wrong entry
+                damaged += 1
+        if damaged:
+            self.notes.append(f"the build store's {name} had {damaged} damaged row(s); ignored")
         return section
 
     def save(self, *names: str) -> None:
-        """Write the sections used (or those named): a delta appended in one
-        write, or the whole section atomically. A killed build leaves the
-        old file, or the old file and a torn delta the next load skips."""
+        """Write the rows that changed in the sections used (or those named),
+        each section in one transaction: a killed build leaves the old rows."""
         if self.folder is None:
             return
-        if self.folder.is_file():  # the single-file cache of an earlier version
-            self.folder.unlink()
-        self.folder.mkdir(parents=True, exist_ok=True)
-        for name in names or tuple(self.sections):
-            section = self.sections[name]
-            loaded = self._loaded.get(name, {})
-            missing = object()
-            changed = {k: v for k, v in section.items() if loaded.get(k, missing) is not v}
-            deleted = [k for k in loaded if k not in section]
-            deltas = self._deltas.get(name)
-            path = self.folder / name
-            if deltas is not None and not changed and not deleted:
+        todo = [n for n in (names or tuple(self.sections)) if n in self.sections]
+        if not todo:
+            return
+        with self._connect() as db:
+            for name in todo:
+                self._save(db, name)
+
+    def _save(self, db: sqlite3.Connection, name: str) -> None:
+        codec = CODECS[name]
+        section = self.sections[name]
+        loaded = self._loaded.get(name, {})
+        missing = object()
+        upsert = []
+        for key, value in section.items():
+            if loaded.get(key, missing) is value:
                 continue
-            if (
-                deltas is not None
-                and deltas[0] < self.MAX_DELTAS
-                and deltas[1] + len(changed) + len(deleted) <= len(section) * self.COMPACT_FRACTION
-                and _sole_link(path)
-            ):
-                frame = _frame((code_digest(), changed, deleted))
-                with open(path, "ab") as f:
-                    f.write(frame)  # one write: a killed build leaves a torn frame
-                self._deltas[name] = (deltas[0] + 1, deltas[1] + len(changed) + len(deleted))
-            else:
-                tmp = path.with_name(f".{name}.tmp-{os.getpid()}")
-                with open(tmp, "wb") as f:  # streamed: no second copy of a large section
-                    f.write(FORMAT + bytes(_HEADER))
-                    out = _Hashing(f)
-                    pickle.dump((code_digest(), section), out, protocol=5)
-                    f.seek(len(FORMAT))
-                    f.write(out.size.to_bytes(_LENGTH, "big") + out.h.digest())
-                os.replace(tmp, path)
-                self._deltas[name] = (0, 0)
-            self._loaded[name] = dict(section)
+            try:
+                k, v = codec.key_out(key), codec.value_out(value)
+            except (TypeError, ValueError):
+                continue  # not a shape the store keeps: the entry is computed again
+            upsert.append((k, v, _row_digest(k, v)))
+        deleted = [(codec.key_out(k),) for k in loaded if k not in section]
+        if upsert or deleted:
+            db.execute("BEGIN IMMEDIATE")
+            db.executemany(f'DELETE FROM "{name}" WHERE k = ?', deleted)
+            db.executemany(f'INSERT OR REPLACE INTO "{name}" VALUES (?, ?, ?)', upsert)
+            db.execute("COMMIT")
+        self._loaded[name] = dict(section)
 
 
-_END: Any = object()
-
-
-def _frames(data: memoryview) -> Iterator[Any]:
-    """The objects of the frames after :data:`FORMAT`, in order; a
-    :class:`ValueError` at a torn frame or at one whose digest differs (which
-    is never unpickled)."""
-    pos = len(FORMAT)
-    while pos + _HEADER <= len(data):
-        size = int.from_bytes(data[pos : pos + _LENGTH], "big")
-        start = pos + _HEADER
-        end = start + size
-        if end > len(data):
-            break
-        payload = data[start:end]
-        if _digest(payload) != data[pos + _LENGTH : start]:
-            raise ValueError("a cache frame does not match its digest")
-        yield pickle.loads(payload)
-        pos = end
-    if pos != len(data):
-        raise ValueError("a torn cache frame")
-
-
-def _sole_link(path: Path) -> bool:
-    """Whether appending to ``path`` changes no other name's file. A copy of the
-    build folder made with hard links (``cp -al``, ``rsync --link-dest``
-    snapshots) shares the section files; a delta appended in place would
-    change the copy too, so such a file is written whole, by rename."""
+def _plain(path: Path, kind: Callable[[int], bool]) -> bool | None:
+    """Whether ``path`` is of ``kind`` and no link (None if it does not exist)."""
     try:
-        return os.stat(path).st_nlink == 1
-    except OSError:
-        return False
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    return kind(st.st_mode)

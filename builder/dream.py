@@ -108,8 +108,9 @@ class Dream:
     body: Mapping[str, Any]
 
     def __reduce__(self) -> tuple[type[Dream], tuple[str, str, bytes, Mapping[str, Any]]]:
-        # The build cache pickles every verified dream; the default for a
-        # frozen slots dataclass calls dataclasses.fields() once per object.
+        # The scan's workers hand every verified dream back pickled, over a
+        # pipe (builder.parallel); the default for a frozen slots dataclass
+        # calls dataclasses.fields() once per object.
         return (Dream, (self.id, self.key_id, self.public_key, self.body))
 
     @property

@@ -47,18 +47,15 @@ same model gives the same bytes.
 from __future__ import annotations
 
 import bisect
-import contextlib
 import functools
 import json
 import re
-import shutil
 import unicodedata
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from importlib import resources
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -69,7 +66,6 @@ from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 from markupsafe import Markup
 
-from builder import buildcache
 from builder.model import DreamView, SiteModel
 from builder.page import Page, key_of
 from builder.writer import PlanError
@@ -378,42 +374,6 @@ def nav_links(root: str, nav: str) -> Markup:
 
 
 _ENV = _environment()
-
-
-class _BytecodeCache(jinja2.FileSystemBytecodeCache):
-    """Jinja's file cache, but a file damaged anywhere is a miss: Jinja reads
-    the source checksum with an unguarded pickle.load, so a file cut just
-    past its header stopped every build until the cache was deleted."""
-
-    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        try:
-            super().load_bytecode(bucket)
-        except Exception:  # any damage: compile again, as for a missing file
-            bucket.reset()
-
-
-def use_bytecode_cache(folder: Path | None) -> None:
-    """Keep compiled templates in ``folder`` (in the build cache), or stop.
-    Compiling the templates took ~0.1 s of every build, a fifth of a build
-    after one new dream at 10k. Jinja checks each file against its template
-    source only, so the files live in a subfolder named for
-    :func:`builder.buildcache.code_digest`: code compiled by another version
-    of the builder (other Environment settings, filters, Jinja) is never
-    loaded, and the subfolders of other versions are removed."""
-    if folder is None:
-        _ENV.bytecode_cache = None
-        return
-    own = buildcache.code_digest()[:32]
-    with contextlib.suppress(OSError):  # a cache: what cannot be removed is only space
-        for old in folder.iterdir():
-            if old.name == own:
-                continue
-            if old.is_dir() and not old.is_symlink():
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                old.unlink()
-    (folder / own).mkdir(parents=True, exist_ok=True)
-    _ENV.bytecode_cache = _BytecodeCache(str(folder / own))
 
 
 _CARD = _ENV.from_string('{% import "_macros.html" as m %}{{ m.card(d, root, level) }}')

@@ -32,10 +32,12 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import errno
 import fcntl
 import hashlib
 import os
 import shutil
+import stat
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -89,7 +91,7 @@ class SiteWriter:
     def __init__(self, out: Path) -> None:
         self.out = out.absolute()
         self.root = builds_dir(self.out)
-        self.root.mkdir(parents=True, exist_ok=True)
+        _plain_folder(self.root)  # a link here would lead every write elsewhere
         self._lock = _lock(self.root, self.out)
         _remove_stale_links(self.out)
         live = _live_generation(self.out, self.root)
@@ -104,10 +106,10 @@ class SiteWriter:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.root / f"manifest-{self.target}")
         if had is None:
-            shutil.rmtree(self.gen, ignore_errors=True)
+            remove_entry(self.gen)
             had = {}
         self.had: dict[str, Entry] = had
-        self.gen.mkdir(exist_ok=True)
+        _plain_folder(self.gen)
         self.written: dict[str, Entry] = {}
         self._claimed: set[str] = set()
         self.changed = 0
@@ -279,6 +281,17 @@ class SiteWriter:
 
     # --- finishing --------------------------------------------------------
 
+    def retire_previous(self) -> None:
+        """After :meth:`commit`: remove the generation that was live before it
+        (and its manifest), so that no file keeps what the new site dropped.
+        An erasure calls for it (THREATS.md T48); the next build writes that
+        generation in full, which costs time once."""
+        if self.live is None:
+            return
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.root / f"manifest-{self.live}")
+        remove_entry(self.root / self.live)
+
     def commit(self) -> None:
         """Remove what the new site no longer has, record the manifest, go live."""
         gone = self.had.keys() - self.written.keys()
@@ -402,6 +415,34 @@ def _remove_stale_links(out: Path) -> None:
             leftover.unlink()
 
 
+def remove_entry(path: Path) -> None:
+    """Remove ``path`` itself, never what a link names: a link or file is
+    unlinked, a folder removed with what it holds (``shutil.rmtree`` does not
+    follow a link inside the folder it removes)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(path)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+
+def _plain_folder(path: Path) -> None:
+    """``path`` as a plain folder: whatever else is there (a symlink, a file)
+    is removed as itself first."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        path.mkdir(parents=True)
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        remove_entry(path)
+        path.mkdir()
+
+
 def _make_dirs(gen: str, rel: str) -> None:
     """``gen/rel`` as a folder, removing files a past site had in its way."""
     path = f"{gen}/{rel}"
@@ -459,8 +500,10 @@ def _read_manifest(path: Path) -> dict[str, Entry] | None:
     """The manifest's entries, or None if it is missing or damaged (the
     generation is then rewritten in full)."""
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+        data = _read_plain(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if data is None:
         return None
     body = _checked_body(data)
     if body is None:
@@ -469,6 +512,24 @@ def _read_manifest(path: Path) -> dict[str, Entry] | None:
         return _parse_entries(str(body, "utf-8"))
     except (UnicodeDecodeError, ValueError):
         return None
+
+
+def _read_plain(path: Path) -> bytes | None:
+    """The bytes of ``path`` if it is a regular file reached without a link,
+    else None (a FIFO would block a plain read, a link lead anywhere)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read()
+    finally:
+        os.close(fd)
 
 
 def _checked_body(data: bytes) -> memoryview | None:

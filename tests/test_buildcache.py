@@ -1,5 +1,5 @@
-"""The build cache's file format: whole sections, appended deltas, and
-damage that costs time only (builder.buildcache); fragments kept deflated
+"""The build store (builder.buildcache): data only, rows written only when
+they change, damage and links that cost time only; fragments kept deflated
 (builder.units)."""
 
 from __future__ import annotations
@@ -7,6 +7,8 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,8 @@ from hypothesis import strategies as st
 from builder import build as buildmod
 from builder import buildcache, units
 from builder.buildcache import BuildCache
+from builder.checkpoint import Checkpoint
+from builder.dream import Dream
 from builder.note import parse_private_key
 from tests.pools import make_pool
 
@@ -24,112 +28,219 @@ def _reload(folder: Path, name: str) -> dict[object, object]:
     return BuildCache(folder)[name]
 
 
+def _unit(i: int, tag: str = "key") -> tuple[str, tuple[bytes, ...], tuple[tuple[str, bytes], ...]]:
+    return (
+        f"{tag}{i}",
+        (b"card", units.squeeze(b"diary"), b"entry", b"search"),
+        ((f"dreams/{i:016x}/index.html", bytes(16)),),
+    )
+
+
 def _fill(folder: Path, n: int) -> dict[object, object]:
     c = BuildCache(folder)
     section = c["units"]
-    section.update({f"id{i}": (f"key{i}", b"x" * 50) for i in range(n)})
+    section.update({f"id{i}": _unit(i) for i in range(n)})
     c.save()
     return dict(section)
 
 
-def test_a_small_change_appends_a_delta_that_reads_back(tmp_path: Path) -> None:
+def _db(folder: Path) -> sqlite3.Connection:
+    return sqlite3.connect(folder / buildcache.STORE, isolation_level=None)
+
+
+def _stamp(i: int) -> tuple[str, int, int, int, int]:
+    return (f"{i:016x}.json", 100 + i, 10**18 + i, 10**18 + i, 1000 + i)
+
+
+SAMPLES: dict[str, tuple[object, object]] = {
+    "scan": (
+        _stamp(1),
+        Dream("0" * 16, "sha256:" + "1" * 16, bytes(32), {"title": "t", "tags": ["a"]}),
+    ),
+    "commit": ((_stamp(2), "salt"), "commitment"),
+    "salts": (_stamp(3), "c2FsdA"),
+    "keys": (_stamp(4), {"author": "ada", "tier": "guest"}),
+    "shards": (bytes(range(32)), True),
+    "notes": (bytes(32), Checkpoint("example.org/pool", 7, bytes(32), ("ext",))),
+    "units": ("0123456789abcdef", _unit(5)),
+    "pages": ("tags/a/index.html", ("key", bytes(16))),
+    "words": ("0123456789abcdef", (("parser", "tokens"), (("fact", ("parser",)),))),
+}
+
+
+def test_every_section_reads_back_what_it_stored(tmp_path: Path) -> None:
+    assert set(SAMPLES) == set(BuildCache.SECTIONS)
+    c = BuildCache(tmp_path)
+    for name, (key, value) in SAMPLES.items():
+        c[name][key] = value
+    c.save()
+    again = BuildCache(tmp_path)
+    for name, (key, value) in SAMPLES.items():
+        assert again[name] == {key: value}, name
+    assert again.notes == []
+
+
+def test_the_store_holds_data_only(tmp_path: Path) -> None:
+    """T44: every value is JSON text; nothing in the file is a pickle (or any
+    format that runs code when read)."""
+    c = BuildCache(tmp_path)
+    for name, (key, value) in SAMPLES.items():
+        c[name][key] = value
+    c.save()
+    for name in SAMPLES:
+        for (v,) in _db(tmp_path).execute(f'SELECT v FROM "{name}"'):
+            json.loads(v)
+    assert b"\x80\x05" not in (tmp_path / buildcache.STORE).read_bytes()  # pickle's protocol 5
+
+
+def test_a_shape_the_store_does_not_keep_is_computed_again(tmp_path: Path) -> None:
+    c = BuildCache(tmp_path)
+    c["keys"][_stamp(1)] = {"added": object()}  # not plain text: not stored
+    c["keys"][_stamp(2)] = {"author": "ada"}
+    c.save()
+    assert _reload(tmp_path, "keys") == {_stamp(2): {"author": "ada"}}
+
+
+def test_a_save_writes_only_the_rows_that_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     want = _fill(tmp_path, 100)
-    size = (tmp_path / "units").stat().st_size
     c = BuildCache(tmp_path)
     section = c["units"]
-    section["id3"] = ("changed", b"y")
-    section["new"] = ("key", b"z")
+    section["id3"] = _unit(3, "changed")
+    section["new"] = _unit(7, "new")
     del section["id7"]
+    written = []
+    digest = buildcache._row_digest
+    monkeypatch.setattr(buildcache, "_row_digest", lambda k, v: written.append(k) or digest(k, v))
     c.save()
-    grown = (tmp_path / "units").stat().st_size
-    assert size < grown < size + 400  # a delta of three entries, not the section again
-    want.update({"id3": ("changed", b"y"), "new": ("key", b"z")})
+    monkeypatch.undo()
+    assert sorted(written) == ["id3", "new"]
+    want.update({"id3": _unit(3, "changed"), "new": _unit(7, "new")})
     del want["id7"]
     assert _reload(tmp_path, "units") == want
 
 
-def test_a_hard_linked_copy_of_the_cache_is_left_as_it_was(tmp_path: Path) -> None:
-    # A snapshot made with hard links (cp -al, rsync --link-dest) shares the
-    # section file: the next save must replace it, never append to it.
-    want = _fill(tmp_path / "cache", 100)
-    (tmp_path / "copy").mkdir()
-    os.link(tmp_path / "cache" / "units", tmp_path / "copy" / "units")
-    before = (tmp_path / "copy" / "units").read_bytes()
-    c = BuildCache(tmp_path / "cache")
-    c["units"]["new"] = ("key", b"z")
-    c.save()
-    assert (tmp_path / "copy" / "units").read_bytes() == before
-    assert _reload(tmp_path / "copy", "units") == want
-    assert _reload(tmp_path / "cache", "units") == {**want, "new": ("key", b"z")}
-    assert (tmp_path / "cache" / "units").stat().st_nlink == 1
-
-
 def test_an_unchanged_section_is_not_written(tmp_path: Path) -> None:
     _fill(tmp_path, 10)
-    before = (tmp_path / "units").stat()
+    before = (tmp_path / buildcache.STORE).stat()
     c = BuildCache(tmp_path)
     c["units"]["id1"] = c["units"]["id1"]  # the same object: no change
+    c.sections["pages"] = {}
     c.save()
-    after = (tmp_path / "units").stat()
+    after = (tmp_path / buildcache.STORE).stat()
     assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
 
 
-def test_a_replaced_section_saves_only_what_differs(tmp_path: Path) -> None:
-    # units.Units and site._write_pages build a new dict from the old values
-    _fill(tmp_path, 100)
-    size = (tmp_path / "units").stat().st_size
+def test_a_deleted_row_leaves_no_bytes_in_the_file(tmp_path: Path) -> None:
+    """T48: an erased dream's rows are overwritten, not only unlinked from the
+    b-tree (secure_delete), and no journal is left beside the store."""
     c = BuildCache(tmp_path)
-    old = c["units"]
-    c.sections["units"] = {**old, "id0": ("other", b"")}
+    c["pages"]["erasedcanary/index.html"] = ("erasedcanarykey", bytes(16))
+    c["pages"]["kept/index.html"] = ("kept", bytes(16))
     c.save()
-    assert (tmp_path / "units").stat().st_size < size + 200
-    assert _reload(tmp_path, "units")["id0"] == ("other", b"")
-
-
-def test_many_deltas_are_compacted_into_one_frame(tmp_path: Path) -> None:
-    want = _fill(tmp_path, 8)
-    for round in range(5):  # each changes 1 of 8 entries: past a quarter by the third
-        c = BuildCache(tmp_path)
-        c["units"][f"id{round}"] = want[f"id{round}"] = ("round", round)
-        c.save()
-    data = (tmp_path / "units").read_bytes()
-    assert data.startswith(buildcache.FORMAT)
-    assert len(list(buildcache._frames(memoryview(data)))) <= 3
-    assert _reload(tmp_path, "units") == want
-
-
-def test_a_torn_delta_keeps_what_came_before_and_is_rewritten(tmp_path: Path) -> None:
-    want = _fill(tmp_path, 100)
-    path = tmp_path / "units"
+    assert b"erasedcanary" in (tmp_path / buildcache.STORE).read_bytes()
     c = BuildCache(tmp_path)
-    c["units"]["id1"] = want["id1"] = ("one", 1)
+    del c["pages"]["erasedcanary/index.html"]
     c.save()
-    whole = path.read_bytes()
-    c = BuildCache(tmp_path)
-    c["units"]["id2"] = ("two", 2)
-    c.save()
-    path.write_bytes(path.read_bytes()[:-5])  # a build killed while appending
-    assert _reload(tmp_path, "units") == want  # id2's delta is lost: a miss, not an error
-    c = BuildCache(tmp_path)
-    c["units"]["id4"] = want["id4"] = ("four", 4)
-    c.save()
-    assert len(path.read_bytes()) < len(whole) + 100  # written whole, without the torn tail
-    assert _reload(tmp_path, "units") == want
+    assert b"erasedcanary" not in (tmp_path / buildcache.STORE).read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [buildcache.STORE]
 
 
-def test_a_delta_from_other_code_ends_the_section(tmp_path: Path) -> None:
-    want = _fill(tmp_path, 10)
-    with open(tmp_path / "units", "ab") as f:
-        f.write(buildcache._frame(("another version", {"id1": "wrong"}, [])))
-    assert _reload(tmp_path, "units") == want
-
-
-def test_garbage_and_foreign_files_read_as_empty(tmp_path: Path) -> None:
-    for data in (b"", b"junk", buildcache.FORMAT + os.urandom(64), b"dreampool-cache/1\n"):
-        (tmp_path / "units").write_bytes(data)
-        assert _reload(tmp_path, "units") == {}
-    (tmp_path / "units").write_bytes(buildcache.FORMAT + buildcache._frame(("old code", {"a": 1})))
+def test_a_store_of_other_code_reads_as_empty(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fill(tmp_path, 3)
+    monkeypatch.setattr(buildcache, "code_digest", lambda: "0" * 64)
     assert _reload(tmp_path, "units") == {}
+
+
+@pytest.mark.parametrize(
+    "data", [b"", b"junk", b"SQLite format 3\x00" + os.urandom(4000), os.urandom(8192)]
+)
+def test_garbage_and_foreign_files_read_as_empty_and_are_replaced(
+    tmp_path: Path, data: bytes
+) -> None:
+    (tmp_path / buildcache.STORE).write_bytes(data)
+    c = BuildCache(tmp_path)
+    assert c["units"] == {}
+    c["units"]["id1"] = _unit(1)
+    c.save()
+    assert _reload(tmp_path, "units") == {"id1": _unit(1)}
+
+
+def test_a_damaged_row_is_a_miss_and_the_others_stay(tmp_path: Path) -> None:
+    want = _fill(tmp_path, 5)
+    db = _db(tmp_path)
+    (v,) = db.execute("SELECT v FROM units WHERE k = 'id2'").fetchone()
+    db.execute("UPDATE units SET v = ? WHERE k = 'id2'", (v.replace(b"key2", b"kez2"),))
+    db.close()
+    c = BuildCache(tmp_path)
+    del want["id2"]
+    assert c["units"] == want
+    assert c.notes == ["the build store's units had 1 damaged row(s); ignored"]
+
+
+def test_a_planted_row_of_another_shape_is_a_miss(tmp_path: Path) -> None:
+    """T44: a row whose digest is right but whose value is not what the build
+    writes (here a pickle's bytes, and a dream whose key is not 32 bytes) is
+    never decoded into an entry."""
+    _fill(tmp_path, 1)
+    db = _db(tmp_path)
+    bad = {
+        "units": ("x", b"\x80\x05K\x01."),
+        "scan": (json.dumps(list(_stamp(9))), json.dumps(["0" * 16, "k", "AAAA", {}]).encode()),
+    }
+    for table, (k, v) in bad.items():
+        db.execute(f"INSERT INTO {table} VALUES (?, ?, ?)", (k, v, buildcache._row_digest(k, v)))
+    db.close()
+    c = BuildCache(tmp_path)
+    assert "x" not in c["units"] and c["scan"] == {}
+    assert len(c.notes) == 2
+
+
+def test_links_in_the_store_folder_are_removed_never_followed(tmp_path: Path) -> None:
+    """T45: the store file, a journal name or the folder itself as a symlink,
+    and the store as a hard link to a file elsewhere: each is removed as a
+    link, and what it named is left as it was."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victim = outside / "victim"
+    victim.write_bytes(b"keep me")
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    (folder / buildcache.STORE).symlink_to(victim)
+    (folder / (buildcache.STORE + "-journal")).symlink_to(victim)
+    c = BuildCache(folder)
+    c["units"]["id1"] = _unit(1)
+    c.save()
+    assert victim.read_bytes() == b"keep me"
+    assert not (folder / buildcache.STORE).is_symlink()
+    shutil.rmtree(folder)
+    folder.symlink_to(outside)
+    c = BuildCache(folder)
+    c["units"]["id1"] = _unit(1)
+    c.save()
+    assert folder.is_dir() and not folder.is_symlink()
+    assert sorted(p.name for p in outside.iterdir()) == ["victim"]
+    shutil.rmtree(folder)
+    folder.mkdir()
+    os.link(victim, folder / buildcache.STORE)
+    c = BuildCache(folder)
+    assert c["units"] == {}
+    c["units"]["id1"] = _unit(1)
+    c.save()
+    assert victim.read_bytes() == b"keep me"
+    assert any("link" in n for n in c.notes)
+
+
+def test_files_of_the_pickle_cache_are_removed_unread(tmp_path: Path) -> None:
+    for name in ("scan", "units", "jinja"):
+        (tmp_path / name).write_bytes(b"dreampool-cache/3\n")
+    c = BuildCache(tmp_path)
+    assert c["scan"] == {}
+    c.save()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [buildcache.STORE]
 
 
 def test_a_unit_key_leaves_out_only_what_the_leaf_hash_binds() -> None:
@@ -159,34 +270,11 @@ def test_a_raw_fragment_reads_back_unchanged(fragment: bytes) -> None:
     assert units.unsqueeze(fragment) is fragment
 
 
-def test_a_flipped_byte_anywhere_reads_as_a_miss_never_as_a_wrong_entry(tmp_path: Path) -> None:
-    # A bit flipped inside a pickled string still unpickles, into an entry the
-    # build trusts; each frame's digest makes it a torn frame instead.
-    base = _fill(tmp_path, 6)
-    path = tmp_path / "units"
-    first = len(path.read_bytes())
-    c = BuildCache(tmp_path)
-    c["units"]["id1"] = ("changed", b"y" * 20)
-    c.save()
-    data = path.read_bytes()
-    for i in range(len(buildcache.FORMAT), len(data)):
-        damaged = bytearray(data)
-        damaged[i] ^= 0x04
-        path.write_bytes(bytes(damaged))
-        # the first frame damaged: nothing; the delta: what came before it
-        assert _reload(tmp_path, "units") == ({} if i < first else base), i
-    c = BuildCache(tmp_path)
-    c["units"]["id2"] = ("two", b"")  # a damaged section is written whole again
-    c.save()
-    assert _reload(tmp_path, "units") == {**base, "id2": ("two", b"")}
-    assert len(list(buildcache._frames(memoryview(path.read_bytes())))) == 1
-
-
 def _tree(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
-@pytest.mark.parametrize("section", ["scan", "units", "notes"])
+@pytest.mark.parametrize("section", ["scan", "notes"])
 def test_a_garbled_byte_in_a_section_builds_what_a_cold_build_does(
     tmp_path: Path, section: str
 ) -> None:
@@ -198,12 +286,12 @@ def test_a_garbled_byte_in_a_section_builds_what_a_cold_build_does(
     note = (site / "log" / "checkpoint").read_bytes()
     tp.add("bob", 1)
     buildmod.build(tp.content, site, signer=signer)  # opens the first checkpoint: notes
-    if section == "notes":  # a byte of the root of the first checkpoint
-        old = base64.b64decode(note.split(b"\n")[2])
-    else:  # a letter of a dream's title (in its body, and in its rendered card)
+    if section == "notes":  # the root of the first checkpoint, as the store keeps it
+        old = base64.b64encode(base64.b64decode(note.split(b"\n")[2]))
+    else:  # a letter of a dream's title (in its body)
         title = json.loads((tp.content / "dreams" / f"{first}.json").read_bytes())["title"]
         old = title.encode()
-    path = tmp_path / ".site.builds" / "cache" / section
+    path = tmp_path / ".site.builds" / "cache" / buildcache.STORE
     data = path.read_bytes()
     assert old in data
     path.write_bytes(data.replace(old, old[:5] + bytes([old[5] ^ 0x01]) + old[6:], 1))

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from builder import build as buildmod
+from builder import buildcache, logbuild, logstate, pool
 from builder import dream as dreamfmt
-from builder import logbuild, logstate, pool
 from builder.buildcache import BuildCache
 from builder.dream import Dream
 from builder.errors import DreampoolError, LogError
@@ -543,10 +543,11 @@ def test_a_dream_the_build_cache_garbled_is_never_logged(
     site = tmp_path / "site"
     assert do_build(tp, site).refused
     cache = tmp_path / ".site.builds" / "cache"
-    if damage == "garbled bytes":  # a same-length change: the pickle still reads
-        data = (cache / "scan").read_bytes()
+    if damage == "garbled bytes":  # a same-length change: the JSON still reads
+        store = cache / buildcache.STORE
+        data = store.read_bytes()
         assert data.count(b"Bob says hello there") == 1
-        (cache / "scan").write_bytes(data.replace(b"Bob says hello", b"Bob says PWNED"))
+        store.write_bytes(data.replace(b"Bob says hello", b"Bob says PWNED"))
     else:  # an entry no digest can catch (a bug, say): the log must not take it
         c = BuildCache(cache)
         [stamp] = [k for k, v in c["scan"].items() if v.id == dream_id]
@@ -566,7 +567,7 @@ def test_a_dream_the_build_cache_garbled_is_never_logged(
         assert len(leaves(tp)) == size  # nothing appended, nothing signed
         shutil.rmtree(cache)
         do_build(tp, site)
-    assert refused or damage == "garbled bytes"  # (there, the frame's digest is enough)
+    assert refused or damage == "garbled bytes"  # (there, the row's digest is enough)
     salt = (tp.content / "dreams" / f"{dream_id}.salt").read_text().strip()
     assert leaves(tp)[-1] == {
         "v": 1,

@@ -336,17 +336,14 @@ def test_a_damaged_build_cache_costs_time_only(tmp_path: Path, damage: str) -> N
     site = tmp_path / "site"
     buildmod.build(tp.content, site, signer=signer)
     tp.add("bob", 2)
-    cache = tmp_path / ".site.builds" / "cache"
-    sections = sorted(p for p in cache.rglob("*") if p.is_file())
-    assert {p.name for p in sections} >= {"scan", "units", "words", "keys"}
-    # (and jinja/, compiled templates, when this process had not compiled them yet)
-    for section in sections:
-        if damage == "deleted":
-            section.unlink()
-        elif damage == "garbage":
-            section.write_bytes(buildcache.FORMAT + os.urandom(200))
-        else:
-            section.write_bytes(section.read_bytes()[:300])
+    store = tmp_path / ".site.builds" / "cache" / buildcache.STORE
+    assert store.is_file()
+    if damage == "deleted":
+        store.unlink()
+    elif damage == "garbage":
+        store.write_bytes(store.read_bytes()[:100] + os.urandom(store.stat().st_size))
+    else:
+        store.write_bytes(store.read_bytes()[:3000])
     report = buildmod.build(tp.content, site, signer=signer)
     assert report.verified == 22 and report.rendered == 22
     cold = tmp_path / "cold"
@@ -354,55 +351,27 @@ def test_a_damaged_build_cache_costs_time_only(tmp_path: Path, damage: str) -> N
     assert tree(site) == tree(cold)
 
 
-def test_damaged_compiled_templates_are_compiled_again(tmp_path: Path) -> None:
-    """In a new process, where no template is compiled yet (builder.render
-    keeps compiled templates in the build cache's jinja/<code digest>/). A
-    file cut just past Jinja's header stopped every build (an unguarded
-    pickle.load); cut there, cut in half or overwritten, it costs time only."""
-    import jinja2
-
+def test_compiled_templates_are_never_read_from_disk(tmp_path: Path) -> None:
+    """T44: Jinja's bytecode cache is marshalled code, which runs when loaded;
+    the build kept one in its cache folder, where a pull request could plant
+    it. Templates are compiled in memory by each build now: a build in a new
+    process leaves no compiled code beside the output, and one planted there
+    is removed unread."""
     tp = make_pool(tmp_path)
     tp.add("ada", 3)
     site = tmp_path / "site"
     env = {**os.environ, "DREAMPOOL_LOG_KEY": tp.log_key}
     subprocess.run(_build_cmd(tp, site), check=True, env=env, capture_output=True)
-    (folder,) = (tmp_path / ".site.builds" / "cache" / "jinja").iterdir()
-    assert folder.name == buildcache.code_digest()[:32]
-    compiled = sorted(folder.iterdir())
-    assert len(compiled) >= 10
-    header = len(jinja2.bccache.bc_magic)
-    for i, path in enumerate(compiled):
-        data = path.read_bytes()
-        cuts = (data[: header + 1], data[: len(data) // 2], os.urandom(len(data)))
-        path.write_bytes(cuts[i % 3])
+    cache = tmp_path / ".site.builds" / "cache"
+    assert sorted(p.name for p in cache.iterdir()) == [buildcache.STORE]
+    assert render._ENV.bytecode_cache is None
+    planted = cache / "jinja" / ("0" * 32)
+    planted.mkdir(parents=True)
+    (planted / "x.cache").write_bytes(b"j2\x00" + os.urandom(64))
     tp.add("bob", 1)
     proc = subprocess.run(_build_cmd(tp, site), env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    cold = tmp_path / "cold"
-    buildmod.build(tp.content, cold, signer=None)
-    assert tree(site) == tree(cold)
-
-
-def test_templates_compiled_by_another_version_are_never_loaded(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Jinja checks compiled code against the template's source only, so code
-    compiled with other settings or another Jinja would be loaded as is. Each
-    version of the builder has its own folder, and the others are removed."""
-    folder = tmp_path / "jinja"
-    try:
-        monkeypatch.setattr(buildcache, "code_digest", lambda: "a" * 64)
-        render.use_bytecode_cache(folder)
-        render._ENV.cache.clear()  # compile again, through the bytecode cache
-        render._ENV.get_template("base.html")
-        assert [p.name for p in folder.iterdir()] == ["a" * 32]
-        assert any((folder / ("a" * 32)).iterdir())
-        monkeypatch.setattr(buildcache, "code_digest", lambda: "b" * 64)
-        render.use_bytecode_cache(folder)
-        assert [p.name for p in folder.iterdir()] == ["b" * 32]
-    finally:
-        render.use_bytecode_cache(None)
-        render._ENV.cache.clear()
+    assert not (cache / "jinja").exists()
 
 
 def test_a_full_disk_is_a_clear_error_and_keeps_the_site(

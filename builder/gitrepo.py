@@ -1,0 +1,128 @@
+"""What git says about a pool's checkout: which paths it tracks, and what a
+pull request changed.
+
+The trust boundary (THREATS.md, docs/operators.md) turns on one fact: a pull
+request can only bring files that git tracks. So whatever the build derives
+(its store, site generations, manifests, the ``site`` link) is trusted only
+where git tracks nothing, and ``dreampool check --base`` judges a pull
+request by the paths its commits change.
+
+Every call runs ``git`` with a fixed argument list, no shell and no pager,
+and reads NUL-separated output (``-z``), so no path is ever parsed from
+quoted or escaped text. Outside a git work tree, or where git is not
+installed, nothing is tracked.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from builder.errors import DreampoolError
+
+# Modes of a git tree entry (git's index-format documentation, "mode").
+MODE_SYMLINK = "120000"
+MODE_GITLINK = "160000"  # a submodule
+MODE_FILE = ("100644", "100755")
+
+
+class GitError(DreampoolError):
+    """git could not answer (not a repository, an unknown revision)."""
+
+
+def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env["GIT_OPTIONAL_LOCKS"] = "0"  # a query never takes the index lock
+    return subprocess.run(
+        ["git", "-c", "core.quotePath=false", *args],
+        cwd=cwd,
+        capture_output=True,
+        env=env,
+        check=False,
+    )
+
+
+def work_tree(path: Path) -> Path | None:
+    """The root of the git work tree holding ``path`` (a folder), or None."""
+    if shutil.which("git") is None:
+        return None
+    result = _git(path, "rev-parse", "--show-toplevel")
+    if result.returncode != 0:
+        return None
+    return Path(os.fsdecode(result.stdout.rstrip(b"\n")))
+
+
+def tracked(folder: Path, names: list[str]) -> list[str]:
+    """The paths at or under ``folder/name`` (for each of ``names``) that git
+    tracks, relative to ``folder``; [] outside a work tree."""
+    if not folder.is_dir() or work_tree(folder) is None:
+        return []
+    specs = [f":(literal){name}" for name in names]
+    result = _git(folder, "ls-files", "-z", "--", *specs)
+    if result.returncode != 0:
+        return []
+    return [os.fsdecode(p) for p in result.stdout.split(b"\0") if p]
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One path a pull request changes: git's status letter (A, M, D, T) and
+    the modes before and after (``000000`` where there is no file)."""
+
+    status: str
+    path: str  # relative to the work tree's root, with "/"
+    old_mode: str
+    new_mode: str
+
+
+def changes(root: Path, base: str, head: str = "HEAD") -> list[Change]:
+    """Every path that differs between the commits ``base`` and ``head``, as
+    ``git diff --raw`` gives them, renames and copies split into a deletion
+    and an addition (so both paths are judged)."""
+    for rev in (base, head):
+        probe = _git(root, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+        if probe.returncode != 0:
+            raise GitError(
+                f"{rev} is not a commit in {root}",
+                hint="fetch it first (in a workflow: actions/checkout with fetch-depth: 2, "
+                "then --base HEAD^1)",
+            )
+    result = _git(
+        root, "diff", "--raw", "-z", "--no-renames", "--no-abbrev", "--no-ext-diff", base, head
+    )
+    if result.returncode != 0:
+        raise GitError(f"git diff {base} {head} failed: {result.stderr.decode(errors='replace')}")
+    return parse_raw(result.stdout)
+
+
+def parse_raw(out: bytes) -> list[Change]:
+    """``git diff --raw -z`` output: ``:<old mode> <new mode> <old> <new> <status>``
+    NUL ``<path>`` NUL, repeated (git-diff(1), "Raw output format")."""
+    fields = out.split(b"\0")
+    found: list[Change] = []
+    i = 0
+    while i + 1 < len(fields) and fields[i]:
+        meta = fields[i].decode("ascii").lstrip(":").split(" ")
+        if len(meta) != 5:
+            raise GitError(f"unexpected git diff output: {fields[i]!r}")
+        old_mode, new_mode, _, _, status = meta
+        found.append(Change(status[:1], os.fsdecode(fields[i + 1]), old_mode, new_mode))
+        i += 2
+    return found
+
+
+def tracked_entries(root: Path) -> list[tuple[str, str]]:
+    """(mode, path) of every path git tracks in the work tree at ``root``."""
+    result = _git(root, "ls-files", "-s", "-z")
+    if result.returncode != 0:
+        return []
+    found = []
+    for record in result.stdout.split(b"\0"):
+        if not record:
+            continue
+        meta, _, path = record.partition(b"\t")
+        found.append((meta.split(b" ", 1)[0].decode("ascii"), os.fsdecode(path)))
+    return found
