@@ -33,7 +33,7 @@ from typing import Any
 from builder import logstate, merkle, parallel, strictjson, tiles
 from builder.b64 import b64_encode, b64url_decode, b64url_encode
 from builder.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
-from builder.dream import Dream
+from builder.dream import Dream, is_dream_id
 from builder.errors import InputError, LogError, Problem
 from builder.note import Signer, Verifier, split_note
 from builder.policy import Policy, PolicyLog, format_policy, parse_policy
@@ -123,6 +123,15 @@ def now_time() -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def new_salt(dream_id: str) -> str:
+    """A fresh salt for a dream being logged: :data:`SALT_SIZE` random bytes,
+    b64url (PROTOCOL.md §3). The id is unused here; a test that must build the
+    same state twice byte for byte (tests/redteam/test_crash.py) replaces this
+    function with one that derives the salt from it."""
+    del dream_id
+    return b64url_encode(os.urandom(SALT_SIZE))
+
+
 def update(
     content: Path,
     scanned: Iterable[ScannedDream],
@@ -165,7 +174,7 @@ def update(
 
     # Step 4: new dreams in id order, each new key announced first.
     fresh = _check_again([present[i] for i in sorted(present) if i not in logged.dreams])
-    new_salts = False
+    new_salts: dict[str, str] = {}
     for dream_id in sorted(present):
         if dream_id in logged.dreams:
             if dream_id in logged.erasures:
@@ -182,12 +191,12 @@ def update(
             entry = key_leaf(d.key_id, d.public_key, d.author)
             logged.keys[d.key_id] = len(leaves) + len(new_leaves)
             new_leaves.append(entry)
-        salt = salt_reader.read(dream_id)
-        if salt is None:
-            salt = b64url_encode(os.urandom(SALT_SIZE))
-            path = content / "dreams" / f"{dream_id}.salt"
-            atomic_write(path, salt.encode() + b"\n", sync=False)
-            new_salts = True
+        # A new dream's salt is always the build's own: one found beside it
+        # came with the pull request (a planted salt stopped every build, and
+        # a chosen one would link the commitment to the text after an
+        # erasure: T47). It is written only once the build can sign.
+        salt = new_salt(dream_id)
+        new_salts[dream_id] = salt
         salt_of[dream_id] = salt
         logged.dreams[dream_id] = len(leaves) + len(new_leaves)
         new_leaves.append(dream_leaf(dream_id, commitment(d.body, salt)))
@@ -202,6 +211,9 @@ def update(
                 hint="set DREAMPOOL_LOG_KEY to the log's private key string or pass "
                 "--log-key FILE (make one with `dreampool log-keygen --origin ORIGIN`)",
             )
+        for dream_id, salt in new_salts.items():
+            path = content / "dreams" / f"{dream_id}.salt"
+            atomic_write(path, salt.encode() + b"\n", sync=False)
         if new_salts:  # durable before any leaf that commits to them
             sync_filesystem(content / "dreams")
         for leaf in new_leaves:
@@ -275,6 +287,33 @@ def verify_state(content: Path, scanned: Iterable[ScannedDream]) -> int:
     _check_unsigned_tail(content, state.leaves, state.signed_size, present)
     _check_logged(content, state.leaves, _read_leaves(state.leaves), present)
     return len(state.leaves)
+
+
+def unlogged_salts(content: Path) -> list[Problem]:
+    """A problem for each salt in ``content/dreams`` whose dream the log does
+    not hold. The build writes a dream's salt when it logs it, and only then;
+    one that came another way (in a pull request) is refused by ``check`` and
+    replaced by the build (T47). (A build killed between writing salts and
+    appending leaves leaves such salts too; the next build replaces them.)"""
+    logged = _read_leaves(logstate.load(content).leaves).dreams
+    problems = []
+    try:
+        entries = sorted(os.scandir(content / "dreams"), key=lambda e: e.name)
+    except FileNotFoundError:
+        return []
+    for entry in entries:
+        name, dot, suffix = entry.name.partition(".")
+        if suffix == "salt" and dot and is_dream_id(name) and name not in logged:
+            problems.append(
+                Problem(
+                    entry.path,
+                    "",
+                    "a salt for a dream the log does not hold: salts are written only by "
+                    "the build, when it logs the dream; remove this file (the build would "
+                    "replace it)",
+                )
+            )
+    return problems
 
 
 def _check_unsigned_tail(

@@ -135,9 +135,13 @@ def _admit(
     incoming.write_bytes(submitted)
     result = pool.submit(content, [incoming], today=dt.date(2026, 11, 16))
     (dream_id,) = result.added
-    # What a build would draw at random, fixed: the dream's commitment salt.
-    (content / "dreams" / f"{dream_id}.salt").write_text(b64url_encode(salt) + "\n")
-    report = build.build(content, Path(tmp) / "site", signer=signer)
+    # What a build draws at random, fixed: the dream's commitment salt.
+    drawn = logbuild.new_salt
+    logbuild.new_salt = lambda _id: b64url_encode(salt)
+    try:
+        report = build.build(content, Path(tmp) / "site", signer=signer)
+    finally:
+        logbuild.new_salt = drawn
     assert report.admitted == [dream_id] and not report.refused, report
     return {"id": dream_id, "dream": signed, "submitted": submitted}
 

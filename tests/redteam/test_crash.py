@@ -2,9 +2,10 @@
 moments spread over its run.
 
 A pool of 150 dreams: 75 logged and published, 75 waiting. A clean build of the
-waiting state is timed, and its result R (site and log state) kept: with the salts
-drawn beforehand and SOURCE_DATE_EPOCH set, a build of that state is a function of
-it, so every later build must give R byte for byte. Then, for each moment, a fresh
+waiting state is timed, and its result R (site and log state) kept: with salts
+derived from the ids (:func:`fixed_salt`) and SOURCE_DATE_EPOCH set, a build of
+that state is a function of it, so every later build must give R byte for byte.
+Then, for each moment, a fresh
 copy of the waiting state is built in a subprocess that is killed at that moment,
 and after the kill:
 
@@ -23,6 +24,7 @@ while the subprocess of the following kill runs on another core.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import shutil
@@ -46,11 +48,27 @@ KILLS = 24  # moments; at least 20 must land while the build runs
 EPOCH = "1767225600"
 
 
+def fixed_salt(dream_id: str) -> str:
+    """The salt every build in this test gives ``dream_id``: a build makes a
+    new dream's salt itself (a salt found beside it is replaced: T47), so
+    builds of one state match byte for byte only with this in place of
+    :func:`builder.logbuild.new_salt`."""
+    return b64url_encode(hashlib.sha256(b"crash test salt " + dream_id.encode()).digest())
+
+
+# `dreampool` with fixed salts, for the builds this test kills.
+_MAIN = (
+    "import sys; from builder import cli, logbuild; "
+    "from tests.redteam.test_crash import fixed_salt; "
+    "logbuild.new_salt = fixed_salt; cli.run()"
+)
+
+
 def _cmd(root: Path) -> list[str]:
     return [
         sys.executable,
-        "-m",
-        "builder",
+        "-c",
+        _MAIN,
         "build",
         "--content",
         str(root / "content"),
@@ -88,10 +106,8 @@ def test_sigkill_at_random_moments_leaves_site_and_log_recoverable(
     before_state = logstate.load(tp.content)
     before_size = before_state.signed_size
     before_note = (base / "site" / "log" / "checkpoint").read_bytes()
-    waiting = submit(tp, *(signed("bob", title=f"Bob's waiting dream {n}") for n in range(75)))
-    for dream_id in waiting:  # drawn now, so that every build of this state is the same
-        salt = b64url_encode(os.urandom(logbuild.SALT_SIZE))
-        (tp.content / "dreams" / f"{dream_id}.salt").write_text(salt + "\n")
+    submit(tp, *(signed("bob", title=f"Bob's waiting dream {n}") for n in range(75)))
+    monkeypatch.setattr(logbuild, "new_salt", fixed_salt)  # the next builds, in this process
 
     # The reference: a clean build, timed once caches are warm (the first run of
     # a fresh interpreter compiles and loads more than the kills' runs will).
