@@ -159,15 +159,23 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from builder import logbuild, summary
+    from builder import gate, logbuild, summary
 
     content = Path(args.content)
-    problems, scanned = pool.check(content)
-    try:
-        logbuild.verify_state(content, scanned)
-    except DreampoolError as exc:
-        rule = exc.message + (f" (hint: {exc.hint})" if exc.hint else "")
-        problems.append(Problem(str(content / "log"), "", rule))
+    if args.base is not None:
+        # A pull request: only what it changes (builder.gate).
+        problems, scanned = gate.check_pull_request(content, args.base)
+    else:
+        problems, scanned = pool.check(content)
+        named = {p.file for p in problems}
+        problems += [p for p in gate.special_files(content) if p.file not in named]
+        problems += gate.tracked_problems(content)
+        try:
+            logbuild.verify_state(content, scanned)
+            problems.extend(logbuild.unlogged_salts(content))
+        except DreampoolError as exc:
+            rule = exc.message + (f" (hint: {exc.hint})" if exc.hint else "")
+            problems.append(Problem(str(content / "log"), "", rule))
     if args.format == "github":
         for p in problems:
             out(summary.annotation(p))
@@ -203,6 +211,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         quiet=args.quiet,
         retain=_HELD,
     )
+    for line in report.notes:
+        note(line)
     for problem in report.refused:
         print(f"{PROG}: refused: {problem}", file=sys.stderr)
     signed = "signed a new checkpoint" if report.signed else "checkpoint unchanged"
@@ -328,8 +338,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("files", nargs="+", metavar="SIGNED.json")
     p.add_argument("--content", default="content", metavar="DIR")
 
-    p = add("check", cmd_check, "validate the whole pool without writing")
+    p = add("check", cmd_check, "validate the whole pool, or a pull request, without writing")
     p.add_argument("--content", default="content", metavar="DIR")
+    p.add_argument(
+        "--base",
+        metavar="REF",
+        help="check a pull request: refuse every change since commit REF outside the "
+        "contributor paths, and check only what it adds (in a workflow: --base HEAD^1)",
+    )
     p.add_argument("--format", choices=("text", "github"), default="text")
     p.add_argument(
         "--summary",

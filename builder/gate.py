@@ -1,0 +1,279 @@
+"""The pull-request gate: what a contributor may change, and checking just that.
+
+``dreampool check --base REF`` runs on a pull request (the scaffold's check
+workflow passes ``--base HEAD^1``, the target branch in GitHub's merge
+commit). It compares the two commits with git and refuses, naming each
+path, every change a contributor may not make. A contributor may only
+**add**, as regular files:
+
+=====================================  ======================================
+``content/dreams/<id>.json``           a signed dream (``dreampool submit``)
+``content/keys/<16 hex>.yaml``         their own new key, tier ``guest``
+``content/rotations/<16 hex>.json``    the rotation statement of that new key
+=====================================  ======================================
+
+Everything else belongs to the maintainers or the build (THREATS.md T49):
+salts and the log state (``content/log``) are written only by the build;
+existing key files (tiers, names), erasures, ``pool.yaml``, workflows, the
+package, requirements, and any other path are the maintainers' to change;
+the build's own state (the ``site`` link, ``.site.builds/``) is never
+tracked at all. A symlink or submodule is refused wherever it is. Files a
+pull request deletes or modifies are refused too: a logged dream is never
+edited, only erased by a maintainer.
+
+Then only what the pull request adds is checked (format, signature,
+redaction, the key rules against the key directory), so the work grows with
+the pull request, not with the pool; the base passed this same gate, and the
+publish build verifies the whole log again.
+
+:func:`judge` is pure (paths and modes in, problems out); :func:`check_pull_request`
+does the reading.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from builder import gitrepo, pool
+from builder.errors import InputError, Problem
+from builder.gitrepo import MODE_FILE, MODE_GITLINK, MODE_SYMLINK, Change
+
+_ADDABLE = {
+    "dreams": re.compile(r"[0-9a-f]{16}\.json"),
+    "keys": re.compile(r"[0-9a-f]{16}\.yaml"),
+    "rotations": re.compile(r"[0-9a-f]{16}\.json"),
+}
+_WHAT = (
+    "a pull request may only add dreams (content/dreams/<id>.json), a new key "
+    "(content/keys/<16 hex>.yaml) and its rotation statement (content/rotations/<16 hex>.json); "
+)
+_MAINTAINERS = "this change is the maintainers' to make: open it separately, or ask one of them"
+
+
+@dataclass(slots=True)
+class Contribution:
+    """The paths a pull request adds within the contributor paths, by kind."""
+
+    dreams: list[str] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+    rotations: list[str] = field(default_factory=list)
+
+
+def judge(changes: list[Change], content: str) -> tuple[list[Problem], Contribution]:
+    """Which of ``changes`` (paths relative to the repository's root) a
+    contributor may make, with ``content`` the pool folder's path there."""
+    problems: list[Problem] = []
+    added = Contribution()
+    for change in changes:
+        path = change.path
+        if MODE_SYMLINK in (change.new_mode,):
+            problems.append(
+                Problem(
+                    path,
+                    "",
+                    "is a symlink; a pool holds plain files only: replace it by the file itself",
+                )
+            )
+            continue
+        if MODE_GITLINK in (change.new_mode, change.old_mode):
+            problems.append(Problem(path, "", "is a submodule; a pool holds plain files only"))
+            continue
+        kind = _contributor_kind(path, content)
+        if kind is None:
+            problems.append(Problem(path, "", _outside(path, content) + _MAINTAINERS))
+            continue
+        if change.status != "A":
+            verb = {"D": "deletes", "M": "changes", "T": "changes the type of"}.get(
+                change.status, "changes"
+            )
+            problems.append(
+                Problem(
+                    path,
+                    "",
+                    f"the pull request {verb} a file already in the pool; "
+                    + (
+                        "a submitted dream is never edited or removed (a maintainer "
+                        "erases one with `dreampool erase`)"
+                        if kind == "dreams"
+                        else "tiers and names in an existing key file, and stored rotations, "
+                        "are the maintainers' to change"
+                    ),
+                )
+            )
+            continue
+        if change.new_mode not in MODE_FILE:
+            problems.append(Problem(path, "", "is not a regular file"))
+            continue
+        getattr(added, kind).append(path)
+    return problems, added
+
+
+def _contributor_kind(path: str, content: str) -> str | None:
+    parts = PurePosixPath(path).parts
+    base = PurePosixPath(content).parts
+    if len(parts) != len(base) + 2 or parts[: len(base)] != base:
+        return None
+    folder, name = parts[len(base)], parts[len(base) + 1]
+    pattern = _ADDABLE.get(folder)
+    return folder if pattern is not None and pattern.fullmatch(name) else None
+
+
+def _outside(path: str, content: str) -> str:
+    """Why ``path`` is not a contributor path, in the words a contributor needs."""
+    inside = path.startswith(content.rstrip("/") + "/") if content != "." else True
+    rel = path[len(content.rstrip("/")) + 1 :] if inside and content != "." else path
+    if inside and rel.startswith("dreams/") and rel.endswith(".salt"):
+        return "salts are written only by the build, when it logs a dream; remove this file. "
+    if inside and rel.startswith("log/"):
+        return "the log state is written only by the build; "
+    first = PurePosixPath(path).parts[0]
+    if first == "site" or first.endswith(".builds"):
+        return "the build's own state is never committed (git rm -r --cached it); "
+    return "is outside the contributor paths: " + _WHAT
+
+
+def check_pull_request(content: Path, base: str) -> tuple[list[Problem], list[pool.ScannedDream]]:
+    """Every problem of the pull request ``base..HEAD`` in the pool at ``content``
+    (a folder in a git work tree), and the dreams it adds that passed."""
+    root = gitrepo.work_tree(content)
+    if root is None:
+        raise gitrepo.GitError(
+            f"{content} is not in a git checkout; --base compares two commits",
+            hint="run check without --base to check the whole pool",
+        )
+    rel = content.resolve().relative_to(root.resolve()).as_posix()
+    problems, added = judge(gitrepo.changes(root, base), rel)
+    problems = [dataclasses.replace(p, file=_shown(root, p.file)) for p in problems]
+    try:
+        pool.load_config(content)
+    except InputError as exc:
+        problems.extend(exc.problems)
+    directory, key_problems = pool.load_keys(content)
+    problems.extend(key_problems)
+    for path in added.keys:
+        shown = _shown(root, path)
+        key_id = "sha256:" + PurePosixPath(path).stem
+        entry = directory.keys.get(key_id)
+        if entry is not None and entry.tier != "guest":
+            problems.append(
+                Problem(
+                    shown,
+                    "/tier",
+                    f"a new key comes in as guest, not {entry.tier}; tiers are raised "
+                    "by the maintainers",
+                )
+            )
+    scanned: list[pool.ScannedDream] = []
+    for path in added.dreams:
+        file = Path(_shown(root, path))
+        result = pool.check_file(file)
+        if isinstance(result, list):
+            problems.extend(result)
+            continue
+        name_id = file.stem
+        if result.id != name_id:
+            problems.append(
+                Problem(
+                    str(file), "", f"file name does not match the dream id (want {result.id}.json)"
+                )
+            )
+            continue
+        if (content / "erasures" / f"{result.id}.json").exists():
+            problems.append(
+                Problem(
+                    str(file), "", f"dream {result.id} was erased from this pool and cannot return"
+                )
+            )
+            continue
+        if result.key_id not in directory.keys:
+            problems.append(
+                Problem(
+                    str(file),
+                    "/sig/keyId",
+                    f"key {result.key_id} is not in the key directory (content/keys); "
+                    "`dreampool submit` adds it",
+                )
+            )
+            continue
+        rule = pool.check_key_rules(result, str(file), directory)
+        if rule:
+            problems.append(Problem(str(file), "/author", rule))
+            continue
+        scanned.append(pool.ScannedDream(str(file), result))
+    return problems, scanned
+
+
+def _shown(root: Path, path: str) -> str:
+    """``path`` (relative to the repository's root) as the user reaches it from
+    the current folder: in a workflow, the root, as GitHub's annotations want."""
+    return os.path.relpath(root / path)
+
+
+# --- the whole pool (check without --base) ---------------------------------
+
+
+def special_files(content: Path) -> list[Problem]:
+    """A problem for every entry under ``content`` that is not a plain folder
+    or a regular file with one link: symlinks, hard links, FIFOs, sockets,
+    devices. None of them can come from git except symlinks; the build never
+    follows or writes through any of them."""
+    problems = []
+    stack = [content]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for entry in entries:
+            st = entry.stat(follow_symlinks=False)
+            shown = os.path.join(folder, entry.name.encode("unicode_escape").decode("ascii"))
+            if stat.S_ISDIR(st.st_mode):
+                stack.append(Path(entry.path))
+            elif stat.S_ISLNK(st.st_mode):
+                problems.append(Problem(shown, "", "is a symlink; a pool holds plain files only"))
+            elif not stat.S_ISREG(st.st_mode):
+                problems.append(
+                    Problem(shown, "", "is a special file (FIFO, socket or device); remove it")
+                )
+            elif st.st_nlink != 1:
+                problems.append(
+                    Problem(shown, "", "is a hard link; a pool holds plain files only: copy it")
+                )
+    return problems
+
+
+def tracked_problems(content: Path) -> list[Problem]:
+    """Symlinks and submodules git tracks anywhere in the pool's repository, and
+    any tracked file of the build's own state (``site``, ``.<name>.builds/``)."""
+    root = gitrepo.work_tree(content)
+    if root is None:
+        return []
+    problems = []
+    for mode, path in gitrepo.tracked_entries(root):
+        first = PurePosixPath(path).parts[0]
+        if mode == MODE_SYMLINK:
+            problems.append(
+                Problem(
+                    _shown(root, path), "", "is a symlink git tracks; a pool holds plain files only"
+                )
+            )
+        elif mode == MODE_GITLINK:
+            problems.append(
+                Problem(_shown(root, path), "", "is a submodule; a pool holds plain files only")
+            )
+        elif first == "site" or (first.startswith(".") and first.endswith(".builds")):
+            problems.append(
+                Problem(
+                    _shown(root, path),
+                    "",
+                    "is the build's own state, which is never committed (a build discards "
+                    "it): git rm -r --cached it",
+                )
+            )
+    return problems
