@@ -35,13 +35,16 @@ The pool and the build (I/O at the edges):
     units        a dream's page, record, proof and fragments, kept by input key
     site         writes every renderer's files into the new generation
     parallel     pure per-item stages on every core
-    buildcache   what one build remembers for the next, by input key
+    buildcache   the build store (SQLite, data only): what one build remembers
+    derived      when the build's own state may be read back (never if git tracks it)
     writer       two generations behind a symlink; writes only what changed
     build        the pipeline, end to end
     progress     the terminal progress bar
     serve        the preview server
 
 Around the pool:
+    gitrepo      what git says: tracked paths, a pull request's changes
+    gate         `check --base`: what a contributor may change, checking only that
     init, summary  new pool scaffolds and the pull-request check's summary
     mcp_server     the MCP server for agents
     memos          MemOS Dream diary import
