@@ -41,9 +41,20 @@ from builder import __version__, pool
 from builder.errors import InputError, PoolError, Problem
 
 WORKFLOWS = ("check.yml", "publish.yml")
-INSTALL_REQUIREMENTS = "python -m pip install --disable-pip-version-check -r requirements.txt"
+# pip runs in the runner's temporary folder, isolated (-I: neither the current
+# folder nor PYTHON* variables reach sys.path): `python -m pip` at the
+# checkout's root imports a pull request's pip.py instead of pip.
+_PIP = "python -I -m pip install --disable-pip-version-check"
+INSTALL_REQUIREMENTS = {
+    # The release the target branch names (HEAD^1, the first parent of the pull
+    # request's merge commit): a pull request never chooses the code that checks it.
+    "check.yml": 'git -C "$GITHUB_WORKSPACE" show HEAD^1:requirements.txt > requirements.txt'
+    f" && {_PIP} -r requirements.txt",
+    # main's: the maintainers reviewed it (CODEOWNERS).
+    "publish.yml": f'{_PIP} -r "$GITHUB_WORKSPACE/requirements.txt"',
+}
 """How a pool's workflows install dreampool: the release named in requirements.txt."""
-INSTALL_CHECKOUT = "python -m pip install --disable-pip-version-check ."
+INSTALL_CHECKOUT = f'{_PIP} "$GITHUB_WORKSPACE"'
 """How the dreampool repository's own workflows install it, for its sample pool."""
 
 MAX_TITLE = 120
@@ -73,11 +84,12 @@ def _fill(text: str, values: dict[str, str]) -> str:
     return text
 
 
-def workflow(name: str, install: str = INSTALL_REQUIREMENTS) -> str:
-    """The ``check.yml`` or ``publish.yml`` workflow, installing dreampool with ``install``."""
+def workflow(name: str, install: str | None = None) -> str:
+    """The ``check.yml`` or ``publish.yml`` workflow, installing dreampool with ``install``
+    (default: as a pool does, :data:`INSTALL_REQUIREMENTS`)."""
     if name not in WORKFLOWS:
         raise ValueError(f"no workflow {name!r}; want one of {', '.join(WORKFLOWS)}")
-    return _fill(template(name), {"INSTALL": install})
+    return _fill(template(name), {"INSTALL": install or INSTALL_REQUIREMENTS[name]})
 
 
 def pool_yaml(origin: str, title: str) -> str:
