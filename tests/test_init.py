@@ -315,6 +315,21 @@ def test_no_expression_reaches_a_shell() -> None:
                 assert "${{" not in step.get("run", ""), name
 
 
+def test_check_compares_the_pull_request_with_its_target_branch() -> None:
+    """The check run holds the pull request's merge commit and its first parent,
+    the target branch (fetch-depth 2), and `dreampool check --base HEAD^1` compares
+    them. (What --base refuses is `dreampool check`'s to test.)"""
+    for text in (init.workflow("check.yml"), (REPO / ".github/workflows/check.yml").read_text()):
+        steps = jobs(text)["check"]["steps"]
+        checkout = [s for s in steps if str(s.get("uses", "")).startswith("actions/checkout@")]
+        assert [s["with"]["fetch-depth"] for s in checkout] == [2]
+        runs = [s["run"] for s in steps if "dreampool check" in s.get("run", "")]
+        assert runs == [
+            "dreampool check --content content --base HEAD^1 --format github"
+            ' --summary "$GITHUB_STEP_SUMMARY"'
+        ]
+
+
 def test_publish_holds_the_key_in_one_step_and_least_privilege() -> None:
     text = init.workflow("publish.yml")
     flow = yaml.safe_load(text)
