@@ -130,20 +130,9 @@ def steps_of(text: str) -> list[tuple[dict[str, Any], str]]:
 
 
 _SPLIT = {"&&", "||", ";", "|", "|&", "&", "(", ")", ";;"}
-_PREFIX = {
-    "if",
-    "then",
-    "else",
-    "elif",
-    "do",
-    "while",
-    "until",
-    "!",
-    "{",
-    "exec",
-    "command",
-    "time",
-}
+# Words that run the next one: `if python ...`, `env X=1 python ...`.
+_PREFIX = {"if", "then", "else", "elif", "do", "while", "until", "!", "{"}
+_PREFIX |= {"exec", "command", "time", "env", "nohup", "sudo"}
 
 
 def commands(script: str) -> list[list[str]]:
@@ -179,7 +168,7 @@ def python_options(words: list[str]) -> list[str]:
 
 def test_commands_sees_every_python_and_pip() -> None:
     script = "cd x && FOO=1 python -m pip install . | tee log\n"
-    script += 'if pip3 --version; then exec python3.12 -c "1"; fi'
+    script += 'if pip3 --version; then exec env A=1 python3.12 -c "1"; fi'
     assert [c[0] for c in commands(script)] == ["cd", "python", "tee", "pip3", "python3.12", "fi"]
     assert python_options(["python", "-I", "-m", "pip"]) == ["-I"]
     assert python_options(["python", "-m", "pip", "-I"]) == []
