@@ -12,7 +12,7 @@ needs and nothing else::
     requirements.txt               the dreampool release both workflows install
     .gitignore                     the built site and key files stay out of git
                                    (lines appended if one exists)
-    .github/CODEOWNERS             maintainers review keys, log, settings, workflows
+    .github/CODEOWNERS             maintainers review every change but a new dream
     .github/workflows/check.yml    on pull_request: `dreampool check` as annotations
     .github/workflows/publish.yml  on push to main: build, commit the log, deploy
 
@@ -41,22 +41,31 @@ from builder import __version__, pool
 from builder.errors import InputError, PoolError, Problem
 
 WORKFLOWS = ("check.yml", "publish.yml")
-INSTALL_REQUIREMENTS = "python -m pip install --disable-pip-version-check -r requirements.txt"
+# pip runs in the runner's temporary folder, isolated (-I: neither the current
+# folder nor PYTHON* variables reach sys.path): `python -m pip` at the
+# checkout's root imports a pull request's pip.py instead of pip.
+_PIP = "python -I -m pip install --disable-pip-version-check"
+INSTALL_REQUIREMENTS = {
+    # The release the target branch names (HEAD^1, the first parent of the pull
+    # request's merge commit): a pull request never chooses the code that checks it.
+    "check.yml": 'git -C "$GITHUB_WORKSPACE" show HEAD^1:requirements.txt > requirements.txt'
+    f" && {_PIP} -r requirements.txt",
+    # main's: the maintainers reviewed it (CODEOWNERS).
+    "publish.yml": f'{_PIP} -r "$GITHUB_WORKSPACE/requirements.txt"',
+}
 """How a pool's workflows install dreampool: the release named in requirements.txt."""
-INSTALL_CHECKOUT = "python -m pip install --disable-pip-version-check ."
+INSTALL_CHECKOUT = f'{_PIP} "$GITHUB_WORKSPACE"'
 """How the dreampool repository's own workflows install it, for its sample pool."""
 
 MAX_TITLE = 120
 _OWNER_RE = re.compile(r"@[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:/[A-Za-z0-9._-]{1,100})?")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]")
 _PLACEHOLDER_RE = re.compile(r"__[A-Z]+__")
+# In order: the last matching rule wins, and a rule without owners means no
+# owner's review is needed (GitHub's CODEOWNERS).
 _CODEOWNED = (
-    "/content/keys/",
-    "/content/log/",
-    "/content/erasures/",
-    "/content/pool.yaml",
-    "/.github/",
-    "/requirements.txt",
+    ("*", True),
+    ("/content/dreams/*.json", False),
 )
 
 
@@ -73,11 +82,12 @@ def _fill(text: str, values: dict[str, str]) -> str:
     return text
 
 
-def workflow(name: str, install: str = INSTALL_REQUIREMENTS) -> str:
-    """The ``check.yml`` or ``publish.yml`` workflow, installing dreampool with ``install``."""
+def workflow(name: str, install: str | None = None) -> str:
+    """The ``check.yml`` or ``publish.yml`` workflow, installing dreampool with ``install``
+    (default: as a pool does, :data:`INSTALL_REQUIREMENTS`)."""
     if name not in WORKFLOWS:
         raise ValueError(f"no workflow {name!r}; want one of {', '.join(WORKFLOWS)}")
-    return _fill(template(name), {"INSTALL": install})
+    return _fill(template(name), {"INSTALL": install or INSTALL_REQUIREMENTS[name]})
 
 
 def pool_yaml(origin: str, title: str) -> str:
@@ -98,18 +108,27 @@ def pool_yaml(origin: str, title: str) -> str:
 def codeowners(owners: Sequence[str]) -> str:
     """``.github/CODEOWNERS``; with no owners the rules are written commented out."""
     lines = [
-        "# Who must review changes to the pool's trust: the key directory (tiers are",
-        "# set there), the log state, erasures, the pool's settings, the workflows",
-        '# and the dreampool release they run with the log key. Turn on "Require',
-        '# review from Code Owners" for main (Settings → Rules or Branches).',
+        "# Who must review a change before it reaches main: the maintainers, for",
+        "# every file but a dream. A file anywhere can change what runs with the",
+        "# log key (a pip.py, sitecustomize.py or setup.py at the root, the",
+        "# requirements, the workflows) or the pool's trust (the key directory,",
+        "# where tiers are set, a first-time contributor's guest key included;",
+        "# rotations, which come with a key file; the log state; salts; erasures;",
+        "# the pool's settings). A dream, content/dreams/<id>.json, is signed and",
+        "# `dreampool check` verifies it, so it needs no owner's review.",
+        "# The last matching rule wins, and a rule without owners means no owner is",
+        "# needed: the exception comes after `*`, and names *.json only, so salts",
+        "# (the build writes them) and anything else in content/dreams/ stay owned.",
+        '# Turn on "Require review from Code Owners" for main, and make the check',
+        "# workflow a required status check (Settings → Rules or Branches).",
     ]
     if owners:
         who = " ".join(owners)
-        lines += [f"{path:<20} {who}" for path in _CODEOWNED]
+        lines += [f"{path:<24} {who}" if owned else path for path, owned in _CODEOWNED]
     else:
         lines += [
             "# Name the maintainers (@user or @org/team) and uncomment:",
-            *(f"# {path:<20} @MAINTAINER" for path in _CODEOWNED),
+            *(f"# {path:<24} @MAINTAINER" if owned else f"# {path}" for path, owned in _CODEOWNED),
         ]
     return "\n".join(lines) + "\n"
 

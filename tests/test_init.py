@@ -142,17 +142,121 @@ def test_refuses_bad_settings_before_writing(
     assert not (tmp_path / "pool").exists()
 
 
+def owner_of(codeowners: str, path: str) -> list[str] | None:
+    """The owners GitHub asks to review a change to ``path`` (``[]``: none needed,
+    ``None``: no rule matches). Gitignore-style patterns, as GitHub documents
+    CODEOWNERS: ``*`` never crosses ``/``, ``**`` does; a leading or inner ``/``
+    anchors at the root; a trailing ``/`` matches a folder's contents; a pattern
+    that matches a folder matches everything in it; the last matching line wins."""
+    found: list[str] | None = None
+    for line in codeowners.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        pattern, *owners = line.split()
+        anchored = "/" in pattern.rstrip("/")
+        body = pattern.strip("/")
+        regex = "" if anchored else "(?:.*/)?"
+        for part in re.split(r"(\*\*/|\*\*|\*|\?)", body):
+            regex += {"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]"}.get(
+                part, re.escape(part)
+            )
+        regex += "/.+" if pattern.endswith("/") else "(?:/.+)?"
+        if re.fullmatch(regex, path):
+            found = owners
+    return found
+
+
+OWNERS = ["@alice", "@org/maintainers"]
+DREAM = "content/dreams/0123456789abcdef.json"
+MAINTAINERS_OWN = (
+    # What runs: a module shadowing pip or the standard library, Python's start-up
+    # hooks, what pip reads, the workflows, the templates the site is built from.
+    "pip.py",
+    "pip/__init__.py",
+    "sitecustomize.py",
+    "usercustomize.py",
+    "anything.py",
+    "setup.py",
+    "pyproject.toml",
+    "requirements.txt",
+    ".python-version",
+    "x.pth",
+    ".github/workflows/x.yml",
+    ".github/CODEOWNERS",
+    "templates/page.html",
+    ".gitignore",
+    "README.md",
+    # The pool's trust: tiers, rotations, the log state, erasures, settings, salts.
+    "content/keys/0123456789abcdef.yaml",
+    "content/keys/.gitkeep",
+    "content/rotations/0123456789abcdef.json",
+    "content/log/policy",
+    "content/log/history.jsonl",
+    "content/log/checkpoints/12",
+    "content/log/leaves/000/001",
+    "content/pool.yaml",
+    "content/erasures/0123456789abcdef.json",
+    "content/dreams/0123456789abcdef.salt",
+    "content/dreams/.gitkeep",
+    "content/dreams/sub/0123456789abcdef.json",
+    "content/dreams/0123456789abcdef.json.py",
+    "content/sitecustomize.py",
+    "content/x.pth",
+    # What the build writes, if a pull request committed it instead.
+    ".site.builds/a/index.html",
+    "site",
+    "site/index.html",
+    "x/content/dreams/0123456789abcdef.json",
+)
+
+
+def test_the_codeowners_matcher_reads_last_match_wins() -> None:
+    """The reading of GitHub's rules the next tests rely on, and the trap in them:
+    a carve-out of the whole dreams folder would leave the salts to anyone."""
+    naive = "*  @m\n/content/dreams/\n"
+    assert owner_of(naive, "content/dreams/0123456789abcdef.salt") == []
+    assert owner_of(naive + "/content/dreams/*.salt @m\n", "content/dreams/a.salt") == ["@m"]
+    assert owner_of("/content/keys/ @m\n", "content/keys") is None
+    assert owner_of("/content/keys/ @m\n", "x/content/keys/a") is None
+    assert owner_of("docs/ @m\n", "x/docs/a") == ["@m"]
+    assert owner_of("/a/*.json\n", "a/b/c.json") is None
+    assert owner_of("*.py @m\n", "a/b/c.py") == ["@m"]
+    assert owner_of("/a/**/c @m\n", "a/c") == owner_of("/a/**/c @m\n", "a/x/y/c") == ["@m"]
+
+
+def test_codeowners_own_every_file_but_a_dream(tmp_path: Path) -> None:
+    """Everything that could shadow a module or change what runs (pip.py,
+    sitecustomize.py, requirements.txt, the workflows, ...) and everything that
+    holds the pool's trust needs the maintainers; a dream, signed and checked, no one."""
+    init.init_pool(tmp_path, ORIGIN, "Pool", owners=OWNERS)
+    rules = (tmp_path / ".github" / "CODEOWNERS").read_text()
+    for path in MAINTAINERS_OWN:
+        assert owner_of(rules, path) == OWNERS, path
+    assert owner_of(rules, DREAM) == []
+    # A folder named like a dream matches the carve-out; check refuses it.
+    assert owner_of(rules, DREAM + "/pip.py") == []
+    (tmp_path / DREAM).mkdir()
+    problems, _ = pool.check(tmp_path / "content")
+    assert [p.rule for p in problems if p.file.endswith(".json")], problems
+
+
 def test_codeowners_cover_the_key_directory(tmp_path: Path) -> None:
-    init.init_pool(tmp_path, ORIGIN, "Pool", owners=["@alice", "@org/maintainers"])
-    rules = [
-        line.split()
-        for line in (tmp_path / ".github" / "CODEOWNERS").read_text().splitlines()
-        if line and not line.startswith("#")
-    ]
-    assert ["/content/keys/", "@alice", "@org/maintainers"] in rules
-    assert {r[0] for r in rules} >= {"/content/log/", "/.github/", "/requirements.txt"}
+    """A key file, a contributor's first (guest) one included, needs a maintainer:
+    tiers are set there (THREATS.md T37)."""
+    init.init_pool(tmp_path, ORIGIN, "Pool", owners=OWNERS)
+    rules = (tmp_path / ".github" / "CODEOWNERS").read_text()
+    for path in ("content/keys/0123456789abcdef.yaml", "content/keys/new.yaml", "content/keys"):
+        assert owner_of(rules, path) == OWNERS, path
     bare = init.codeowners(())
     assert all(line.startswith("#") for line in bare.splitlines())
+    uncommented = "\n".join(line.removeprefix("# ") for line in bare.splitlines())
+    assert owner_of(uncommented, "pip.py") == ["@MAINTAINER"]
+    assert owner_of(uncommented, DREAM) == []
+
+
+def test_this_repositorys_codeowners_is_the_scaffolds() -> None:
+    """The sample pool's CODEOWNERS, like its workflows, is what `init` writes."""
+    assert (REPO / ".github" / "CODEOWNERS").read_text(encoding="utf-8") == init.codeowners(())
 
 
 def test_cli_init(tmp_path: Path, run: Any) -> None:
@@ -209,6 +313,21 @@ def test_no_expression_reaches_a_shell() -> None:
         for job in jobs(text).values():
             for step in job["steps"]:
                 assert "${{" not in step.get("run", ""), name
+
+
+def test_check_compares_the_pull_request_with_its_target_branch() -> None:
+    """The check run holds the pull request's merge commit and its first parent,
+    the target branch (fetch-depth 2), and `dreampool check --base HEAD^1` compares
+    them. (What --base refuses is `dreampool check`'s to test.)"""
+    for text in (init.workflow("check.yml"), (REPO / ".github/workflows/check.yml").read_text()):
+        steps = jobs(text)["check"]["steps"]
+        checkout = [s for s in steps if str(s.get("uses", "")).startswith("actions/checkout@")]
+        assert [s["with"]["fetch-depth"] for s in checkout] == [2]
+        runs = [s["run"] for s in steps if "dreampool check" in s.get("run", "")]
+        assert runs == [
+            "dreampool check --content content --base HEAD^1 --format github"
+            ' --summary "$GITHUB_STEP_SUMMARY"'
+        ]
 
 
 def test_publish_holds_the_key_in_one_step_and_least_privilege() -> None:
