@@ -56,6 +56,11 @@ INSTALL_REQUIREMENTS = {
 """How a pool's workflows install dreampool: the release named in requirements.txt."""
 INSTALL_CHECKOUT = f'{_PIP} "$GITHUB_WORKSPACE"'
 """How the dreampool repository's own workflows install it, for its sample pool."""
+CHECK_BASE = "--base HEAD^1 "
+"""A pool's check compares a pull request with its target branch (builder.gate).
+The dreampool repository's own check passes ``""``: its pull requests change
+code, which its maintainers review and ci.yml tests; there ``check`` checks the
+whole sample pool instead."""
 
 MAX_TITLE = 120
 _OWNER_RE = re.compile(r"@[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:/[A-Za-z0-9._-]{1,100})?")
@@ -82,12 +87,12 @@ def _fill(text: str, values: dict[str, str]) -> str:
     return text
 
 
-def workflow(name: str, install: str | None = None) -> str:
+def workflow(name: str, install: str | None = None, base: str = CHECK_BASE) -> str:
     """The ``check.yml`` or ``publish.yml`` workflow, installing dreampool with ``install``
     (default: as a pool does, :data:`INSTALL_REQUIREMENTS`)."""
     if name not in WORKFLOWS:
         raise ValueError(f"no workflow {name!r}; want one of {', '.join(WORKFLOWS)}")
-    return _fill(template(name), {"INSTALL": install or INSTALL_REQUIREMENTS[name]})
+    return _fill(template(name), {"INSTALL": install or INSTALL_REQUIREMENTS[name], "BASE": base})
 
 
 def pool_yaml(origin: str, title: str) -> str:

@@ -55,25 +55,6 @@ def cli_wired() -> bool:
     return "init" in choices and check is not None and "--summary" in check._option_string_actions
 
 
-def check_has_base() -> bool:
-    """Whether `dreampool check --base` exists yet (it is being added)."""
-    from builder import cli
-
-    parser = cli.build_parser()
-    sub = next(a for a in parser._actions if a.dest == "command")
-    choices: Mapping[str, Any] = sub.choices or {}  # type: ignore[assignment]
-    check = choices.get("check")
-    return check is not None and "--base" in check._option_string_actions
-
-
-def without_unwired_options(script: str) -> str:
-    """The workflow's script; until `check --base` exists, without that option, so the
-    rest of the flow still runs. Once it exists, the script runs as written."""
-    if check_has_base():
-        return script
-    return re.sub(r"(dreampool check .*?) --base \S+", r"\1", script)
-
-
 def require_wiring() -> None:
     """Skip until the CLI is wired, except in CI, where a missing wiring fails."""
     if cli_wired():
@@ -208,7 +189,7 @@ class Runner:
                 elif step.get("name") == "Install dreampool":
                     assert "pip install" in step["run"]  # dreampool is on PATH already
                 else:
-                    script = without_unwired_options(step["run"])
+                    script = step["run"]
                     assert "${{" not in script, f"{self.name}: an expression inside run:"
                     if stand_in is not None and "git" in script and "push" in script:
                         stand_in(workspace)
