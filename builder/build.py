@@ -180,12 +180,11 @@ def _build(
     with stage("model"):
         view = model.build_model(log, directory, config, base_url=url)
     verified = len(cache["scan"].keys() - known)
-    with stage("site"), writer.SiteWriter(out) as w:
+    with stage("site"), writer.SiteWriter(out, erasures=len(log.erased)) as w:
         rendered = site.write_site(log, view, w, cache)
-    if log.erased_now:
-        # The generation that was live until now still shows the erased
-        # dreams: no file under the checkout may keep their text (T48).
-        w.retire_previous()
+    # The generation that was live until now may still show an erased dream:
+    # no file under the checkout may keep its text (T48).
+    w.retire_stale()
     cache.save()
     if retain is not None:
         retain.extend((cache, directory, scanned, log, view, w))

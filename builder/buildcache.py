@@ -364,37 +364,39 @@ class BuildCache:
 
     @contextlib.contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        """A connection to a store of this code (a store of other code, or
-        damaged, is emptied first), closed on leaving."""
+        """A connection to a store of this code (a store of other code is
+        emptied first), closed on leaving. Raises :class:`sqlite3.Error`; see
+        :meth:`_damaged` for what the callers make of it."""
         self._prepare()
         assert self.path is not None
-        for attempt in (1, 2):
-            try:
-                db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-            except sqlite3.Error:
-                self._discard("cannot be opened")
-                continue
-            try:
-                db.execute("PRAGMA secure_delete=ON")
-                db.execute("PRAGMA journal_mode=DELETE")
-                db.execute("PRAGMA synchronous=NORMAL")
-                self._ensure_schema(db)
-            except sqlite3.Error:
-                db.close()
-                if attempt == 2:
-                    raise
-                self._discard("is damaged")
-                continue
-            try:
-                yield db
-            finally:
-                db.close()
+        db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        try:
+            db.execute("PRAGMA secure_delete=ON")
+            # The rollback journal, removed at each commit (no file keeps a
+            # deleted row), synced as SQLite's default does: a power cut
+            # leaves the last committed state, never a damaged file.
+            db.execute("PRAGMA journal_mode=DELETE")
+            db.execute("PRAGMA synchronous=FULL")
+            self._ensure_schema(db)
+            yield db
+        finally:
+            db.close()
+
+    def _damaged(self, exc: sqlite3.Error, doing: str) -> None:
+        """A store that fails is started afresh, which costs time only; one
+        that is only busy (another process holds it past the timeout) is
+        left as it is and this build does without it."""
+        if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+            self.notes.append(f"the build store {self.path} was busy; {doing} without it")
             return
+        self._discard(f"could not be {doing.split()[0]} ({exc})")
 
     def _discard(self, why: str) -> None:
         assert self.path is not None
         for suffix in ("", *_SIDECARS):
             remove_entry(Path(str(self.path) + suffix))
+        for name in self.sections:  # what this build saves next starts a new file
+            self._loaded[name] = {}
         self.notes.append(f"the build store {self.path} {why}; started it afresh")
 
     def _ensure_schema(self, db: sqlite3.Connection) -> None:
@@ -425,8 +427,8 @@ class BuildCache:
         try:
             with self._connect() as db:
                 rows = db.execute(f'SELECT k, v, d FROM "{name}"').fetchall()
-        except sqlite3.Error:
-            self._discard("could not be read")
+        except sqlite3.Error as exc:
+            self._damaged(exc, "read this build")
             return {}
         damaged = 0
         for k, v, d in rows:
@@ -448,9 +450,12 @@ class BuildCache:
         todo = [n for n in (names or tuple(self.sections)) if n in self.sections]
         if not todo:
             return
-        with self._connect() as db:
-            for name in todo:
-                self._save(db, name)
+        try:
+            with self._connect() as db:
+                for name in todo:
+                    self._save(db, name)
+        except sqlite3.Error as exc:
+            self._damaged(exc, "written this build")
 
     def _save(self, db: sqlite3.Connection, name: str) -> None:
         codec = CODECS[name]

@@ -40,6 +40,16 @@ def secure(out: Path) -> list[str]:
     root = builds_dir(out)
     notes: list[str] = []
     planted = gitrepo.tracked(out.parent, [out.name, root.name])
+    if planted is None:
+        notes.append(
+            f"{out.parent} is in a git checkout, but git could not say which paths it "
+            f"tracks: a build trusts none of its own state then, so it discarded "
+            f"{root.name}/ and {out.name} and built afresh (check that git runs here)"
+        )
+        remove_entry(root)
+        if out.is_symlink() or out.exists():
+            remove_entry(out)
+        return notes
     if planted:
         more = len(planted) - 3
         shown = ", ".join(planted[:3]) + (f" and {more} more" if more > 0 else "")

@@ -155,10 +155,45 @@ def check_pull_request(content: Path, base: str) -> tuple[list[Problem], list[po
         problems.extend(exc.problems)
     directory, key_problems = pool.load_keys(content)
     problems.extend(key_problems)
-    for path in added.keys:
-        shown = _shown(root, path)
+    new_keys = {"sha256:" + PurePosixPath(path).stem: path for path in added.keys}
+    for path in added.rotations:
+        # A rotation statement is stored for the new key it moves a name to,
+        # which comes in the same pull request (`dreampool submit` writes both).
         key_id = "sha256:" + PurePosixPath(path).stem
         entry = directory.keys.get(key_id)
+        if key_id not in new_keys or entry is None or entry.rotated_from is None:
+            problems.append(
+                Problem(
+                    _shown(root, path),
+                    "",
+                    "a rotation statement comes with the new key it names "
+                    f"(content/keys/{PurePosixPath(path).stem}.yaml, with rotatedFrom) in the "
+                    "same pull request; `dreampool submit` adds both",
+                )
+            )
+    for key_id, path in new_keys.items():
+        shown = _shown(root, path)
+        entry = directory.keys.get(key_id)
+        if entry is not None and entry.rotated_from is None:
+            # load_keys names whichever of two clashing keys sorts last; the
+            # pull request's own key is the one to blame.
+            held = [
+                k
+                for k in directory.keys.values()
+                if k.key_id not in new_keys
+                and pool.name_skeleton(k.author) == pool.name_skeleton(entry.author)
+            ]
+            if held:
+                problems.append(
+                    Problem(
+                        shown,
+                        "/author",
+                        f"author name {entry.author!r} is held by key {held[0].key_id} "
+                        f"({held[0].author!r}); a new key for a held name needs a rotation "
+                        "statement signed by that key (`dreampool rotate`), and another "
+                        "author needs another pseudonym",
+                    )
+                )
         if entry is not None and entry.tier != "guest":
             problems.append(
                 Problem(
@@ -210,8 +245,17 @@ def check_pull_request(content: Path, base: str) -> tuple[list[Problem], list[po
 
 def _shown(root: Path, path: str) -> str:
     """``path`` (relative to the repository's root) as the user reaches it from
-    the current folder: in a workflow, the root, as GitHub's annotations want."""
-    return os.path.relpath(root / path)
+    the current folder: in a workflow, the root, as GitHub's annotations want.
+    A name git holds as bytes that are not UTF-8, or with control or other
+    invisible characters, is shown escaped (as ``builder.pool`` shows the
+    names it finds), never raw."""
+    rel = os.path.relpath(root / path)
+    if rel.isprintable() and not _SURROGATE.search(rel):
+        return rel
+    return rel.encode("unicode_escape").decode("ascii")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 # --- the whole pool (check without --base) ---------------------------------

@@ -55,15 +55,25 @@ def work_tree(path: Path) -> Path | None:
     return Path(os.fsdecode(result.stdout.rstrip(b"\n")))
 
 
-def tracked(folder: Path, names: list[str]) -> list[str]:
+def _looks_like_a_checkout(folder: Path) -> bool:
+    """Whether ``folder`` or a folder above it holds ``.git``."""
+    return any((p / ".git").exists() for p in (folder, *folder.parents))
+
+
+def tracked(folder: Path, names: list[str]) -> list[str] | None:
     """The paths at or under ``folder/name`` (for each of ``names``) that git
-    tracks, relative to ``folder``; [] outside a work tree."""
-    if not folder.is_dir() or work_tree(folder) is None:
+    tracks, relative to ``folder``; [] outside a work tree, and None where
+    the folder is in a checkout but git cannot say (not installed, or it
+    refuses the repository, say for its owner): the caller must then assume
+    the worst."""
+    if not folder.is_dir():
         return []
+    if work_tree(folder) is None:
+        return None if _looks_like_a_checkout(folder) else []
     specs = [f":(literal){name}" for name in names]
     result = _git(folder, "ls-files", "-z", "--", *specs)
     if result.returncode != 0:
-        return []
+        return None
     return [os.fsdecode(p) for p in result.stdout.split(b"\0") if p]
 
 

@@ -88,7 +88,11 @@ class SiteWriter:
     generation live (:meth:`commit`); an exception leaves ``out`` untouched.
     """
 
-    def __init__(self, out: Path) -> None:
+    def __init__(self, out: Path, *, erasures: int = 0) -> None:
+        # How many erased dreams the log holds: recorded in the manifest, so
+        # that a later build can tell whether the other generation may still
+        # show one of them (see retire_stale).
+        self.erasures = erasures
         self.out = out.absolute()
         self.root = builds_dir(self.out)
         _plain_folder(self.root)  # a link here would lead every write elsewhere
@@ -281,16 +285,25 @@ class SiteWriter:
 
     # --- finishing --------------------------------------------------------
 
-    def retire_previous(self) -> None:
+    def retire_stale(self) -> bool:
         """After :meth:`commit`: remove the generation that was live before it
-        (and its manifest), so that no file keeps what the new site dropped.
-        An erasure calls for it (THREATS.md T48); the next build writes that
-        generation in full, which costs time once."""
-        if self.live is None:
-            return
+        (and its manifest) if it was built when the log held fewer erasures
+        than now, so no file under the checkout keeps an erased dream's text
+        (THREATS.md T48), whichever build logged the erasure (this one, one
+        that died after signing it, or another checkout's). Its manifest's
+        header says how many it was built with; one that cannot be read is
+        stale. The next build writes that generation in full, which costs
+        time once. Returns whether it removed it."""
+        if self.live is None or self.live == self.target:
+            return False
+        manifest = self.root / f"manifest-{self.live}"
+        built_with = _manifest_erasures(manifest)
+        if built_with is not None and built_with >= self.erasures:
+            return False
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.root / f"manifest-{self.live}")
+            os.unlink(manifest)
         remove_entry(self.root / self.live)
+        return True
 
     def commit(self) -> None:
         """Remove what the new site no longer has, record the manifest, go live."""
@@ -300,7 +313,7 @@ class SiteWriter:
                 os.unlink(f"{self._gen}/{rel}")
             self.changed += 1
         _remove_empty_dirs(self.gen, {r.rpartition("/")[0] for r in gone})
-        _write_manifest(self.root / f"manifest-{self.target}", self.written)
+        _write_manifest(self.root / f"manifest-{self.target}", self.written, erasures=self.erasures)
         _go_live(self.out, self.root, self.target)
 
 
@@ -348,8 +361,7 @@ def _live_generation(out: Path, root: Path) -> str | None:
 
 def _go_live(out: Path, root: Path, gen: str) -> None:
     link = out.parent / f".{out.name}.link-{os.getpid()}"
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(link)
+    remove_entry(link)
     os.symlink(f"{root.name}/{gen}", link)
     if out.is_dir() and not out.is_symlink():
         # A plain folder (an older dreampool, or made by hand): swap it for the
@@ -411,8 +423,9 @@ def _lock(root: Path, out: Path) -> int:
 def _remove_stale_links(out: Path) -> None:
     """Symlinks left by builds killed just before going live."""
     for leftover in out.parent.glob(f".{out.name}.link-*"):
-        with contextlib.suppress(OSError):
-            leftover.unlink()
+        if leftover.is_symlink():  # only links: a build makes nothing else by that name
+            with contextlib.suppress(OSError):
+                leftover.unlink()
 
 
 def remove_entry(path: Path) -> None:
@@ -483,16 +496,17 @@ def _remove_empty_dirs(gen: Path, candidates: set[str]) -> None:
 
 # --- manifests ------------------------------------------------------------
 #
-#   dreampool-manifest 2 <number of entries>
+#   dreampool-manifest 3 <number of entries> <erased dreams in the log>
 #   <hex digest> <size> <mtime_ns> <path>      (one line per entry)
 #   end <hex BLAKE2b of every byte above>
 #
 # A manifest vouches for a whole generation, so one that is empty, cut at a
 # line's end, zeroed by a power cut or of another format must read as none:
-# the header and the closing checksum see to it. (Format 1, the bare entry
-# lines, reads as none too: one full rewrite of each generation.)
+# the header and the closing checksum see to it. (Formats 1 and 2 read as
+# none: one full rewrite of each generation.) Every path is checked as a plan
+# path is (check_path): a manifest's paths are unlinked by the next commit.
 
-MANIFEST_FORMAT = b"dreampool-manifest 2"
+MANIFEST_FORMAT = b"dreampool-manifest 3"
 _MANIFEST_END = b"end "
 
 
@@ -547,29 +561,60 @@ def _checksum(data: bytes | memoryview = b"") -> hashlib.blake2b:
     return hashlib.blake2b(data, digest_size=DIGEST_SIZE)
 
 
+def _parse_header(line: str) -> tuple[int, int] | None:
+    """(entries, erasures) of a manifest's first line, or None."""
+    parts = line.split(" ")
+    if len(parts) != 4 or " ".join(parts[:2]).encode() != MANIFEST_FORMAT:
+        return None
+    if not (parts[2].isdigit() and parts[3].isdigit()):
+        return None
+    return int(parts[2]), int(parts[3])
+
+
 def _parse_entries(text: str) -> dict[str, Entry] | None:
     lines = text.split("\n")
-    header, _, count = lines[0].rpartition(" ")
+    header = _parse_header(lines[0])
     entries = lines[1:-1]  # the body ends with a newline: the last item is ""
-    if header.encode() != MANIFEST_FORMAT or int(count) != len(entries):
+    if header is None or header[0] != len(entries):
         return None
     out: dict[str, Entry] = {}
     for line in entries:
         hexdigest, size, mtime, rel = line.split(" ", 3)
         if len(hexdigest) != 2 * DIGEST_SIZE:
             return None
+        try:
+            check_path(rel)
+        except PlanError:
+            return None
         out[rel] = (bytes.fromhex(hexdigest), int(size), int(mtime))
     return out
 
 
-def _write_manifest(path: Path, entries: Mapping[str, Entry]) -> None:
+def _manifest_erasures(path: Path) -> int | None:
+    """The erasures a generation was built with, from its manifest's first
+    line alone (the whole file need not be read); None if unreadable."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        first = os.read(fd, 128).split(b"\n", 1)[0]
+    finally:
+        os.close(fd)
+    header = _parse_header(first.decode("ascii", "replace"))
+    return None if header is None else header[1]
+
+
+def _write_manifest(path: Path, entries: Mapping[str, Entry], *, erasures: int = 0) -> None:
     """Write ``entries`` under a temporary name, flush it to the disk, then
     rename it into place: unsynced, a power cut can leave the new name on
     an empty file (the rename reached the disk, the bytes did not)."""
     tmp = str(path.with_name(path.name + ".tmp"))
     with open(_create_new(tmp), "wb") as f:
         check = _checksum()
-        for chunk in _manifest_chunks(entries):
+        for chunk in _manifest_chunks(entries, erasures):
             check.update(chunk)
             f.write(chunk)
         f.write(_MANIFEST_END + check.hexdigest().encode() + b"\n")
@@ -578,11 +623,13 @@ def _write_manifest(path: Path, entries: Mapping[str, Entry]) -> None:
     os.replace(tmp, path)
 
 
-def _manifest_chunks(entries: Mapping[str, Entry], per_chunk: int = 4096) -> Iterable[bytes]:
+def _manifest_chunks(
+    entries: Mapping[str, Entry], erasures: int, per_chunk: int = 4096
+) -> Iterable[bytes]:
     """The manifest's header and entry lines, a few thousand at a time (a
     pool of a million dreams has millions of files: one string would be
     hundreds of megabytes)."""
-    yield MANIFEST_FORMAT + f" {len(entries)}\n".encode()
+    yield MANIFEST_FORMAT + f" {len(entries)} {erasures}\n".encode()
     lines: list[str] = []
     for rel, (d, size, mtime) in entries.items():
         lines.append(f"{d.hex()} {size} {mtime} {rel}\n")

@@ -166,8 +166,8 @@ def test_an_untracked_symlink_in_the_cache_is_not_followed_either(tmp_path: Path
 
 
 def _empty_manifest() -> bytes:
-    """A sound manifest of no files, as builder.writer reads them (format 2)."""
-    body = b"dreampool-manifest 2 0\n"
+    """A sound manifest of no files, as builder.writer reads them (format 3)."""
+    body = b"dreampool-manifest 3 0 0\n"
     return body + b"end " + hashlib.blake2b(body, digest_size=16).hexdigest().encode() + b"\n"
 
 
