@@ -1,0 +1,181 @@
+"""Hostile key files and pool.yaml (THREATS.md T01, T02, T13, T41).
+
+A pull request can write ``content/keys/<16 hex>.yaml`` and ``content/pool.yaml``,
+and the build that holds the log key reads them. Both go through one strict
+reader (:mod:`builder.safeyaml`), then a schema that converts every typed field
+explicitly. Each attack here is offered the way it arrives: as a file in a pool
+that ``dreampool check`` (the pull request's gate) and ``dreampool build`` read,
+through :func:`builder.cli.main`.
+"""
+
+from __future__ import annotations
+
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from builder import pool
+from builder.errors import InputError
+from tests.pools import PoolFixture, make_pool
+
+KEY_FIELDS = """\
+author: "ada"
+publicKey: XTaI-B5bQRidM9arUS1OubEfn2-l3bygJwyxK0eOWQk
+tier: member
+added: '2026-11-16'
+"""
+HEX = "2f3a41e169a0c09e"  # the keyId of that publicKey: the file is named for it
+
+# Nine aliases of nine aliases …, every key one the schema knows: PyYAML shares
+# the nodes, but the old code's b64url_decode(str(publicKey)) spelled out 9^9
+# "lol"s (11 s and gigabytes, for a file of a few hundred bytes).
+BILLION_LAUGHS = (
+    "author: \"ada\"\ntier: guest\nadded: '2026-01-01'\nrotatedFrom:\n"
+    '- &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
+    + "".join(
+        f"- &{n} [{','.join(['*' + p] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi", strict=True)
+    )
+    + "publicKey: *i\n"
+)
+
+
+@pytest.fixture
+def tp(tmp_path: Path) -> PoolFixture:
+    return make_pool(tmp_path)
+
+
+def key_file(tp: PoolFixture, text: str | bytes) -> Path:
+    path = tp.content / "keys" / f"{HEX}.yaml"
+    path.write_bytes(text.encode("utf-8") if isinstance(text, str) else text)
+    return path
+
+
+# (id, the key file, words one problem on that file must hold)
+KEY_FILE_ATTACKS: list[tuple[str, str, tuple[str, ...]]] = [
+    ("complex-key", "? [a, b]\n: 1\n", ("flow collections",)),
+    ("block-complex-key", "? - a\n  - b\n: 1\n", ("a key must be plain text",)),
+    (
+        "timestamp-that-is-no-date",
+        KEY_FIELDS.replace("'2026-11-16'", "2024-13-45"),
+        ("/added", "YYYY-MM-DD"),
+    ),
+    ("free-text-date", KEY_FIELDS.replace("'2026-11-16'", "yesterday"), ("/added",)),
+    ("short-date", KEY_FIELDS.replace("'2026-11-16'", "2026-1-5"), ("/added",)),
+    ("compact-date", KEY_FIELDS.replace("'2026-11-16'", "'20261116'"), ("/added",)),
+    ("integer-5000-digits", KEY_FIELDS + "rotatedFrom: " + "9" * 5000 + "\n", ("limit is 4096",)),
+    ("integer-4000-digits", KEY_FIELDS + "rotatedFrom: " + "9" * 3900 + "\n", ("/rotatedFrom",)),
+    (
+        "integer-4000-digits-as-author",
+        KEY_FIELDS.replace('"ada"', "9" * 3900),
+        ("/author", "1–64"),
+    ),
+    ("oversize", KEY_FIELDS + "# " + "x" * 5000 + "\n", ("limit is 4096",)),
+    ("anchor-and-alias", "author: &a ada\ntier: *a\n", ("anchors and aliases",)),
+    ("python-tag", "author: !!python/object/apply:os.system ['id']\n", ("tags",)),
+    ("local-tag", "author: !x ada\n", ("tags",)),
+    ("merge-key", "<<: {tier: maintainer}\n" + KEY_FIELDS, ("merge keys",)),
+    ("bare-merge-key", "<<: x\n" + KEY_FIELDS, ("merge keys",)),
+    ("two-documents", KEY_FIELDS + "---\ntier: maintainer\n", ("second document",)),
+    ("directive", "%YAML 1.1\n---\n" + KEY_FIELDS, ("directives",)),
+    ("nested-value", "author:\n  name: ada\n", ("/author", "not a list or a mapping")),
+    ("list-root", "- ada\n", ("must be a mapping",)),
+    ("duplicate-tier", KEY_FIELDS + "tier: maintainer\n", ("/tier", "given twice")),
+    ("escape-beyond-unicode", 'author: "\\UFFFFFFFF"\n', ("beyond U+10FFFF",)),
+    ("lone-surrogate", KEY_FIELDS.replace('"ada"', '"\\ud800"'), ("lone surrogate",)),
+    ("bidi-in-a-comment", KEY_FIELDS + "# \u202e gnp.exe\n", ("U+202E",)),
+    ("lone-carriage-return", KEY_FIELDS.replace("\n", "\r", 1), ("carriage return",)),
+    ("bom", "\ufeff" + KEY_FIELDS, ("byte order mark",)),
+    ("bidi-in-author", KEY_FIELDS.replace('"ada"', '"ada\\u202e"'), ("/author", "U+202E")),
+    ("author-too-long", KEY_FIELDS.replace('"ada"', '"' + "a" * 65 + '"'), ("/author",)),
+    ("tier-unknown", KEY_FIELDS.replace("member", "root"), ("/tier", "maintainer")),
+    ("tier-null", KEY_FIELDS.replace("member", "~"), ("/tier",)),
+    ("short-key", KEY_FIELDS.replace("XTaI-", ""), ("/publicKey", "32 bytes")),
+    ("bad-keyid", KEY_FIELDS + "rotatedFrom: sha256:XYZ\n", ("/rotatedFrom", "16")),
+    ("unknown-key", KEY_FIELDS + "trust: maintainer\n", ("/trust", "unknown key")),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [pytest.param(text, words, id=name) for name, text, words in KEY_FILE_ATTACKS],
+)
+def test_hostile_key_files_are_problems_not_tracebacks(
+    tp: PoolFixture, run: Callable[..., Any], text: str, words: tuple[str, ...]
+) -> None:
+    """T41, T02: `dreampool check` on each key file ends in a problem naming the
+    file, the field and what is wanted, within a second. Before, `? [a, b]` (a
+    list as a dict key), `added: 2024-13-45` (a timestamp that does not exist)
+    and a 5,000-digit integer each ended `check` in a traceback."""
+    path = key_file(tp, text)
+    started = time.monotonic()
+    result = run("check", "--content", tp.content)
+    assert time.monotonic() - started < 1
+    assert result.code == 1, result
+    mine = [line for line in result.err.splitlines() if str(path) in line]
+    assert mine, result.err
+    assert any(all(w in line for w in words) for line in mine), (words, mine)
+    assert "Traceback" not in result.err
+
+
+def test_a_key_file_alias_bomb_is_refused_at_once(tp: PoolFixture) -> None:
+    """T01, T41: the 505-byte "billion laughs" key file took `dreampool check` 11 s
+    and gigabytes. It is refused at its first list, before any anchor is read
+    (run under a 1.5 GB address space limit), in well under a second."""
+    assert len(BILLION_LAUGHS.encode()) < 512
+    path = key_file(tp, BILLION_LAUGHS)
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 29, 3 << 29))
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "builder", "check", "--content", str(tp.content)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        preexec_fn=cap,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert f"{path}:5: /rotatedFrom: must be plain text" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    started = time.monotonic()
+    with pytest.raises(InputError, match="must be plain text"):
+        pool.read_yaml(BILLION_LAUGHS.encode(), "x", max_bytes=pool.KEY_FILE_MAX_BYTES)
+    assert time.monotonic() - started < 0.1
+
+
+# (id, pool.yaml, words its problem must hold)
+CONFIG_ATTACKS: list[tuple[str, str, tuple[str, ...]]] = [
+    ("k-5000-digits", "k: " + "9" * 5000 + "\n", ("/k", "between 1 and 1000")),
+    ("k-octal", "k: 0o17\n", ("/k", "between 1 and 1000")),
+    ("k-zero", "k: 0\n", ("/k",)),
+    ("k-float", "k: 3.0\n", ("/k",)),
+    ("anchor", "title: &t x\n", ("anchors and aliases",)),
+    ("unknown", "colour: blue\n", ("/colour", "unknown key")),
+]
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [pytest.param(text, words, id=name) for name, text, words in CONFIG_ATTACKS],
+)
+def test_hostile_pool_settings_are_problems_not_tracebacks(
+    tp: PoolFixture, run: Callable[..., Any], extra: str, words: tuple[str, ...]
+) -> None:
+    """T02, T41: each setting is read as text and converted explicitly; `k` of
+    5,000 digits was a traceback (int() past CPython's digit limit)."""
+    config = tp.content / "pool.yaml"
+    lines = config.read_text().splitlines(keepends=True)
+    name = extra.split(":")[0]
+    kept = [line for line in lines if not line.startswith(f"{name}:")]
+    config.write_text("".join(kept) + extra, encoding="utf-8")
+    result = run("check", "--content", tp.content)
+    assert result.code == 1, result
+    mine = [line for line in result.err.splitlines() if str(config) in line]
+    assert any(all(w in line for w in words) for line in mine), (words, result.err)
+    assert "Traceback" not in result.err
