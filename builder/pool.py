@@ -25,7 +25,8 @@ Key files and pool.yaml come from pull requests like dreams do, and are read
 as strictly (:func:`read_yaml`): a small YAML subset in which every value is
 text (:mod:`builder.safeyaml`), then each field converted and checked here. A
 key file's ``added`` is a date and its ``author`` follows a dream's author
-rules; pool.yaml's ``k`` is a number.
+rules; pool.yaml's text settings follow a dream's text rules and ``k`` is a
+number. ``build`` reads both before it appends or signs anything.
 """
 
 from __future__ import annotations
@@ -53,9 +54,13 @@ from builder.errors import DreampoolError, InputError, PoolError, Problem, Signa
 TIERS = ("maintainer", "member", "guest")
 CONFIG_KEYS = ("title", "origin", "base_url", "k")
 KEY_FIELDS = ("author", "publicKey", "tier", "added", "rotatedFrom")
+MAX_TITLE = 120  # as a dream's title
+MAX_ORIGIN = 255
+MAX_BASE_URL = 2048
 _ID_FILE_RE = re.compile(r"([0-9a-f]{16})\.(json|salt)")
 _KEY_FILE_RE = re.compile(r"([0-9a-f]{16})\.yaml")
 _ORIGIN_RE = re.compile(r"[^\s+/][^\s+]*")
+_BASE_URL_RE = re.compile(r"(?:https?://|/)\S*")
 _NUMBER_RE = re.compile(r"0|[1-9][0-9]*")
 _DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _KEY_ID_RE = re.compile(r"sha256:[0-9a-f]{16}")
@@ -183,7 +188,10 @@ def load_config(content: Path) -> PoolConfig:
 
 def check_config(obj: Mapping[str, Any], file: str) -> tuple[PoolConfig | None, list[Problem]]:
     """The settings in ``obj`` (pool.yaml as read by :func:`read_yaml`), or every
-    problem with them; ``k`` is a whole number written in decimal digits."""
+    problem with them. Text fields follow the rules of a dream's text fields
+    (:func:`builder.dream.validate_text`): no control, bidi or invisible
+    character, no lone surrogate, one line, bounded; ``k`` is a whole number
+    written in decimal digits."""
     problems = [
         Problem(file, safeyaml.pointer_to(k), f"unknown key (allowed: {', '.join(CONFIG_KEYS)})")
         for k in obj
@@ -192,6 +200,30 @@ def check_config(obj: Mapping[str, Any], file: str) -> tuple[PoolConfig | None, 
     for name in ("title", "origin"):
         if name not in obj:
             problems.append(Problem(file, f"/{name}", "is required but missing"))
+    if "title" in obj:
+        problems += dreamfmt.validate_text(obj["title"], file, "/title", 1, MAX_TITLE)
+    if "origin" in obj:
+        found = dreamfmt.validate_text(obj["origin"], file, "/origin", 1, MAX_ORIGIN)
+        if not found and not _ORIGIN_RE.fullmatch(obj["origin"]):
+            found.append(
+                Problem(
+                    file,
+                    "/origin",
+                    "must be a scheme-less URL prefix such as example.org/dreams (no spaces, no +)",
+                )
+            )
+        problems += found
+    if "base_url" in obj:
+        found = dreamfmt.validate_text(obj["base_url"], file, "/base_url", 1, MAX_BASE_URL)
+        if not found and not _BASE_URL_RE.fullmatch(obj["base_url"]):
+            found.append(
+                Problem(
+                    file,
+                    "/base_url",
+                    "must be an absolute http(s) URL or a path starting with /, with no spaces",
+                )
+            )
+        problems += found
     k = 3
     if "k" in obj:
         number = _whole_number(obj["k"], 1, 1000)
@@ -199,14 +231,6 @@ def check_config(obj: Mapping[str, Any], file: str) -> tuple[PoolConfig | None, 
             problems.append(Problem(file, "/k", "must be a whole number between 1 and 1000"))
         else:
             k = number
-    if not problems and not _ORIGIN_RE.fullmatch(obj["origin"]):
-        problems.append(
-            Problem(
-                file,
-                "/origin",
-                "must be a scheme-less URL prefix such as example.org/dreams (no spaces, no +)",
-            )
-        )
     if problems:
         return None, problems
     return PoolConfig(obj["title"], obj["origin"], obj.get("base_url", "/"), k), []

@@ -23,6 +23,7 @@ import pytest
 from builder import pool
 from builder.errors import InputError
 from tests.pools import PoolFixture, make_pool
+from tests.redteam import signed, submit
 
 KEY_FIELDS = """\
 author: "ada"
@@ -155,6 +156,15 @@ CONFIG_ATTACKS: list[tuple[str, str, tuple[str, ...]]] = [
     ("k-octal", "k: 0o17\n", ("/k", "between 1 and 1000")),
     ("k-zero", "k: 0\n", ("/k",)),
     ("k-float", "k: 3.0\n", ("/k",)),
+    ("title-escape", 'title: "\\e[2Jpwned"\n', ("/title", "U+001B")),
+    ("title-bidi", 'title: "a\\u202eb"\n', ("/title", "U+202E")),
+    ("title-newline", "title: |\n  two\n  lines\n", ("/title", "newline")),
+    ("title-too-long", "title: " + "t" * 121 + "\n", ("/title", "1–120")),
+    ("title-tag-smuggling", 'title: "a\\U000E0041"\n', ("/title", "U+E0041")),
+    ("origin-space", "origin: a b\n", ("/origin", "scheme-less")),
+    ("origin-surrogate", 'origin: "x\\udc00"\n', ("/origin", "lone surrogate")),
+    ("base-url-javascript", "base_url: javascript:alert(1)\n", ("/base_url", "http(s)")),
+    ("base-url-space", "base_url: '/a b'\n", ("/base_url",)),
     ("anchor", "title: &t x\n", ("anchors and aliases",)),
     ("unknown", "colour: blue\n", ("/colour", "unknown key")),
 ]
@@ -167,8 +177,9 @@ CONFIG_ATTACKS: list[tuple[str, str, tuple[str, ...]]] = [
 def test_hostile_pool_settings_are_problems_not_tracebacks(
     tp: PoolFixture, run: Callable[..., Any], extra: str, words: tuple[str, ...]
 ) -> None:
-    """T02, T41: each setting is read as text and converted explicitly; `k` of
-    5,000 digits was a traceback (int() past CPython's digit limit)."""
+    """T02, T10, T41: each setting is read as text and converted explicitly;
+    `k` of 5,000 digits was a traceback (int() past CPython's digit limit).
+    Text settings follow a dream's text rules."""
     config = tp.content / "pool.yaml"
     lines = config.read_text().splitlines(keepends=True)
     name = extra.split(":")[0]
@@ -179,3 +190,30 @@ def test_hostile_pool_settings_are_problems_not_tracebacks(
     mine = [line for line in result.err.splitlines() if str(config) in line]
     assert any(all(w in line for w in words) for line in mine), (words, result.err)
     assert "Traceback" not in result.err
+
+
+def test_a_title_that_is_no_unicode_text_stops_the_build_before_it_signs(
+    tp: PoolFixture, run: Callable[..., Any], tmp_path: Path
+) -> None:
+    """T02, T41: pool.yaml's `title: "\\ud800"` (a lone surrogate, by YAML's escape)
+    passed `check`; `build` signed a new checkpoint and then died on a
+    UnicodeEncodeError, and so did every later build. pool.yaml is now read as
+    strictly as a dream's text, by `check` and by `build` before anything is
+    appended or signed."""
+    submit(tp, signed("ada"))
+    config = tp.content / "pool.yaml"
+    config.write_text(config.read_text().replace("Test pool", '"\\ud800"'), encoding="utf-8")
+    key = tmp_path / "log.key"
+    key.write_text(tp.log_key + "\n", encoding="utf-8")
+    refusal = f"{config}:1: /title: holds a lone surrogate"
+    checked = run("check", "--content", tp.content)
+    assert checked.code == 1 and refusal in checked.err, checked
+    for _ in range(2):
+        built = run("build", "--content", tp.content, "--out", tmp_path / "site", "--log-key", key)
+        assert built.code == 1, built
+        assert refusal in built.err
+        assert "Traceback" not in built.err
+        assert not (tp.content / "log" / "checkpoints").exists() or not list(
+            (tp.content / "log" / "checkpoints").iterdir()
+        )
+        assert not (tmp_path / "site").exists()
