@@ -10,6 +10,7 @@ through :func:`builder.cli.main`.
 
 from __future__ import annotations
 
+import re
 import resource
 import subprocess
 import sys
@@ -217,3 +218,51 @@ def test_a_title_that_is_no_unicode_text_stops_the_build_before_it_signs(
             (tp.content / "log" / "checkpoints").iterdir()
         )
         assert not (tmp_path / "site").exists()
+
+
+# The payload of a key name: set the terminal's title, clear the screen, then
+# start a line that passes for check's own verdict, and turn the text green.
+ESCAPES = "\\e]0;pwned\\a\\e[2J\\nok: content has no problems\\e[32m"
+RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200b-\u200f]")
+
+
+def test_escape_sequences_in_a_key_name_never_reach_the_terminal_log_or_summary(
+    tp: PoolFixture, run: Callable[..., Any], tmp_path: Path
+) -> None:
+    """T13: a key name made of terminal escapes (a YAML double-quoted key can
+    hold any character) was echoed raw by `check` to stderr, into its
+    `::error` annotations and into the job summary. It now reads as
+    `\\x1b]0;pwned\\x07…` everywhere, and no line of output is the fake verdict."""
+    key_file(tp, f'"{ESCAPES}\\u202e": x\n' + KEY_FIELDS)
+    summary = tmp_path / "summary.md"
+    text = run("check", "--content", tp.content)
+    github = run("check", "--content", tp.content, "--format", "github", "--summary", summary)
+    assert text.code == github.code == 1
+    written = summary.read_text(encoding="utf-8")
+    for output in (text.err, text.out, github.out, github.err, written):
+        assert not RAW.search(output), repr(output)
+        for line in output.splitlines():
+            assert not line.startswith("ok"), line
+    assert "\\x1b]0;pwned\\x07\\x1b[2J" in text.err
+    assert "\\x1b[2J\\nok: content has no problems\\x1b[32m\\u202e" in github.out
+    assert "\\x1b]0;pwned" in written
+
+
+def test_urls_and_mentions_in_summary_cells_stay_inert(
+    tp: PoolFixture, run: Callable[..., Any], tmp_path: Path
+) -> None:
+    """T13: GitHub turns a bare URL in a job summary into a link and an `@name`
+    into a mention that notifies that user. A key name carrying both reached
+    the table as live text; every cell is now one code span, where GitHub does
+    neither (checked here by rendering the table as GFM)."""
+    from markdown_it import MarkdownIt
+
+    key_file(tp, '"see www.evil.example and @octocat, `x` | y": 1\n' + KEY_FIELDS)
+    summary = tmp_path / "summary.md"
+    assert run("check", "--content", tp.content, "--summary", summary).code == 1
+    html = MarkdownIt("commonmark", {"html": False}).enable("table").render(summary.read_text())
+    cells = re.findall(r"<td>(.*?)</td>", html)
+    assert cells and any("www.evil.example" in c and "@octocat" in c for c in cells)
+    for cell in cells:
+        assert cell == "" or cell.isdigit() or re.fullmatch(r"<code>[^<]*</code>", cell), cell
+    assert "/see www.evil.example and @octocat, `x` | y: unknown key" in html
