@@ -20,9 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from builder import pool
-from builder.errors import InputError
+from builder.errors import InputError, printable
 from tests.pools import PoolFixture, make_pool
 from tests.redteam import signed, submit
 
@@ -266,3 +268,120 @@ def test_urls_and_mentions_in_summary_cells_stay_inert(
     for cell in cells:
         assert cell == "" or cell.isdigit() or re.fullmatch(r"<code>[^<]*</code>", cell), cell
     assert "/see www.evil.example and @octocat, `x` | y: unknown key" in html
+
+
+# --- any input at all ---------------------------------------------------------------
+
+_KEYS = [
+    "author",
+    "publicKey",
+    "tier",
+    "added",
+    "rotatedFrom",
+    "title",
+    "origin",
+    "base_url",
+    "k",
+    "<<",
+    '"\\e[2J"',
+    "? x",
+    "? [a, b]",
+    "- x",
+    "",
+]
+_VALUES = [
+    '"ada"',
+    "XTaI-B5bQRidM9arUS1OubEfn2-l3bygJwyxK0eOWQk",
+    "member",
+    "'2026-11-16'",
+    "2024-13-45",
+    "sha256:2f3a41e169a0c09e",
+    "3",
+    "9" * 5000,
+    "&a x",
+    "*a",
+    "!!str x",
+    "!!python/object/apply:os.system ['id']",
+    "!x y",
+    "[a, [b, [c]]]",
+    "{a: 1}",
+    '"\\ud800"',
+    '"\\UFFFFFFFF"',
+    '"\\x1b]0;t\\a"',
+    "|\n  x\n  y",
+    ">-\n  x",
+    "~",
+    "",
+    "'it''s'",
+    "'unterminated",
+    "---",
+    "...",
+    "%YAML 1.1",
+    "\t",
+    "\u202e",
+]
+_PREFIXES = ["", " ", "  ", "- ", "? "]
+_SEPARATORS = [": ", ":", " : ", "\n  ", ": &x ", ": *x "]
+
+
+def _yamlish(choices: bytes, text: str) -> bytes:
+    """YAML-ish lines, four choice bytes a line (indent or indicator, key,
+    separator, value); a choice byte of 240 or more puts ``text`` in instead.
+    One draw of bytes, not a list of draws: ten times cheaper to generate, and
+    Hypothesis still shrinks it line by line."""
+    lines = []
+    for i in range(0, len(choices) - 3, 4):
+        p, k, sep, v = choices[i : i + 4]
+        key = _KEYS[k % len(_KEYS)] if k < 240 else text
+        value = _VALUES[v % len(_VALUES)] if v < 240 else text
+        lines.append(_PREFIXES[p % len(_PREFIXES)] + key + _SEPARATORS[sep % 6] + value)
+    return "\n".join(lines).encode("utf-8", "surrogatepass")
+
+
+_YAMLISH = st.builds(_yamlish, st.binary(max_size=48), st.text(max_size=16))
+KEY_FILE_INPUTS = st.one_of(
+    st.binary(max_size=600),
+    st.text(max_size=300).map(lambda t: t.encode("utf-8", "surrogatepass")),
+    _YAMLISH,
+    _YAMLISH,
+)
+EXAMPLES = 10_000
+LIMIT = 1.0  # seconds an example may take
+CONFIG = "content/pool.yaml"
+KEYS = f"content/keys/{HEX}.yaml"
+
+
+def read_both(data: bytes) -> list[str]:
+    """``data`` read as a key file and as pool.yaml, as `check` and `build` read
+    them once the bytes are in (pool.load_keys, pool.load_config): the problems
+    as printed. What is accepted as a key entry writes back to the same entry."""
+    entry, problems = pool.read_key_file(data, KEYS, HEX)
+    if entry is not None:
+        again, found = pool.read_key_file(pool.format_key_entry(entry), KEYS, HEX)
+        assert again == entry and not found
+    try:
+        _, found = pool.check_config(pool.read_yaml(data, CONFIG, max_bytes=8192), CONFIG)
+    except InputError as exc:
+        found = exc.problems
+    return [str(p) for p in [*problems, *found]]
+
+
+@settings(
+    max_examples=EXAMPLES,
+    deadline=LIMIT * 1000,  # milliseconds
+    database=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(KEY_FILE_INPUTS)
+def test_no_key_file_or_pool_yaml_ends_in_a_traceback_or_takes_a_second(data: bytes) -> None:
+    """T41: 10,000 key files and pool.yaml files, drawn as raw bytes, as text and
+    as YAML-ish lines full of anchors, aliases, tags, odd keys and escapes: each
+    ends in an entry or in problems of the project's family, each problem names
+    its file and prints as visible text, and none takes a second."""
+    started = time.perf_counter()
+    shown = read_both(data)
+    assert time.perf_counter() - started < LIMIT
+    for line in shown:
+        assert line.startswith((CONFIG, KEYS)), line
+        assert line.isprintable() and line == printable(line), line
