@@ -3,6 +3,9 @@
 The only place that catches :class:`DreampoolError`: it prints
 ``dreampool: error: …`` (one line per problem) and ``dreampool: hint: …``
 to stderr and exits 1. Results go to stdout, progress and notes to stderr.
+Every line to stderr passes :func:`~builder.errors.printable` (:func:`err`):
+a file or key name can carry terminal escapes, and they never reach the
+terminal raw.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import NoReturn
 from builder import __version__, keystore, pool, redact, statement
 from builder import dream as dreamfmt
 from builder.b64 import b64url_encode
-from builder.errors import DreampoolError, InputError, Problem
+from builder.errors import DreampoolError, InputError, Problem, printable
 
 PROG = "dreampool"
 
@@ -34,13 +37,18 @@ def out(line: str = "") -> None:
     print(line, flush=True)
 
 
+def err(line: str, *, flush: bool = False) -> None:
+    """One line to stderr, every control, bidi or invisible character escaped."""
+    print(printable(line), file=sys.stderr, flush=flush)
+
+
 def note(line: str) -> None:
-    print(f"{PROG}: {line}", file=sys.stderr, flush=True)
+    err(f"{PROG}: {line}", flush=True)
 
 
 def report_problems(problems: Sequence[Problem]) -> None:
     for p in problems:
-        print(f"{PROG}: error: {p}", file=sys.stderr)
+        err(f"{PROG}: error: {p}")
 
 
 # --- author keys and signing ---------------------------------------------------
@@ -138,7 +146,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             continue
         except OSError as exc:
             failed += 1
-            print(f"{PROG}: error: {path}: cannot read: {exc.strerror or exc}", file=sys.stderr)
+            err(f"{PROG}: error: {path}: cannot read: {exc.strerror or exc}")
             continue
         out(f"ok {path}: dream {d.id} by {d.author} ({d.key_id})")
     return 1 if failed else 0
@@ -184,7 +192,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.summary:
         summary.write_summary(args.summary, problems, args.content)
     if problems:
-        print(f"{PROG}: {len(problems)} problem(s) in {args.content}", file=sys.stderr)
+        err(f"{PROG}: {len(problems)} problem(s) in {args.content}")
         return 1
     out(f"ok: {args.content} has no problems")
     return 0
@@ -214,7 +222,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     for line in report.notes:
         note(line)
     for problem in report.refused:
-        print(f"{PROG}: refused: {problem}", file=sys.stderr)
+        err(f"{PROG}: refused: {problem}")
     signed = "signed a new checkpoint" if report.signed else "checkpoint unchanged"
     out(
         f"built {args.out}: {len(report.admitted)} admitted, {len(report.refused)} refused, "
@@ -298,9 +306,9 @@ def _print_error(exc: DreampoolError) -> None:
     if isinstance(exc, InputError):
         report_problems(exc.problems)
     else:
-        print(f"{PROG}: error: {exc.message}", file=sys.stderr)
+        err(f"{PROG}: error: {exc.message}")
     if exc.hint:
-        print(f"{PROG}: hint: {exc.hint}", file=sys.stderr)
+        err(f"{PROG}: hint: {exc.hint}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -487,10 +495,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # disk while building (the live site and the log state are left as
         # they were: builder.writer, builder.logstate): say which file.
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"{PROG}: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        err(f"{PROG}: error: {where}{exc.strerror or exc}")
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            print(f"{PROG}: hint: free some space and run the command again", file=sys.stderr)
+            err(f"{PROG}: hint: free some space and run the command again")
         return 1
     except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
+        err(f"{PROG}: interrupted")
         return 130

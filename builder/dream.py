@@ -63,14 +63,17 @@ REQUIRED_TOP = ("author", "title", "entries", "consent", "sig")
 # controls U+1D173–A and the tag characters U+E0000–E007F ("ASCII smuggling":
 # each spells an ASCII character invisibly). The line and paragraph separators
 # U+2028–9 break lines where no newline is allowed, and out of quotations.
-_FORBIDDEN = (
+FORBIDDEN = (
     "\u0000-\u0009\u000b-\u001f\u007f-\u009f"
     "\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff"
     "\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180e\u2028\u2029\u206a-\u206f"
     "\u3164\uffa0\ufff9-\ufffb\U0001d173-\U0001d17a\U000e0000-\U000e007f"
 )
-_FORBIDDEN_RE = re.compile(f"[{_FORBIDDEN}]")
-_FORBIDDEN_OR_NEWLINE_RE = re.compile(f"[{_FORBIDDEN}\n]")
+"""The characters no text field may hold, as a regular expression character class.
+Newline (U+000A) is not among them: a field that refuses it adds it."""
+_FORBIDDEN_RE = re.compile(f"[{FORBIDDEN}]")
+_FORBIDDEN_OR_NEWLINE_RE = re.compile(f"[{FORBIDDEN}\n]")
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 # A variation selector follows a base character, one at a time (Unicode §23.4);
 # a run of them displays as nothing and can carry hidden bytes, one per selector.
 _SELECTOR_RUN_RE = re.compile("[\ufe00-\ufe0f\U000e0100-\U000e01ef]{2}")
@@ -179,10 +182,19 @@ def sign(draft: Mapping[str, Any], seed: bytes) -> dict[str, Any]:
     return body
 
 
-def validate_author(name: str, file: str) -> list[Problem]:
+def validate_author(name: Any, file: str, pointer: str = "") -> list[Problem]:
     """The PROTOCOL.md §1 rules for an author pseudonym alone."""
+    return validate_text(name, file, pointer, 1, 64)
+
+
+def validate_text(
+    value: Any, file: str, pointer: str, lo: int, hi: int, *, newline: bool = False
+) -> list[Problem]:
+    """The rules of a dream's text fields for one value: a string of ``lo``–``hi``
+    characters with no control, bidi or invisible character, no lone surrogate,
+    no run of variation selectors, and no newline unless ``newline``."""
     v = _Validator(file)
-    v.string("", name, 1, 64)
+    v.string(pointer, value, lo, hi, newline=newline)
     return v.problems
 
 
@@ -270,6 +282,13 @@ class _Validator:
         n = len(value)  # Python str length counts code points
         if not lo <= n <= hi:
             self.add(pointer, f"must be {lo}–{hi} characters, is {n}")
+            return False
+        lone = _SURROGATE_RE.search(value)  # strict JSON has none; other readers may
+        if lone:
+            self.add(
+                pointer,
+                f"holds a lone surrogate at character {lone.start()}, which is not Unicode text",
+            )
             return False
         bad = (_FORBIDDEN_RE if newline else _FORBIDDEN_OR_NEWLINE_RE).search(value)
         if bad:

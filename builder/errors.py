@@ -7,11 +7,55 @@ non-zero. Any other exception is a bug and shows its traceback.
 Messages are lowercase, name the file (and JSON pointer, and line where one
 exists), say what was wanted, and never echo the offending value: a value can
 be a secret, so errors give its size instead.
+
+What a message does carry (a file name, a key name from a hostile file) can
+hold any character, so everything printed passes :func:`printable` on its way
+out: a :class:`Problem` as text, the CLI's lines, GitHub annotations and the job
+summary (:mod:`builder.summary`). No terminal escape, bidi override or
+invisible character reaches a terminal, a CI log or a reviewer.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+# Not controls or format characters, yet shown as nothing (builder.dream lists
+# them among the invisible): combining grapheme joiner, Hangul fillers, Khmer
+# inherent vowels, variation selectors.
+_INVISIBLE = frozenset(
+    "\u034f\u115f\u1160\u17b4\u17b5\u3164\uffa0"
+    + "".join(map(chr, range(0xFE00, 0xFE10)))
+    + "".join(map(chr, range(0xE0100, 0xE01F0)))
+)
+_SHORT = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def printable(text: str) -> str:
+    """``text`` with every character that is not plainly visible spelled as an escape.
+
+    Escaped: C0 and C1 controls, DEL (so no terminal escape sequence, and no new
+    line that could pass for a line of output), format characters (bidi controls,
+    zero-width and tag characters, the soft hyphen), line and paragraph
+    separators, spaces other than U+0020, lone surrogates, private-use and
+    unassigned code points (all of which :meth:`str.isprintable` calls
+    unprintable), and the invisible letters and marks of :data:`_INVISIBLE`.
+    They read as ``\\t``, ``\\n``, ``\\r``, ``\\x1b``, ``\\u202e``, ``\\U000e0041``.
+    Everything else, non-ASCII letters included, is kept. Backslashes are kept
+    too, so text escaped once is not escaped again."""
+    if text.isprintable() and not _INVISIBLE.intersection(text):
+        return text
+    return "".join(ch if ch.isprintable() and ch not in _INVISIBLE else _escape(ch) for ch in text)
+
+
+def _escape(ch: str) -> str:
+    if ch in _SHORT:
+        return _SHORT[ch]
+    code = ord(ch)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
 
 
 class DreampoolError(Exception):
@@ -36,10 +80,11 @@ class Problem:
     line: int | None = None
 
     def __str__(self) -> str:
+        """``file:line: /pointer: rule``, through :func:`printable`."""
         where = self.file if self.line is None else f"{self.file}:{self.line}"
         if self.pointer:
-            return f"{where}: {self.pointer}: {self.rule}"
-        return f"{where}: {self.rule}"
+            return printable(f"{where}: {self.pointer}: {self.rule}")
+        return printable(f"{where}: {self.rule}")
 
 
 class InputError(DreampoolError):

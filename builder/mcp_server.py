@@ -85,7 +85,7 @@ from builder import (
 from builder import dream as dreamfmt
 from builder.b64 import b64_encode
 from builder.checkpoint import Checkpoint, parse_checkpoint
-from builder.errors import DreampoolError, InputError, LogError, PoolError
+from builder.errors import DreampoolError, InputError, LogError, PoolError, printable
 from builder.lightclient import (
     MAX_CONSISTENCY_SIZE,
     MAX_RECORD_SIZE,
@@ -1231,11 +1231,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DreampoolError as exc:
         if isinstance(exc, InputError):
             for p in exc.problems:
-                print(f"dreampool: error: {p}", file=sys.stderr)
+                print(f"dreampool: error: {p}", file=sys.stderr)  # Problem: printable
         else:
-            print(f"dreampool: error: {exc.message}", file=sys.stderr)
+            print(printable(f"dreampool: error: {exc.message}"), file=sys.stderr)
         if exc.hint:
-            print(f"dreampool: hint: {exc.hint}", file=sys.stderr)
+            print(printable(f"dreampool: hint: {exc.hint}"), file=sys.stderr)
         return 1
 
 

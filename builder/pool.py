@@ -20,6 +20,13 @@ normalization (:func:`name_skeleton`) count as one name.
 Only plain files whose names are derived from ids are read: a symlink, a
 directory, or any other name in ``keys/`` or ``dreams/`` is a problem that
 ``check`` reports, never something the builder follows.
+
+Key files and pool.yaml come from pull requests like dreams do, and are read
+as strictly (:func:`read_yaml`): a small YAML subset in which every value is
+text (:mod:`builder.safeyaml`), then each field converted and checked here. A
+key file's ``added`` is a date and its ``author`` follows a dream's author
+rules; pool.yaml's text settings follow a dream's text rules and ``k`` is a
+number. ``build`` reads both before it appends or signs anything.
 """
 
 from __future__ import annotations
@@ -34,23 +41,29 @@ import re
 import stat
 import tempfile
 import unicodedata
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from builder import dream as dreamfmt
-from builder import parallel, redact, statement
+from builder import parallel, redact, safeyaml, statement
 from builder.b64 import b64url_decode, b64url_encode
 from builder.errors import DreampoolError, InputError, PoolError, Problem, SignatureError
 
 TIERS = ("maintainer", "member", "guest")
-CONFIG_KEYS = {"title": str, "origin": str, "base_url": str, "k": int}
+CONFIG_KEYS = ("title", "origin", "base_url", "k")
+KEY_FIELDS = ("author", "publicKey", "tier", "added", "rotatedFrom")
+MAX_TITLE = 120  # as a dream's title
+MAX_ORIGIN = 255
+MAX_BASE_URL = 2048
 _ID_FILE_RE = re.compile(r"([0-9a-f]{16})\.(json|salt)")
 _KEY_FILE_RE = re.compile(r"([0-9a-f]{16})\.yaml")
 _ORIGIN_RE = re.compile(r"[^\s+/][^\s+]*")
+_BASE_URL_RE = re.compile(r"(?:https?://|/)\S*")
+_NUMBER_RE = re.compile(r"0|[1-9][0-9]*")
+_DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_KEY_ID_RE = re.compile(r"sha256:[0-9a-f]{16}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,35 +149,25 @@ def check_layout(content: Path) -> list[Problem]:
     ]
 
 
-def _strict_yaml(data: bytes, file: str) -> Any:
-    class Loader(yaml.SafeLoader):
-        pass
+KEY_FILE_MAX_BYTES = 4 * 1024
+"""A key file is four or five short lines."""
+CONFIG_MAX_BYTES = 8 * 1024
+"""pool.yaml is four settings and their comments."""
 
-    def mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-        result: dict[Any, Any] = {}
-        for key_node, value_node in node.value:
-            key = loader.construct_object(key_node)
-            if key in result:
-                raise InputError(
-                    [Problem(file, f"/{key}", "is given twice", key_node.start_mark.line + 1)]
-                )
-            result[key] = loader.construct_object(value_node)
-        return result
 
-    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+def read_yaml(data: bytes, file: str, *, max_bytes: int) -> dict[str, str]:
+    """A key file or pool.yaml through the strict reader (:mod:`builder.safeyaml`):
+    a flat mapping of text to text, or :class:`InputError` naming the file."""
     try:
-        return yaml.load(data.decode("utf-8"), Loader=Loader)
-    except UnicodeDecodeError:
-        raise InputError([Problem(file, "", "not valid UTF-8")]) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        raise InputError(
-            [Problem(file, "", f"not valid YAML: {getattr(exc, 'problem', exc)}", line)]
-        ) from None
+        return safeyaml.load_mapping(data, max_bytes=max_bytes)
+    except safeyaml.YAMLError as exc:
+        raise InputError([Problem(file, exc.pointer, exc.message, exc.line)]) from None
 
 
 def load_config(content: Path) -> PoolConfig:
+    """pool.yaml, every field checked (see :func:`check_config`); raises
+    :class:`InputError` listing every problem, or :class:`PoolError` if there is
+    no pool. A build reads it first, before anything is appended or signed."""
     file = str(content / "pool.yaml")
     try:
         data = read_regular(content / "pool.yaml")
@@ -176,40 +179,80 @@ def load_config(content: Path) -> PoolConfig:
     layout = check_layout(content)
     if layout:
         raise InputError(layout, hint="replace each symlink by the folder it stands for")
-    obj = _strict_yaml(data, file)
-    if not isinstance(obj, dict):
-        raise InputError([Problem(file, "", "must be a mapping of title, origin, base_url, k")])
+    obj = read_yaml(data, file, max_bytes=CONFIG_MAX_BYTES)
+    config, problems = check_config(obj, file)
+    if config is None:
+        raise InputError(problems, hint=f"fix {file}")
+    return config
+
+
+def check_config(obj: Mapping[str, Any], file: str) -> tuple[PoolConfig | None, list[Problem]]:
+    """The settings in ``obj`` (pool.yaml as read by :func:`read_yaml`), or every
+    problem with them. Text fields follow the rules of a dream's text fields
+    (:func:`builder.dream.validate_text`): no control, bidi or invisible
+    character, no lone surrogate, one line, bounded; ``k`` is a whole number
+    written in decimal digits."""
     problems = [
-        Problem(file, f"/{k}", f"unknown key (allowed: {', '.join(CONFIG_KEYS)})")
+        Problem(file, safeyaml.pointer_to(k), f"unknown key (allowed: {', '.join(CONFIG_KEYS)})")
         for k in obj
         if k not in CONFIG_KEYS
     ]
     for name in ("title", "origin"):
         if name not in obj:
             problems.append(Problem(file, f"/{name}", "is required but missing"))
-    for name, kind in CONFIG_KEYS.items():
-        if name in obj and (type(obj[name]) is not kind):
-            problems.append(Problem(file, f"/{name}", f"must be a {kind.__name__}"))
-    if not problems:
-        if not _ORIGIN_RE.fullmatch(obj["origin"]):
-            problems.append(
+    if "title" in obj:
+        problems += dreamfmt.validate_text(obj["title"], file, "/title", 1, MAX_TITLE)
+    if "origin" in obj:
+        found = dreamfmt.validate_text(obj["origin"], file, "/origin", 1, MAX_ORIGIN)
+        if not found and not _ORIGIN_RE.fullmatch(obj["origin"]):
+            found.append(
                 Problem(
-                    file, "/origin", "must be a scheme-less URL prefix such as example.org/dreams"
+                    file,
+                    "/origin",
+                    "must be a scheme-less URL prefix such as example.org/dreams (no spaces, no +)",
                 )
             )
-        if "k" in obj and not 1 <= obj["k"] <= 1000:
-            problems.append(Problem(file, "/k", "must be between 1 and 1000"))
+        problems += found
+    if "base_url" in obj:
+        found = dreamfmt.validate_text(obj["base_url"], file, "/base_url", 1, MAX_BASE_URL)
+        if not found and not _BASE_URL_RE.fullmatch(obj["base_url"]):
+            found.append(
+                Problem(
+                    file,
+                    "/base_url",
+                    "must be an absolute http(s) URL or a path starting with /, with no spaces",
+                )
+            )
+        problems += found
+    k = 3
+    if "k" in obj:
+        number = _whole_number(obj["k"], 1, 1000)
+        if number is None:
+            problems.append(Problem(file, "/k", "must be a whole number between 1 and 1000"))
+        else:
+            k = number
     if problems:
-        raise InputError(problems, hint=f"fix {file}")
-    return PoolConfig(**{k: obj[k] for k in CONFIG_KEYS if k in obj})
+        return None, problems
+    return PoolConfig(obj["title"], obj["origin"], obj.get("base_url", "/"), k), []
+
+
+def _whole_number(text: Any, lo: int, hi: int) -> int | None:
+    """``text`` as an int if it is decimal digits (no sign, no leading zero) for a
+    number in [lo, hi]; the length is checked before int() reads it."""
+    if not isinstance(text, str) or not _NUMBER_RE.fullmatch(text) or len(text) > len(str(hi)):
+        return None
+    number = int(text)
+    return number if lo <= number <= hi else None
 
 
 def load_keys(
     content: Path, *, cache: dict[Any, Any] | None = None
 ) -> tuple[KeyDirectory, list[Problem]]:
     """The key directory, and every problem found in it. ``cache`` (from
-    :mod:`builder.buildcache`) maps a key file's stamp to its parsed YAML, so
-    unchanged files are not parsed again; it is left holding this read's."""
+    :mod:`builder.buildcache`) maps a key file's stamp to its parsed mapping (a
+    dict of str to str, plain JSON data), so unchanged files are not parsed
+    again; it is left holding this read's. What comes from the cache is checked
+    again like what was just parsed (:func:`_key_entry`)."""
     directory = KeyDirectory()
     problems: list[Problem] = []
     known = dict(cache or {})
@@ -221,7 +264,11 @@ def load_keys(
         file = path
         stamp = file_stamp(path)
         try:
-            obj = known[stamp] if stamp in known else _strict_yaml(read_regular(Path(path)), file)
+            obj = (
+                known[stamp]
+                if stamp in known
+                else read_yaml(read_regular(Path(path)), file, max_bytes=KEY_FILE_MAX_BYTES)
+            )
         except InputError as exc:
             problems.extend(exc.problems)
             continue
@@ -235,41 +282,89 @@ def load_keys(
     return directory, problems
 
 
+def read_key_file(data: bytes, file: str, hex_id: str) -> tuple[KeyEntry | None, list[Problem]]:
+    """One key file's bytes (named ``<hex_id>.yaml``): its entry, or every problem."""
+    try:
+        obj = read_yaml(data, file, max_bytes=KEY_FILE_MAX_BYTES)
+    except InputError as exc:
+        return None, exc.problems
+    return _key_entry(obj, file, hex_id)
+
+
 def _key_entry(obj: Any, file: str, hex_id: str) -> tuple[KeyEntry | None, list[Problem]]:
-    allowed = ("author", "publicKey", "tier", "added", "rotatedFrom")
-    if not isinstance(obj, dict):
-        return None, [Problem(file, "", "must be a mapping of " + ", ".join(allowed))]
-    problems = [Problem(file, f"/{k}", "unknown key") for k in obj if k not in allowed]
+    """A key file's mapping checked field by field: an entry, or every problem.
+
+    Every value is text (:mod:`builder.safeyaml` types nothing), converted here
+    where it is not: ``author`` follows a dream's author rules, ``publicKey`` is
+    unpadded base64url of 32 bytes, ``tier`` one of :data:`TIERS`, ``added`` a
+    date ``YYYY-MM-DD`` that exists, ``rotatedFrom`` a keyId. A key file carries
+    no free text beyond the author's name."""
+    if not isinstance(obj, dict) or not all(
+        type(k) is str and type(v) is str for k, v in obj.items()
+    ):
+        return None, [Problem(file, "", "must be a mapping of " + ", ".join(KEY_FIELDS))]
+    problems = [
+        Problem(file, safeyaml.pointer_to(k), f"unknown key (allowed: {', '.join(KEY_FIELDS)})")
+        for k in obj
+        if k not in KEY_FIELDS
+    ]
     problems += [
-        Problem(file, f"/{k}", "is required but missing") for k in allowed[:4] if k not in obj
+        Problem(file, f"/{k}", "is required but missing") for k in KEY_FIELDS[:4] if k not in obj
     ]
     if problems:
         return None, problems
-    added = obj["added"]
-    if isinstance(added, dt.date):
-        added = added.isoformat()
-    author = obj["author"]
-    if not isinstance(author, str) or not 1 <= len(author) <= 64:
-        problems.append(Problem(file, "/author", "must be a string of 1–64 characters"))
-    if obj["tier"] not in TIERS:
+    author, tier, added = obj["author"], obj["tier"], obj["added"]
+    rotated = obj.get("rotatedFrom")
+    problems += dreamfmt.validate_author(author, file, "/author")
+    if tier not in TIERS:
         problems.append(Problem(file, "/tier", f"must be one of {', '.join(TIERS)}"))
+    if not _is_date(added):
+        problems.append(
+            Problem(
+                file,
+                "/added",
+                "must be the date the key was added, as YYYY-MM-DD (a date that exists, "
+                "such as 2026-01-31)",
+            )
+        )
+    if rotated is not None and not _KEY_ID_RE.fullmatch(rotated):
+        problems.append(
+            Problem(
+                file,
+                "/rotatedFrom",
+                'must be the keyId of the key this one replaces: "sha256:" and 16 '
+                "lowercase hex characters",
+            )
+        )
     try:
-        public_key = b64url_decode(str(obj["publicKey"]))
+        public_key = b64url_decode(obj["publicKey"])
         if len(public_key) != 32:
-            raise ValueError("must decode to 32 bytes")
+            raise ValueError(f"decodes to {len(public_key)} bytes")
     except ValueError as exc:
-        return None, [*problems, Problem(file, "/publicKey", str(exc))]
+        return None, [
+            *problems,
+            Problem(file, "/publicKey", f"must be unpadded base64url of 32 bytes: {exc}"),
+        ]
     key_id = dreamfmt.key_id(public_key)
     if key_id != f"sha256:{hex_id}":
         problems.append(
             Problem(file, "", f"file name does not match the key (want {key_id[7:]}.yaml)")
         )
-    rotated = obj.get("rotatedFrom")
-    if rotated is not None and not isinstance(rotated, str):
-        problems.append(Problem(file, "/rotatedFrom", "must be a keyId string"))
     if problems:
         return None, problems
-    return KeyEntry(key_id, author, public_key, obj["tier"], str(added), rotated), []
+    return KeyEntry(key_id, author, public_key, tier, added, rotated), []
+
+
+def _is_date(text: str) -> bool:
+    """``YYYY-MM-DD`` in ASCII digits naming a day that exists (fromisoformat alone
+    also takes ``20260131`` and week dates)."""
+    if not _DATE_RE.fullmatch(text):
+        return False
+    try:
+        dt.date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
 
 
 def name_skeleton(name: str) -> str:

@@ -12,13 +12,20 @@ Two outputs, both from the same :class:`~builder.errors.Problem` list:
   values are escaped as the runner unescapes them: ``%`` → ``%25``, CR →
   ``%0D``, LF → ``%0A`` in the message, and also ``:`` → ``%3A`` and ``,`` →
   ``%2C`` in a property. A file name in the pool cannot then smuggle in a
-  second command or property.
+  second command or property. Before that, every control, bidi or invisible
+  character is spelled as an escape (:func:`~builder.errors.printable`), so no
+  terminal escape reaches the log and CR or LF never reach the runner at all.
 
 * **A job summary**, a Markdown table appended to the file named by
   ``$GITHUB_STEP_SUMMARY`` (*Adding a job summary*): every problem on one page,
-  with what to do next. Table cells are escaped so that no problem text can
-  add rows, links or HTML; the table stops after :data:`MAX_ROWS` rows,
-  well below the 1 MiB a summary may hold.
+  with what to do next. Each cell's text (escaped by ``printable`` first) is
+  one code span, fenced by more backticks than any run inside it, with ``|``
+  written ``\\|`` (GFM tables take that inside code spans too, and the table
+  parser unescapes every ``\\|`` before the span is read). Inside a code span
+  nothing is Markdown or HTML, and GitHub neither autolinks a URL nor
+  notifies an ``@mention``, so no problem text can add rows, links, markup,
+  or ping anyone; the table stops after :data:`MAX_ROWS` rows, well below the
+  1 MiB a summary may hold.
 """
 
 from __future__ import annotations
@@ -27,13 +34,13 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from builder.errors import Problem
+from builder.errors import Problem, printable
 
 MAX_ROWS = 500
 
-# Characters that start Markdown or HTML constructs inside a table cell.
+_BACKTICKS = re.compile(r"`+")
+# Characters that start Markdown or HTML constructs in running text.
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>&|~])")
-_LINE_BREAKS = re.compile(r"[\r\n\u2028\u2029]+")
 
 
 def escape_data(text: str) -> str:
@@ -53,20 +60,29 @@ def message(problem: Problem) -> str:
 
 def annotation(problem: Problem) -> str:
     """One ``::error file=…,line=…::…`` workflow command for ``problem``."""
-    props = f"file={escape_property(problem.file)}"
+    props = f"file={escape_property(printable(problem.file))}"
     if problem.line:
         props += f",line={problem.line}"
-    return f"::error {props}::{escape_data(message(problem))}"
+    return f"::error {props}::{escape_data(printable(message(problem)))}"
 
 
 def _cell(text: str) -> str:
-    """Plain text for a Markdown table cell: one line, no Markdown, no HTML."""
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", _LINE_BREAKS.sub(" ", text))
+    """Inert text for a Markdown table cell: one code span on one line."""
+    text = printable(text)  # no line break, control or invisible character is left
+    if not text:
+        return ""
+    longest = max((len(run) for run in _BACKTICKS.findall(text)), default=0)
+    fence = "`" * (longest + 1)
+    # One space inside each fence: CommonMark strips one from each side when both
+    # are there, so a text that starts or ends with a backtick stays as it is.
+    return f"{fence} {text} {fence}".replace("|", "\\|")
 
 
 def markdown(problems: Sequence[Problem], content: str) -> str:
     """The job summary: a heading, then a table of the problems or a line saying none."""
-    where = _cell(content)
+    # The folder checked is the operator's --content argument, not pool input:
+    # plain text in the heading, escaped.
+    where = _MARKDOWN_SPECIAL.sub(r"\\\1", printable(content))
     if not problems:
         return f"### dreampool check\n\nNo problems in {where}.\n"
     lines = [

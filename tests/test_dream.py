@@ -303,3 +303,26 @@ def test_missing_input_file_is_an_error_not_a_traceback(
     key_id = run("keygen", "--author", "ada").out.split("keyId")[1].split()[0]
     result = run("sign", tmp_path / "missing.json", "--key", key_id)
     assert result.code == 1 and "missing.json: No such file or directory" in result.err
+
+
+def test_validate_text_holds_a_text_field_to_a_dreams_rules() -> None:
+    """One value checked as a dream's text field is (pool.yaml's settings and a
+    key file's author use it), lone surrogates included: strict JSON never
+    yields one, another reader may."""
+
+    def rules(value: Any, **kw: Any) -> list[str]:
+        return [
+            f"{p.pointer}: {p.rule}" for p in dreamfmt.validate_text(value, "f", "/t", 1, 9, **kw)
+        ]
+
+    assert rules("fine") == [] and rules("two\nlines", newline=True) == []
+    assert rules("a\ud800") == [
+        "/t: holds a lone surrogate at character 1, which is not Unicode text"
+    ]
+    assert rules("a\u202e") == [
+        "/t: holds U+202E at character 1; no control, bidi or invisible characters "
+        "(newlines are allowed only in summary and entry text)"
+    ]
+    assert rules("") == ["/t: must be 1–9 characters, is 0"]
+    assert rules(3) == ["/t: must be a string of 1–9 characters, is an integer"]
+    assert [p.pointer for p in dreamfmt.validate_author("x" * 65, "k", "/author")] == ["/author"]

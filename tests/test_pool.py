@@ -7,9 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from builder import dream as dreamfmt
-from builder import statement
+from builder import pool, statement
 from builder.b64 import b64url_encode
 from builder.ed25519 import public_key_of
 from tests.conftest import draft
@@ -273,3 +275,58 @@ def test_dream_by_unknown_key_is_a_problem(content: Path, tmp_path: Path, run: A
 def test_check_on_missing_pool(run: Any, tmp_path: Path) -> None:
     result = run("check", "--content", tmp_path / "nope")
     assert result.code == 1 and "is not a pool" in result.err and "hint:" in result.err
+
+
+# --- key files --------------------------------------------------------------------
+
+_AUTHORS = st.text(min_size=1, max_size=64).filter(lambda a: not dreamfmt.validate_author(a, "x"))
+
+
+@given(
+    author=_AUTHORS,
+    seed=st.binary(min_size=32, max_size=32),
+    tier=st.sampled_from(pool.TIERS),
+    added=st.dates(),
+    rotated=st.none() | st.from_regex(r"sha256:[0-9a-f]{16}", fullmatch=True),
+)
+def test_format_key_entry_writes_what_the_reader_reads(
+    author: str, seed: bytes, tier: str, added: Any, rotated: str | None
+) -> None:
+    """Every entry `submit` can write (any author name a dream may carry, any
+    date) reads back through the strict reader as the same entry."""
+    public = public_key_of(seed)
+    key_id = dreamfmt.key_id(public)
+    entry = pool.KeyEntry(key_id, author, public, tier, added.isoformat(), rotated)
+    data = pool.format_key_entry(entry)
+    assert pool.read_key_file(data, "k.yaml", key_id[7:]) == (entry, [])
+
+
+def test_the_sample_pools_key_files_read_as_they_are_written() -> None:
+    """content/keys holds what format_key_entry writes, byte for byte."""
+    from tests.conftest import REPO
+
+    files = sorted((REPO / "content" / "keys").glob("*.yaml"))
+    assert files
+    for path in files:
+        entry, problems = pool.read_key_file(path.read_bytes(), str(path), path.stem)
+        assert entry is not None and not problems, problems
+        assert pool.format_key_entry(entry) == path.read_bytes()
+
+
+def test_the_key_cache_holds_plain_json_and_is_checked_again(content: Path, tmp_path: Path) -> None:
+    """load_keys's cache maps a key file's stamp to its mapping, a dict of str
+    to str (what a JSON store keeps exactly); an entry the cache garbled is a
+    problem, never a traceback or a key."""
+    pool.submit(content, [signed_file(tmp_path, ADA)])
+    cache: dict[Any, Any] = {}
+    first, problems = pool.load_keys(content, cache=cache)
+    assert not problems and len(cache) == 1
+    (mapping,) = cache.values()
+    assert type(mapping) is dict and all(type(v) is str for v in mapping.values())
+    assert json.loads(json.dumps(mapping)) == mapping
+    again, problems = pool.load_keys(content, cache=dict(cache))
+    assert again.keys == first.keys and not problems
+    for garbled in (["x"], {"author": 3}, {**mapping, "tier": "root"}, None):
+        stamp = next(iter(cache))
+        directory, problems = pool.load_keys(content, cache={stamp: garbled})
+        assert not directory.keys and problems, garbled

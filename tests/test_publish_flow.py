@@ -507,28 +507,43 @@ def test_check_workflow_reads_no_secret_and_writes_nothing(tmp_path: Path) -> No
 
 
 def test_annotations_escape_what_would_split_the_command() -> None:
+    """CR and LF never reach the runner: printable() spells them \\r \\n first (so
+    the message stays one line in the log too); escape_data still escapes them,
+    a second wall."""
     from builder import summary
     from builder.errors import Problem
 
     p = Problem("content/dreams/a,b:c.json", "/title", "100% wrong\r\n::error file=x::y", 3)
     assert summary.annotation(p) == (
         "::error file=content/dreams/a%2Cb%3Ac.json,line=3::"
-        "/title: 100%25 wrong%0D%0A::error file=x::y"
+        "/title: 100%25 wrong\\r\\n::error file=x::y"
     )
+    assert summary.escape_data("a\r\nb%") == "a%0D%0Ab%25"
     assert summary.annotation(Problem("content/pool.yaml", "", "bad")) == (
         "::error file=content/pool.yaml::bad"
     )
 
 
 def test_summary_cells_hold_no_markdown_and_the_table_is_bounded() -> None:
+    """Each cell is one code span (the text inert: no Markdown, HTML, autolink or
+    mention), so the check is what a GFM renderer makes of the row: three cells,
+    each exactly the problem's text in <code>, nothing else."""
+    from markdown_it import MarkdownIt
+
     from builder import summary
     from builder.errors import Problem
 
     p = Problem("content/x|y.json", "/t", "a | b <img src=x> [l](u) `c` *d*\nnext", 2)
     table = summary.markdown([p], "content")
-    (row,) = [line for line in table.splitlines() if line.startswith("| content")]
+    (row,) = [line for line in table.splitlines() if line.startswith("| `")]
     assert len(re.findall(r"(?<!\\)\|", row)) == 4  # three cells, no more
-    assert not re.search(r"(?<!\\)[<\[`*]", row)  # no HTML, link, code or emphasis
+    html = MarkdownIt("commonmark", {"html": False}).enable("table").render(table)
+    cells = re.findall(r"<td>(.*?)</td>", html)
+    assert cells == [
+        "<code>content/x|y.json</code>",
+        "2",
+        "<code>/t: a | b &lt;img src=x&gt; [l](u) `c` *d*\\nnext</code>",
+    ]
     many = summary.markdown([p] * (summary.MAX_ROWS + 5), "content")
-    assert many.count("| content") == summary.MAX_ROWS and "and 5 more" in many
+    assert many.count("| ` content") == summary.MAX_ROWS and "and 5 more" in many
     assert "No problems in content" in summary.markdown([], "content")

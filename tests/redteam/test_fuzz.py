@@ -35,8 +35,20 @@ from hypothesis import strategies as st
 
 from builder import checkpoint as cpmod
 from builder import dream as dreamfmt
-from builder import lightclient, monitor, note, policy, strictjson, tiles, tlogproof
-from builder.errors import DreampoolError, VerificationError
+from builder import (
+    ed25519,
+    init,
+    lightclient,
+    monitor,
+    note,
+    policy,
+    pool,
+    strictjson,
+    tiles,
+    tlogproof,
+)
+from builder.errors import DreampoolError, InputError, VerificationError
+from tests.conftest import REPO
 from tests.test_lightclient import LARGE, SMALL, LogBuilder, build_standard_log, signed_dream
 
 CI_EXAMPLES = 200
@@ -183,6 +195,46 @@ def mutations(*seeds: bytes) -> st.SearchStrategy[bytes]:
     return st.one_of(mutated, mutated, mutated, mutated, st.binary(max_size=1024))
 
 
+# What YAML cares about, for the key-file target: indicators of the constructs the
+# strict reader refuses, escapes, block scalars, document markers.
+YAML_TOKENS = [
+    b"&a ",
+    b"*a",
+    b"!!str ",
+    b"!x ",
+    b"? ",
+    b"- ",
+    b"<<: ",
+    b": ",
+    b"---\n",
+    b"...\n",
+    b"%YAML 1.1\n",
+    b"|\n  ",
+    b">-\n  ",
+    b"'",
+    b"''",
+    b"# ",
+    b"\\e",
+    b"\\ud800",
+    b"\\UFFFFFFFF",
+    b"\\x85",
+    b"~",
+    b"\r",
+    "\u2028".encode(),
+    b"\xc2\x85",
+]
+_YAML_OP = st.one_of(
+    _OP,
+    st.tuples(st.just("token"), st.integers(0, 1 << 20), st.sampled_from(YAML_TOKENS)),
+)
+
+
+def yaml_mutations(*seeds: bytes) -> st.SearchStrategy[bytes]:
+    """As :func:`mutations`, with YAML's tokens as well."""
+    mutated = st.builds(mutate, st.sampled_from(seeds), st.lists(_YAML_OP, min_size=1, max_size=6))
+    return st.one_of(mutated, mutated, mutated, mutated, st.binary(max_size=1024))
+
+
 def text_mutations(*seeds: bytes) -> st.SearchStrategy[str]:
     """As :func:`mutations`, decoded as a str parser sees it (lone surrogates kept)."""
     return st.one_of(
@@ -209,6 +261,7 @@ class Seeds:
     files: dict[str, bytes]
     witness_policy: policy.Policy
     titles: tuple[str, ...]
+    yaml_files: tuple[bytes, ...]  # key files of KEY_FILE_HEX, and pool.yaml files
 
 
 @functools.cache
@@ -245,6 +298,26 @@ def seeds() -> Seeds:
         files=files,
         witness_policy=policy.parse_policy(witnessed.policy),
         titles=titles,
+        yaml_files=_yaml_files(),
+    )
+
+
+_KEY_SEED = hashlib.sha256(b"key file").digest()
+KEY_FILE_HEX = dreamfmt.key_id(ed25519.public_key_of(_KEY_SEED))[7:]
+
+
+def _yaml_files() -> tuple[bytes, ...]:
+    public = ed25519.public_key_of(_KEY_SEED)
+    key_id = dreamfmt.key_id(public)
+    entries = [
+        pool.KeyEntry(key_id, "ada", public, "guest", "2026-11-16"),
+        pool.KeyEntry(key_id, '墨子 "q" \\', public, "maintainer", "1999-02-28"),
+        pool.KeyEntry(key_id, "bob", public, "member", "2026-01-31", "sha256:0123456789abcdef"),
+    ]
+    return (
+        *(pool.format_key_entry(e) for e in entries),
+        (REPO / "content" / "pool.yaml").read_bytes(),
+        init.pool_yaml("example.org/dreams", 'A "quoted" pool: 数据').encode(),
     )
 
 
@@ -265,6 +338,23 @@ def _expect(call: Callable[[], Any], allowed: tuple[type[BaseException], ...]) -
         return call()
     except allowed:
         return None
+
+
+def _key_file(data: bytes) -> None:
+    """A key file (and, the same bytes, a pool.yaml): an entry that writes back
+    to itself, or problems of the project's family."""
+    entry, problems = pool.read_key_file(data, "fuzz.yaml", KEY_FILE_HEX)
+    assert (entry is None) == bool(problems)
+    if entry is not None:
+        assert pool.read_key_file(pool.format_key_entry(entry), "again", KEY_FILE_HEX) == (
+            entry,
+            [],
+        )
+    config = _expect(
+        lambda: pool.read_yaml(data, "pool.yaml", max_bytes=pool.CONFIG_MAX_BYTES), (InputError,)
+    )
+    if config is not None:
+        pool.check_config(config, "pool.yaml")
 
 
 def _dream(data: bytes) -> None:
@@ -451,6 +541,7 @@ TARGETS: dict[str, Target] = {
     "monitor.check_site": Target(_monitor_strategy, _monitor),
     "tiles.decode_entry_bundle": Target(lambda: mutations(*seeds().bundles), _entry_bundle),
     "tiles.parse_tile_path": Target(lambda: text_mutations(*seeds().tile_paths), _tile_path),
+    "pool.read_key_file": Target(lambda: yaml_mutations(*seeds().yaml_files), _key_file),
 }
 
 
