@@ -1,4 +1,4 @@
-"""Hostile key files and pool.yaml (THREATS.md T01, T02, T13, T41).
+"""Hostile key files and pool.yaml (THREATS.md T51, T52, T53; also T01, T02, T13, T41).
 
 A pull request can write ``content/keys/<16 hex>.yaml`` and ``content/pool.yaml``,
 and the build that holds the log key reads them. Both go through one strict
@@ -112,7 +112,7 @@ KEY_FILE_ATTACKS: list[tuple[str, str, tuple[str, ...]]] = [
 def test_hostile_key_files_are_problems_not_tracebacks(
     tp: PoolFixture, run: Callable[..., Any], text: str, words: tuple[str, ...]
 ) -> None:
-    """T41, T02: `dreampool check` on each key file ends in a problem naming the
+    """T51, T41, T02: `dreampool check` on each key file ends in a problem naming the
     file, the field and what is wanted, within a second. Before, `? [a, b]` (a
     list as a dict key), `added: 2024-13-45` (a timestamp that does not exist)
     and a 5,000-digit integer each ended `check` in a traceback."""
@@ -128,7 +128,7 @@ def test_hostile_key_files_are_problems_not_tracebacks(
 
 
 def test_a_key_file_alias_bomb_is_refused_at_once(tp: PoolFixture) -> None:
-    """T01, T41: the 505-byte "billion laughs" key file took `dreampool check` 11 s
+    """T51, T01, T41: the 505-byte "billion laughs" key file took `dreampool check` 11 s
     and gigabytes. It is refused at its first list, before any anchor is read
     (run under a 1.5 GB address space limit), in well under a second."""
     assert len(BILLION_LAUGHS.encode()) < 512
@@ -180,7 +180,7 @@ CONFIG_ATTACKS: list[tuple[str, str, tuple[str, ...]]] = [
 def test_hostile_pool_settings_are_problems_not_tracebacks(
     tp: PoolFixture, run: Callable[..., Any], extra: str, words: tuple[str, ...]
 ) -> None:
-    """T02, T10, T41: each setting is read as text and converted explicitly;
+    """T52, T02, T10, T41: each setting is read as text and converted explicitly;
     `k` of 5,000 digits was a traceback (int() past CPython's digit limit).
     Text settings follow a dream's text rules."""
     config = tp.content / "pool.yaml"
@@ -198,7 +198,7 @@ def test_hostile_pool_settings_are_problems_not_tracebacks(
 def test_a_title_that_is_no_unicode_text_stops_the_build_before_it_signs(
     tp: PoolFixture, run: Callable[..., Any], tmp_path: Path
 ) -> None:
-    """T02, T41: pool.yaml's `title: "\\ud800"` (a lone surrogate, by YAML's escape)
+    """T52, T02, T41: pool.yaml's `title: "\\ud800"` (a lone surrogate, by YAML's escape)
     passed `check`; `build` signed a new checkpoint and then died on a
     UnicodeEncodeError, and so did every later build. pool.yaml is now read as
     strictly as a dream's text, by `check` and by `build` before anything is
@@ -231,7 +231,7 @@ RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200b-\
 def test_escape_sequences_in_a_key_name_never_reach_the_terminal_log_or_summary(
     tp: PoolFixture, run: Callable[..., Any], tmp_path: Path
 ) -> None:
-    """T13: a key name made of terminal escapes (a YAML double-quoted key can
+    """T53, T13: a key name made of terminal escapes (a YAML double-quoted key can
     hold any character) was echoed raw by `check` to stderr, into its
     `::error` annotations and into the job summary. It now reads as
     `\\x1b]0;pwned\\x07…` everywhere, and no line of output is the fake verdict."""
@@ -253,7 +253,7 @@ def test_escape_sequences_in_a_key_name_never_reach_the_terminal_log_or_summary(
 def test_urls_and_mentions_in_summary_cells_stay_inert(
     tp: PoolFixture, run: Callable[..., Any], tmp_path: Path
 ) -> None:
-    """T13: GitHub turns a bare URL in a job summary into a link and an `@name`
+    """T53, T13: GitHub turns a bare URL in a job summary into a link and an `@name`
     into a mention that notifies that user. A key name carrying both reached
     the table as live text; every cell is now one code span, where GitHub does
     neither (checked here by rendering the table as GFM)."""
@@ -375,7 +375,7 @@ def read_both(data: bytes) -> list[str]:
 )
 @given(KEY_FILE_INPUTS)
 def test_no_key_file_or_pool_yaml_ends_in_a_traceback_or_takes_a_second(data: bytes) -> None:
-    """T41: 10,000 key files and pool.yaml files, drawn as raw bytes, as text and
+    """T51, T41: 10,000 key files and pool.yaml files, drawn as raw bytes, as text and
     as YAML-ish lines full of anchors, aliases, tags, odd keys and escapes: each
     ends in an entry or in problems of the project's family, each problem names
     its file and prints as visible text, and none takes a second."""
