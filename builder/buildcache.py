@@ -26,10 +26,11 @@ Sections (a table each, mapping a key to a value):
 
 **Read back as data, never as code.** A pull request can force-add any path
 of the checkout, so what the build reads back is treated as hostile until
-shown otherwise (THREATS.md T44, T45): values are JSON, decoded by a strict
-reader per section that accepts only the shapes the build writes (a pickle,
-which runs code as it loads, was used here until a planted one ran an
-attacker's command with the log key in the environment). Each row carries a
+shown otherwise (THREATS.md T44, T45): values are JSON (a unit's, a
+length-prefixed binary record), decoded by a strict reader per section that
+accepts only the shapes the build writes (a pickle, which runs code as it
+loads, was used here until a planted one ran an attacker's command with the
+log key in the environment). Each row carries a
 BLAKE2b digest of its key and value, checked before it is decoded, so a
 damaged row reads as a miss, never as a wrong entry. The store's file and
 its folder must be plain (a symlink or a hard-linked file is removed, never
@@ -51,6 +52,7 @@ import json
 import os
 import sqlite3
 import stat
+import struct
 import sys
 import unicodedata
 from collections.abc import Callable, Iterator
@@ -231,16 +233,45 @@ def _checkpoint_in(data: bytes) -> Checkpoint:
     return Checkpoint(_str(origin), _int(size), _unb64(root), tuple(map(_str, _list(extensions))))
 
 
+# A unit's row is binary, not JSON (its fragments are most of the store, and
+# base64 in JSON doubled both its size and the time to read it back): seven
+# big-endian lengths, then the key, the four fragments, the paths joined by
+# newlines (a site path holds none: builder.writer.check_path) and the 16-byte
+# digests of those paths' files, in order. Data only, and every length checked.
+_UNIT_HEAD = struct.Struct(">7I")
+_UNIT_DIGEST = 16
+
+
 def _unit_out(v: tuple[str, tuple[bytes, ...], tuple[tuple[str, bytes], ...]]) -> bytes:
     key, fragments, files = v
-    return _dump([key, [_b64(f) for f in fragments], [[p, d.hex()] for p, d in files]])
+    if len(fragments) != 4 or any(len(d) != _UNIT_DIGEST or "\n" in p for p, d in files):
+        raise ValueError("not a unit")
+    parts = [
+        key.encode("ascii"),
+        *fragments,
+        "\n".join(p for p, _ in files).encode("utf-8"),
+        b"".join(d for _, d in files),
+    ]
+    return _UNIT_HEAD.pack(*map(len, parts)) + b"".join(parts)
 
 
 def _unit_in(data: bytes) -> tuple[str, tuple[bytes, ...], tuple[tuple[str, bytes], ...]]:
-    key, fragments, files = _list(json.loads(data), 3)
-    frags = tuple(_unb64(f) for f in _list(fragments, 4))
-    pairs = tuple((_str(p), bytes.fromhex(_str(d))) for p, d in (_list(f, 2) for f in _list(files)))
-    return (_str(key), frags, pairs)
+    lengths = _UNIT_HEAD.unpack_from(data)
+    if _UNIT_HEAD.size + sum(lengths) != len(data):
+        raise ValueError("a unit's lengths do not add up")
+    parts = []
+    pos = _UNIT_HEAD.size
+    for n in lengths:
+        parts.append(data[pos : pos + n])
+        pos += n
+    key, *fragments, paths, digests = parts
+    names = paths.decode("utf-8").split("\n") if paths else []
+    if len(digests) != _UNIT_DIGEST * len(names):
+        raise ValueError("a unit names as many files as it has digests")
+    files = tuple(
+        (name, digests[i * _UNIT_DIGEST : (i + 1) * _UNIT_DIGEST]) for i, name in enumerate(names)
+    )
+    return key.decode("ascii"), tuple(fragments), files
 
 
 def _page_out(v: tuple[str, bytes]) -> bytes:

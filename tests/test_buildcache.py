@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import sqlite3
+import struct
 from pathlib import Path
 
 import pytest
@@ -89,7 +90,10 @@ def test_the_store_holds_data_only(tmp_path: Path) -> None:
     c.save()
     for name in SAMPLES:
         for (v,) in _db(tmp_path).execute(f'SELECT v FROM "{name}"'):
-            json.loads(v)
+            if name == "units":  # lengths, then the bytes they count
+                assert buildcache._unit_in(v) == SAMPLES["units"][1]
+            else:
+                json.loads(v)
     assert b"\x80\x05" not in (tmp_path / buildcache.STORE).read_bytes()  # pickle's protocol 5
 
 
@@ -299,3 +303,27 @@ def test_a_garbled_byte_in_a_section_builds_what_a_cold_build_does(
     cold = tmp_path / "cold"
     buildmod.build(tp.content, cold, signer=None)
     assert _tree(site) == _tree(cold)
+
+
+@given(
+    st.text(alphabet="0123456789abcdef", max_size=32),
+    st.lists(st.binary(max_size=64), min_size=4, max_size=4),
+    st.lists(
+        st.tuples(
+            st.text(min_size=1, max_size=20).filter(lambda t: "\n" not in t),
+            st.binary(min_size=16, max_size=16),
+        ),
+        max_size=3,
+    ),
+)
+def test_a_unit_row_reads_back_and_any_cut_of_it_is_refused(
+    key: str, fragments: list[bytes], files: list[tuple[str, bytes]]
+) -> None:
+    """The binary unit record: what is written reads back equal; a record cut
+    anywhere, or grown by a byte, never decodes into an entry."""
+    unit = (key, tuple(fragments), tuple(files))
+    data = buildcache._unit_out(unit)
+    assert buildcache._unit_in(data) == unit
+    for cut in (data[:-1], data + b"x", data[: len(data) // 2]):
+        with pytest.raises((ValueError, UnicodeDecodeError, struct.error)):
+            buildcache._unit_in(cut)
