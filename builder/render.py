@@ -193,6 +193,10 @@ class TreeStep:
 
     kind: str
     dream: DreamView | None = None
+    # An item's generation by the parent links: its root's plus its depth
+    # under it. A root that names no parent is generation 0; one whose parent
+    # is not in the pool is taken at its word (None if it declares none).
+    generation: int | None = None
 
 
 def lineage_roots(model: SiteModel) -> list[DreamView]:
@@ -222,9 +226,12 @@ def lineage_walk(model: SiteModel, root: DreamView) -> list[TreeStep]:
     seen = {root.id}
     steps = [TreeStep("open")]
     stack: list[Iterator[DreamView]] = []
+    base = 0 if root.parent_id is None else root.generation
 
     def enter(dream: DreamView) -> None:
-        steps.append(TreeStep("item", dream))
+        # len(stack) is the dream's depth under the root: each open list of
+        # children is one iterator on the stack.
+        steps.append(TreeStep("item", dream, None if base is None else base + len(stack)))
         kids = [model.by_id[c] for c in dream.children if c in model.by_id and c not in seen]
         seen.update(k.id for k in kids)
         if kids:

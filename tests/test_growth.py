@@ -155,3 +155,41 @@ def test_a_long_chain_or_a_wide_fan_grows_linearly(tmp_path: Path, lineage: Any)
     for files, ids in sites:
         _each_once_in_one_tree(files, ids)
 
+
+def test_a_declared_generation_that_disagrees_is_marked_not_obeyed(tmp_path: Path) -> None:
+    """Generations are shown as declared, and where the parent links place a
+    dream elsewhere the page says so; no declaration makes or moves a root."""
+    plan: list[dict[str, Any]] = [
+        {"generation": 0},  # A: a root, honest
+        {"parent": 0, "generation": 0},  # B under A: generation 1
+        {"parent": 1, "generation": 7},  # C under B: generation 2
+        {"generation": 3},  # D: names no parent, so generation 0
+        {"parent": "feedfacefeedface", "generation": 4},  # E: parent not in the pool
+        {"parent": 4, "generation": 9},  # F under E: taken from E's word, 5
+    ]
+
+    def lineage(i: int, ids: list[str]) -> dict[str, Any]:
+        parent = plan[i].get("parent")
+        return {**plan[i], "parent": ids[parent]} if isinstance(parent, int) else plan[i]
+
+    files, ids = _site(tmp_path, len(plan), lineage)
+    html = files["lineage/index.html"].decode()
+    trees = re.findall(r'<section class="tree panel".*?</section>', html, re.S)
+    roots = [_DREAM_LINK.findall(tree)[0] for tree in trees]
+    assert sorted(roots) == sorted([ids[0], ids[3], ids[4]])  # one build admits in id order
+    assert _lineage_links(files) == Counter(ids)
+    nodes = re.findall(r'<div class="node.*?</div>', html, re.S)
+    marked = {
+        ids.index(_DREAM_LINK.findall(node)[0]): re.findall(
+            r"declares gen (\d+); gen (\d+) by its parent links", node
+        )
+        for node in nodes
+    }
+    assert marked == {
+        0: [],
+        1: [("0", "1")],
+        2: [("7", "2")],
+        3: [("3", "0")],
+        4: [],
+        5: [("9", "5")],
+    }
