@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
+from builder import agents, pool
 from builder import build as buildmod
 from builder import dream as dreamfmt
-from builder import pool
 from builder.note import parse_private_key
 from tests.conftest import draft
 from tests.pools import SEEDS, make_pool
@@ -193,3 +193,29 @@ def test_a_declared_generation_that_disagrees_is_marked_not_obeyed(tmp_path: Pat
         4: [],
         5: [("9", "5")],
     }
+
+
+def test_a_large_pull_request_after_small_ones_is_in_one_since_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """agents/since/<m>.md exists for every checkpoint size m. After a run of
+    one-dream builds, each of the last SINCE_FULL_LIMIT sizes' files used to
+    span the next large build whole, listing its every dream: a hundred
+    times over at the real limit. Only the file of the size just before it
+    may."""
+    monkeypatch.setattr(agents, "SINCE_FULL_LIMIT", 3)
+    tp = make_pool(tmp_path)
+    signer = parse_private_key(tp.log_key)
+    site = tmp_path / "site"
+    for _ in range(4):
+        tp.add("ada", 1)
+        buildmod.build(tp.content, site, signer=signer, quiet=True)
+    folder = site / "agents" / "since"
+    small = sorted(int(p.stem) for p in folder.iterdir())
+    assert len(small) == 4
+    large = tp.add("bob", 12)
+    buildmod.build(tp.content, site, signer=signer, quiet=True)
+    since = {int(p.stem): p.read_text() for p in folder.iterdir()}
+    assert len(since) == 5
+    for i in large:
+        assert [m for m in sorted(since) if i in since[m]] == [small[-1]]
