@@ -50,10 +50,11 @@ exports are reproducible like the rest of the site:
 
     agents/digest.md        the newest dreams
     agents/since/<m>.md     for each published checkpoint size m: the dreams admitted
-                            after it (log index >= m), oldest first, as of the first
-                            checkpoint about SINCE_FULL_LIMIT leaves on (or the current
-                            one), and that size to ask next: now ("read on") if the log
-                            has grown past it, else next time (since_spans)
+                            after it (log index >= m), oldest first, as of the last
+                            checkpoint at most SINCE_FULL_LIMIT leaves on (or the next
+                            one, or the current one), and that size to ask next: now
+                            ("read on") if the log has grown past it, else next time
+                            (since_spans)
     llms.txt                what the pool is, how to read it and how to verify it
 """
 
@@ -102,8 +103,8 @@ DIGEST_LIMIT = 50
 """Dreams in ``agents/digest.md``, newest first."""
 
 SINCE_FULL_LIMIT = 100
-"""Leaves an ``agents/since/<m>.md`` spans, about (:func:`since_spans`), and dreams it
-shows in full; any more (one build admitted more) are listed by id."""
+"""Leaves an ``agents/since/<m>.md`` spans at most, unless one build admitted more
+(:func:`since_spans`), and dreams it shows in full; any more are listed by id."""
 
 NONCE_HEX = 16
 _NONCE_DOMAIN = b"dreampool-agents-quote/v1\n"
@@ -433,24 +434,33 @@ def _since_bytes(
 
 def since_spans(model: SiteModel) -> list[tuple[int, int]]:
     """For each published size m, the checkpoint size ``agents/since/<m>.md``
-    is written as of: the first published size at least
-    :data:`SINCE_FULL_LIMIT` leaves past m, or the current size if none is.
+    is written as of: the last published size at most
+    :data:`SINCE_FULL_LIMIT` leaves past m, or the next one after m if none
+    is that close (one build admitted more), or m itself if it is the
+    current size. (Sizes grow strictly: logstate refuses a history that
+    does not.)
 
-    So a file holds the dreams of about that many leaves, and tells the agent
-    to ask next since that size, now ("read on") if the log has grown past
-    it: following the files from any m reaches the current size and yields
-    every dream since m once. Every file but the
-    last few speaks of a checkpoint the log has moved past, and so changes
-    only when a dream of its span is erased or its key's tier changes; a build
-    keeps it (:func:`agent_pages`). Written as of the current checkpoint,
-    each file held every dream since its m, and a pool with a checkpoint per
-    build had O(checkpoints × dreams) bytes of them, all rewritten by every
-    build.
+    So a file holds the dreams of at most that many leaves, or of the one
+    checkpoint after m, and tells the agent to ask next since that size, now
+    ("read on") if the log has grown past it: following the files from any
+    m reaches the current size and yields every dream since m once. Every
+    file but the last few speaks of a checkpoint the log has moved past, and
+    so changes only when a dream of its span is erased or its key's tier
+    changes; a build keeps it (:func:`agent_pages`). Written as of the
+    current checkpoint, each file held every dream since its m, and a pool
+    with a checkpoint per build had O(checkpoints × dreams) bytes of them,
+    all rewritten by every build. Written as of the first size at least
+    that many leaves on, each of the files of the (up to
+    :data:`SINCE_FULL_LIMIT`) sizes published just before one large
+    build spanned all of it: after a hundred one-dream builds, a pull
+    request of n dreams listed each of them in a hundred files (≈10 KB a
+    dream, about as much as the rest of the site). Now one file lists it.
     """
     sizes = model.checkpoint_sizes
     spans = []
     for at, m in enumerate(sizes):
-        until = sizes[bisect.bisect_left(sizes, min(m + SINCE_FULL_LIMIT, sizes[-1]), lo=at)]
+        close = bisect.bisect_right(sizes, m + SINCE_FULL_LIMIT, lo=at) - 1
+        until = sizes[max(close, min(at + 1, len(sizes) - 1))]
         spans.append((m, until))
     return spans
 

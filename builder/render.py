@@ -189,15 +189,30 @@ class TreeStep:
 
     kind: str
     dream: DreamView | None = None
+    # An item's generation by the parent links: its root's plus its depth
+    # under it. A root that names no parent is generation 0; one whose parent
+    # is not in the pool is taken at its word (None if it declares none).
+    generation: int | None = None
 
 
 def lineage_roots(model: SiteModel) -> list[DreamView]:
-    """Dreams that start a chain: generation 0 or a parent outside the pool,
-    among dreams that take part in lineage at all (declared or with children)."""
+    """Dreams that start a chain: those that name no parent, or one that is
+    not in the pool (never submitted, or erased), among dreams that take part
+    in lineage at all (declared or with children).
+
+    The parent links alone decide: a dream whose parent is in the pool is
+    shown under that parent, whatever generation it declares. So every dream
+    is in one tree at most, and the trees hold each dream once. (Taken as a
+    root, a dream that said generation 0 under a parent was also a tree of
+    its own: a chain of n such dreams was n trees of n/2 dreams on average,
+    and 1,200 dreams made 273 MB of lineage pages.) A cycle of parent links
+    would have no root and be shown in no tree; a dream's id is 64 bits of a
+    hash of its signature, over the parent it names, so closing a short cycle
+    is a 64-bit preimage search."""
     return [
         d
         for d in reversed(model.dreams)  # oldest first: chains read in admission order
-        if (d.generation == 0 or not d.parent_in_pool) and (d.generation is not None or d.children)
+        if not d.parent_in_pool and (d.generation is not None or d.children)
     ]
 
 
@@ -207,9 +222,12 @@ def lineage_walk(model: SiteModel, root: DreamView) -> list[TreeStep]:
     seen = {root.id}
     steps = [TreeStep("open")]
     stack: list[Iterator[DreamView]] = []
+    base = 0 if root.parent_id is None else root.generation
 
     def enter(dream: DreamView) -> None:
-        steps.append(TreeStep("item", dream))
+        # len(stack) is the dream's depth under the root: each open list of
+        # children is one iterator on the stack.
+        steps.append(TreeStep("item", dream, None if base is None else base + len(stack)))
         kids = [model.by_id[c] for c in dream.children if c in model.by_id and c not in seen]
         seen.update(k.id for k in kids)
         if kids:
