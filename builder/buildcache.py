@@ -160,16 +160,24 @@ Stamp = tuple[str, int, int, int, int]
 
 
 def _stamp_key(stamp: Stamp) -> str:
-    return _dump(list(stamp)).decode()
-
-
-def _stamp(v: Any) -> Stamp:
-    name, size, mtime, ctime, inode = _list(v, 5)
-    return (_str(name), _int(size), _int(mtime), _int(ctime), _int(inode))
+    """``name size mtime ctime inode``: a pool's file names hold no space
+    (builder.pool reads only ``<16 hex>.<ext>``)."""
+    name, *numbers = stamp
+    if " " in name or len(numbers) != 4 or any(type(n) is not int or n < 0 for n in numbers):
+        raise ValueError("not a file stamp")
+    return " ".join((name, *map(str, numbers)))
 
 
 def _stamp_of(text: str) -> Stamp:
-    return _stamp(json.loads(text))
+    name, size, mtime, ctime, inode = text.split(" ")
+    numbers = (size, mtime, ctime, inode)
+    if not all(n.isdigit() and n.isascii() and len(n) <= 24 for n in numbers):
+        raise ValueError("not a file stamp")
+    return (name, int(size), int(mtime), int(ctime), int(inode))
+
+
+def _json(data: bytes) -> Any:
+    return json.loads(data.decode("utf-8"))
 
 
 def _dream_out(d: Dream) -> bytes:
@@ -177,7 +185,7 @@ def _dream_out(d: Dream) -> bytes:
 
 
 def _dream_in(data: bytes) -> Dream:
-    dream_id, key_id, public_key, body = _list(json.loads(data), 4)
+    dream_id, key_id, public_key, body = _list(_json(data), 4)
     if not isinstance(body, dict):
         raise TypeError("a dream's body is an object")
     key = _unb64(public_key)
@@ -187,12 +195,15 @@ def _dream_in(data: bytes) -> Dream:
 
 
 def _commit_key(key: tuple[Stamp, str]) -> str:
-    return _dump([list(key[0]), key[1]]).decode()
+    stamp, salt = key
+    if " " in salt:
+        raise ValueError("not a salt")
+    return f"{_stamp_key(stamp)} {salt}"
 
 
 def _commit_key_of(text: str) -> tuple[Stamp, str]:
-    stamp, salt = _list(json.loads(text), 2)
-    return (_stamp(stamp), _str(salt))
+    stamp, _, salt = text.rpartition(" ")
+    return (_stamp_of(stamp), salt)
 
 
 def _str_out(v: str) -> bytes:
@@ -200,7 +211,7 @@ def _str_out(v: str) -> bytes:
 
 
 def _str_in(data: bytes) -> str:
-    return _str(json.loads(data))
+    return _str(_json(data))
 
 
 def _fields_out(v: dict[str, Any]) -> bytes:
@@ -212,7 +223,7 @@ def _fields_out(v: dict[str, Any]) -> bytes:
 
 
 def _fields_in(data: bytes) -> dict[str, str]:
-    v = json.loads(data)
+    v = _json(data)
     if not isinstance(v, dict) or not all(isinstance(x, str) for x in v.values()):
         raise TypeError("key file fields are strings")
     return v
@@ -229,7 +240,7 @@ def _checkpoint_out(cp: Checkpoint) -> bytes:
 
 
 def _checkpoint_in(data: bytes) -> Checkpoint:
-    origin, size, root, extensions = _list(json.loads(data), 4)
+    origin, size, root, extensions = _list(_json(data), 4)
     return Checkpoint(_str(origin), _int(size), _unb64(root), tuple(map(_str, _list(extensions))))
 
 
@@ -279,7 +290,7 @@ def _page_out(v: tuple[str, bytes]) -> bytes:
 
 
 def _page_in(data: bytes) -> tuple[str, bytes]:
-    key, digest = _list(json.loads(data), 2)
+    key, digest = _list(_json(data), 2)
     return (_str(key), bytes.fromhex(_str(digest)))
 
 
@@ -289,7 +300,7 @@ def _words_out(v: tuple[tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...]
 
 
 def _words_in(data: bytes) -> tuple[tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...]]:
-    own, entries = _list(json.loads(data), 2)
+    own, entries = _list(_json(data), 2)
     return (
         tuple(sys.intern(_str(w)) for w in _list(own)),
         tuple(
