@@ -29,8 +29,6 @@ from builder.note import parse_private_key
 from tests.pools import PoolFixture, make_pool
 from tests.redteam import signed, submit, tree
 
-pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is part of the setup")
-
 
 def _git(repo: Path, *args: str) -> str:
     return subprocess.run(

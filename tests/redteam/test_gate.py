@@ -8,7 +8,6 @@ the scaffold's check workflow does (from the repository's root).
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -22,8 +21,6 @@ from builder import erase, gate, pool
 from builder.note import parse_private_key
 from tests.pools import PoolFixture, make_pool
 from tests.redteam import dump, signed, submit
-
-pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is part of the setup")
 
 _ENV = {
     "GIT_AUTHOR_NAME": "t",
