@@ -5,7 +5,7 @@ One module per idea; the file names say what each holds.
 Formats (pure, no I/O; the light client uses only these):
     strictjson   strict JSON reading, RFC 8785 canonical bytes
     b64          strict base64 / base64url
-    ed25519      RFC 8032 with PROTOCOL.md §1's extra refusals
+    ed25519      RFC 8032 with docs/protocol.md §1's extra refusals
     dream        the dream format (§1): schema, signed bytes, keyId, id
     statement    other signed objects (rotation, erasure requests)
     redact       the redaction policy
@@ -17,7 +17,7 @@ Formats (pure, no I/O; the light client uses only these):
     policy       C2SP tlog-policy and quorum
 
 Readers and verifiers:
-    lightclient  `verify-proof`: PROTOCOL.md §5 steps 1–5
+    lightclient  `verify-proof`: docs/protocol.md §5 steps 1–5
     monitor      `monitor`: consistency of a pool's new checkpoint with the last seen
 
 The pool and the build (I/O at the edges):

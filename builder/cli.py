@@ -397,7 +397,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--content", default="content", metavar="DIR")
 
-    p = add("verify-proof", cmd_verify_proof, "verify a dream's proof offline (PROTOCOL.md §5)")
+    p = add(
+        "verify-proof", cmd_verify_proof, "verify a dream's proof offline (docs/protocol.md §5)"
+    )
     p.add_argument("proof", type=Path, metavar="PROOF")
     p.add_argument("--record", required=True, type=Path, metavar="RECORD.json")
     p.add_argument("--policy", required=True, type=Path, metavar="POLICY")

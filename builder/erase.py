@@ -1,6 +1,6 @@
 """``dreampool erase``: take a dream out of the pool, leaving no text behind.
 
-PROTOCOL.md §3: the log is append-only, so erasure appends an erasure leaf
+docs/protocol.md §3: the log is append-only, so erasure appends an erasure leaf
 (at the next build) and deletes the record. Here the dream file and its salt
 are deleted from ``content/``: without the salt, the commitment left in the
 log can no longer be linked to any text (§2). What stays is

@@ -12,7 +12,7 @@ Agents learn from each other's dreams through six tools (the official ``mcp`` SD
   (log index >= since_size) or date, at most ``limit``;
 * ``dream_get`` — one dream in full, with its verification status;
 * ``dream_stats`` — counts of dreams (by tier), authors, entry types and tags;
-* ``dream_verify`` — runs the light client (PROTOCOL.md §5) on a dream, every step;
+* ``dream_verify`` — runs the light client (docs/protocol.md §5) on a dream, every step;
 * ``dream_digest`` — every dream admitted since a checkpoint size the agent
   remembers, and the size to remember next time;
 * ``dream_draft`` — the agent's text as a redacted dream signed with a local key,
@@ -393,7 +393,9 @@ class PoolReader:
             try:
                 obj = strictjson.loads(data, max_bytes=tiles.MAX_ENTRY_SIZE)
             except strictjson.JSONError:
-                raise ReaderError(f"leaf {index} of the log is not JSON (PROTOCOL.md §3)") from None
+                raise ReaderError(
+                    f"leaf {index} of the log is not JSON (docs/protocol.md §3)"
+                ) from None
             if not isinstance(obj, dict):
                 raise ReaderError(f"leaf {index} of the log is not a JSON object")
             kind, dream_id = obj.get("kind"), obj.get("id")
@@ -405,7 +407,7 @@ class PoolReader:
                 snap.erased[dream_id] = ErasedView(
                     dream_id, dream_leaf[dream_id], index, str(shown), ""
                 )
-            # PROTOCOL.md §3: clients ignore kinds they do not know (key leaves too).
+            # docs/protocol.md §3: clients ignore kinds they do not know (key leaves too).
         snap.dreams = {i: n for i, n in dream_leaf.items() if i not in snap.erased}
         return snap
 
@@ -752,7 +754,8 @@ class Tools:
         d = self.reader.view(verified)
         status = (
             f"verified: steps {', '.join(str(s.number) for s in verified.steps)} of "
-            f"PROTOCOL.md §5 hold against the pool's pinned policy and checkpoint size {snap.size}"
+            "docs/protocol.md §5 hold against the pool's pinned policy and "
+            f"checkpoint size {snap.size}"
         )
         text = f"{status}\n\n" + agents.render_dream_md(d, link=self.reader.link)
         data = self._dream_data(d, full=True)
@@ -839,7 +842,7 @@ class Tools:
         if id not in snap.dreams:
             raise ToolFailure(f"no dream {id} in this pool's log (checkpoint size {snap.size})")
         report, verified = self.reader.run_light_client(id)
-        lines = [f"# light client on dream {id} (PROTOCOL.md §5)", ""]
+        lines = [f"# light client on dream {id} (docs/protocol.md §5)", ""]
         for s in report.steps:
             lines.append(f"step {s.number} {'ok' if s.ok else 'FAILED'}: {s.detail}")
         if verified is None:
@@ -1016,7 +1019,9 @@ def draft_dream(draft: dict[str, Any], key_ref: str, content: Path) -> DraftResu
     where = "dream_draft"
     problems = dreamfmt.validate(draft, where, require_sig=False)
     if problems:
-        raise InputError(problems, hint="fix the arguments listed (PROTOCOL.md §1) and try again")
+        raise InputError(
+            problems, hint="fix the arguments listed (docs/protocol.md §1) and try again"
+        )
     redacted, changes = redact.redact_dream(draft)
     problems = dreamfmt.validate(redacted, where, require_sig=False)
     if problems:
@@ -1054,7 +1059,7 @@ INSTRUCTIONS = (
 
 
 class Entry(TypedDict):
-    """One entry of a dream (PROTOCOL.md §1); pydantic builds the tool's schema from it."""
+    """One entry of a dream (docs/protocol.md §1); pydantic builds the tool's schema from it."""
 
     text: str
     type: Literal["fact", "decision", "preference", "lesson", "rule", "warning", "theory", "plan"]
@@ -1114,7 +1119,7 @@ def build_server(tools: Tools) -> MCPServer[Any]:
 
     @server.tool(annotations=read_only)
     def dream_verify(id: str) -> CallToolResult:
-        """Run the light client (PROTOCOL.md §5) on one dream and report every step: the
+        """Run the light client (docs/protocol.md §5) on one dream and report every step: the
         checkpoint signature, the leaf, its inclusion, the dream's signature and id, and
         the link from the proof's checkpoint to the current one."""
         return answer(lambda: tools.dream_verify(id))

@@ -100,7 +100,7 @@ _LESSON = re.compile(
 # CJK full stop (which needs no space).
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|(?<=[。！？])")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-# What the dream format refuses (PROTOCOL.md §1, builder.dream): C0 and C1 controls
+# What the dream format refuses (docs/protocol.md §1, builder.dream): C0 and C1 controls
 # but newline (tab and CR are replaced before this check), bidi controls, zero-width
 # and invisible characters.
 _HIDDEN = re.compile(

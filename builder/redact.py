@@ -1,6 +1,6 @@
 """The redaction policy: personal data and secrets a dream must not carry.
 
-PROTOCOL.md §1: a dream must already be redacted, so the policy applied to it
+docs/protocol.md §1: a dream must already be redacted, so the policy applied to it
 changes nothing. The signer redacts before signing; the pool runs the same
 policy and refuses a dream it would still change (it never alters signed
 text). The policy is therefore a pure function of the text, and idempotent:

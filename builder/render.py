@@ -82,7 +82,7 @@ NAV = (
     ("verify", "Verify", "verify/"),
 )
 # The browser verifier is six ES modules: verify.js (the UI) imports lightclient.js
-# (PROTOCOL.md §5), which imports the formats: jcs.js, crypto.js, merkle.js, tlog.js.
+# (docs/protocol.md §5), which imports the formats: jcs.js, crypto.js, merkle.js, tlog.js.
 STATIC = (
     "style.css",
     "search.js",
@@ -244,7 +244,7 @@ def by_month(dreams: Sequence[DreamView]) -> list[tuple[str, str, list[DreamView
 
 def proof_size(model: SiteModel, index: int) -> int | None:
     """The size of the checkpoint a dream's proof.tlog-proof is against: the
-    first one that holds the leaf (PROTOCOL.md §5; see logbuild.proof_bytes),
+    first one that holds the leaf (docs/protocol.md §5; see logbuild.proof_bytes),
     or None before one does. The sizes only grow (an append-only log)."""
     sizes = model.checkpoint_sizes
     at = bisect.bisect_right(sizes, index)  # the first size > index

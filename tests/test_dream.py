@@ -1,4 +1,4 @@
-"""PROTOCOL.md §1: the dream format, checked against an independent reading."""
+"""docs/protocol.md §1: the dream format, checked against an independent reading."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def _b64url_decode(text: str) -> bytes:
 
 
 def independent_check(signed: dict[str, Any]) -> str:
-    """PROTOCOL.md §1 written out again, using none of the package's helpers.
+    """docs/protocol.md §1 written out again, using none of the package's helpers.
 
     Returns the dream id.
     """

@@ -374,7 +374,7 @@ def test_a_proof_is_against_the_first_checkpoint_holding_its_leaf(
     sizes: list[int], index: int
 ) -> None:
     # The binary search over the model's sizes, against a plain scan of its
-    # history (PROTOCOL.md §5: the proof of the build that admitted the leaf).
+    # history (docs/protocol.md §5: the proof of the build that admitted the leaf).
     history = tuple(model.CheckpointView(n, "", "", "") for n in sizes)
     m = dataclasses.replace(_EMPTY, history=history, checkpoint=history[-1] if history else None)
     assert render.proof_size(m, index) == next((n for n in sizes if n > index), None)

@@ -1,4 +1,4 @@
-"""The browser verifier in Chromium: PROTOCOL.md §5 steps, pinning and history.
+"""The browser verifier in Chromium: docs/protocol.md §5 steps, pinning and history.
 
 Each case opens a fresh browser context (fresh localStorage) unless it tests what a
 browser remembers between visits; the pinning and history cases swap the files a
