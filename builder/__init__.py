@@ -46,7 +46,8 @@ Around the pool:
     gitrepo      what git says: tracked paths, a pull request's changes
     gate         `check --base`: what a contributor may change, checking only that
     init, summary  new pool scaffolds and the pull-request check's summary
-    mcp_server     the MCP server for agents
+    mcp_server     the MCP server for agents (reads and verifies; no SDK needed)
+    mcp_sdk        its tools declared to the MCP SDK: the optional mcp extra
     memos          MemOS Dream diary import
     cli            the command line: the only place that prints errors
 """
