@@ -77,6 +77,8 @@ def cmd_sign(args: argparse.Namespace) -> int:
     if problems:
         raise InputError(problems, hint="fix the draft and sign again")
     redacted, changes = redact.redact_dream(draft)
+    note("redaction replaces " + "; ".join(redact.CAUGHT.values()))
+    note(f"it does not catch {redact.NOT_CAUGHT}: read what you sign")
     for change in changes:
         note(f"redacted {change.pointer}: {change.kind} → [{change.kind}]")
     problems = dreamfmt.validate(redacted, file, require_sig=False)
