@@ -132,15 +132,26 @@ def parse(data: bytes, file: str) -> Dream:
     return verify(obj, file)
 
 
+_LOAD_HINT = "dreams are strict UTF-8 JSON of at most 64 KiB; fix the file and try again"
+
+
 def load_json(data: bytes, file: str, *, max_bytes: int = MAX_BYTES) -> Any:
     """Strict JSON (see :mod:`builder.strictjson`), errors as :class:`InputError`."""
     try:
         return strictjson.loads(data, max_bytes=max_bytes)
     except strictjson.JSONError as exc:
-        raise InputError(
-            [Problem(file, "", exc.message, exc.line)],
-            hint="dreams are strict UTF-8 JSON of at most 64 KiB; fix the file and try again",
-        ) from None
+        raise InputError([Problem(file, "", exc.message, exc.line)], hint=_LOAD_HINT) from None
+
+
+def too_big(file: str, size: int) -> InputError:
+    """The error for a dream file of ``size`` bytes, over :data:`MAX_BYTES`.
+
+    Readers take only ``MAX_BYTES + 1`` bytes of a file (enough to know it is
+    too big); ``size`` is its real size, from ``fstat``, not what was read.
+    """
+    return InputError(
+        [Problem(file, "", f"file is {size} bytes, the limit is {MAX_BYTES}")], hint=_LOAD_HINT
+    )
 
 
 def verify(obj: Mapping[str, Any], file: str) -> Dream:

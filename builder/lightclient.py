@@ -51,11 +51,10 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
 
 from builder import dream as dreams
-from builder import strictjson
+from builder import files, strictjson
 from builder.b64 import b64_decode, b64url_decode
 from builder.checkpoint import Checkpoint
 from builder.errors import DreampoolError, InputError, Problem, VerificationError
@@ -545,9 +544,9 @@ def _read(path: str | os.PathLike[str], limit: int) -> bytes:
     """Read at most ``limit`` bytes (the verifier refuses more, with its step's label)."""
     name = os.fspath(path)
     try:
-        with Path(path).open("rb") as f:
-            # One byte past the limit, so the step that reads the file sees it is too big.
-            return f.read(limit + 1)
+        # One byte past the limit, so the step that reads the file sees it is too
+        # big; only a regular file, opened without blocking (a FIFO would hang).
+        return files.read_head(path, limit)[0]
     except OSError as exc:
         raise InputError(
             [Problem(name, "", f"cannot read: {exc.strerror or exc}")],

@@ -840,6 +840,7 @@ FORMAT_MODULES = {
     "builder.dream",
     "builder.ed25519",
     "builder.errors",
+    "builder.files",
     "builder.merkle",
     "builder.note",
     "builder.policy",
