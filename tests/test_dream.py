@@ -303,3 +303,32 @@ def test_missing_input_file_is_an_error_not_a_traceback(
     key_id = run("keygen", "--author", "ada").out.split("keyId")[1].split()[0]
     result = run("sign", tmp_path / "missing.json", "--key", key_id)
     assert result.code == 1 and "missing.json: No such file or directory" in result.err
+
+
+def test_key_store_messages_name_the_folder_dreampool_home_chose(
+    run: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Issue 18 (regression): with DREAMPOOL_HOME set, a missing key's hint sent
+    the user to ~/.config/dreampool/keys, where their keys are not."""
+    monkeypatch.setenv("DREAMPOOL_HOME", str(tmp_path / "elsewhere"))
+    src = tmp_path / "draft.json"
+    src.write_text(json.dumps(draft()), encoding="utf-8")
+    result = run("sign", src, "--key", "sha256:0123456789abcdef")
+    assert result.code == 1
+    keys = tmp_path / "elsewhere" / "keys"
+    assert f"no key sha256:0123456789abcdef in {keys}" in result.err
+    assert f"hint: your key store is {keys} (from DREAMPOOL_HOME)" in result.err
+    assert ".config" not in result.err
+
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    monkeypatch.setenv("DREAMPOOL_HOME", str(repo / "cfg"))
+    result = run("keygen", "--author", "ada")
+    assert result.code == 1 and f"the key store {repo / 'cfg' / 'keys'} is inside" in result.err
+    assert f"(it is {str(repo / 'cfg')!r} now)" in result.err and ".config" not in result.err
+
+    monkeypatch.delenv("DREAMPOOL_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    result = run("sign", src, "--key", "sha256:0123456789abcdef")
+    default = tmp_path / "home" / ".config" / "dreampool" / "keys"
+    assert f"hint: your key store is {default} (the default; set DREAMPOOL_HOME" in result.err
