@@ -66,8 +66,10 @@ from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 from markupsafe import Markup
 
+from builder import patterns
 from builder.model import DreamView, SiteModel
 from builder.page import Page, key_of
+from builder.textlang import content_lang
 from builder.writer import PlanError
 
 # The page kinds of the header nav, in order: (key, label, path from the root).
@@ -342,6 +344,13 @@ def search_shard(
 # --- Pages ---------------------------------------------------------------------
 
 
+def lang_attribute(text: str) -> Markup:
+    """`` lang="zh"`` (or ja, ko) for an element holding ``text`` in a CJK script,
+    else nothing: the page's language (en, the interface's) applies."""
+    lang = content_lang(text)
+    return Markup(f' lang="{lang}"') if lang else Markup("")
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("builder.templates", ""),
@@ -354,7 +363,9 @@ def _environment() -> jinja2.Environment:
     )
     env.filters["markdown"] = lambda text: Markup(render_markdown(text))
     env.filters["excerpt"] = excerpt
+    env.filters["lang"] = lang_attribute
     env.tests["web_url"] = is_web_url
+    env.tests["counted_in_patterns"] = patterns.counts
     env.globals.update(
         NAV=NAV,
         CSP=CSP,

@@ -614,3 +614,60 @@ def test_excerpt_is_plain_text() -> None:
     assert render.excerpt("**bold** and [link](https://x.org)\n\n# h") == "bold and link h"
     assert render.excerpt("<b>x</b>") == "<b>x</b>"  # escaped later by the template
     assert len(render.excerpt("word " * 100)) == 180
+
+
+def test_a_dream_text_says_its_language_and_the_interface_stays_english(built: Built) -> None:
+    """Issue 18 (regression): a Chinese dream's page said lang="en" for its
+    Chinese text. Each piece of the author's text now says its own script's
+    language; the page, whose interface is English, stays en."""
+    plan = render_for(built)
+    chinese = plan[f"dreams/{built.ids['chinese']}/index.html"].decode()
+    assert chinese.startswith('<!DOCTYPE html>\n<html lang="en">')
+    assert '<h1 id="dream-title" dir="auto" lang="zh">慢查询：复合索引的列顺序</h1>' in chinese
+    # Its summary and entries (the fixture's) are English: they inherit en.
+    assert chinese.count('lang="zh"') == 1
+    english = plan[f"dreams/{built.ids['child']}/index.html"].decode()
+    assert 'lang="zh"' not in english and 'lang="ja"' not in english
+
+
+@pytest.mark.parametrize(
+    ("text", "lang"),
+    [
+        ("慢查询：复合索引的列顺序写反了", "zh"),
+        ("用 pytest-xdist 跑测试时要隔离临时目录", "zh"),
+        ("Code review 评论的中英混排与语气", "zh"),
+        ("テストは先に書く", "ja"),
+        ("캐시 만료 시간을 분산하라", "ko"),
+        ("Pin the parser version", None),
+        ("An English note quoting 联系我 once", None),
+        ("Café, naïve, Zürich", None),
+        ("", None),
+    ],
+)
+def test_content_lang_reads_the_script(text: str, lang: str | None) -> None:
+    from builder.textlang import content_lang
+
+    assert content_lang(text) == lang
+
+
+def test_the_patterns_line_follows_the_patterns_rule(built: Built) -> None:
+    """Issue 18 (regression): a guest's dream said it "counts toward aggregate
+    patterns"; patterns count dreams by members or higher with consent to
+    derivatives only. The line now says what patterns.counts says."""
+    from builder import patterns
+
+    m, _ = load(built.content, "/")
+    plan = render.render_pages(m, PATTERNS)
+    by_id = {d.id: d for d in m.dreams}
+    child, guest = by_id[built.ids["child"]], by_id[built.ids["grandchild"]]
+    assert patterns.counts(child) and child.tier == "member"
+    assert guest.tier == "guest" and guest.derivatives and not patterns.counts(guest)
+    for d in m.dreams:
+        html = plan[f"dreams/{d.id}/index.html"].decode()
+        line = html.split("<dt>Patterns</dt>", 1)[1].split("</dd>", 1)[0]
+        assert ("counts toward" in line) == patterns.counts(d), (d.tier, line)
+    guest_line = plan[f"dreams/{guest.id}/index.html"].decode()
+    assert "not counted in" in guest_line and "members and maintainers only" in guest_line
+    private = dataclasses.replace(child, derivatives=False)
+    page = render.dream_page(m, private, lambda d, level, root: render.Markup(""))
+    assert b"excluded from patterns (no consent to derivatives)" in page
