@@ -50,7 +50,6 @@ import bisect
 import functools
 import json
 import re
-import unicodedata
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -266,29 +265,35 @@ class _TextOnly(HTMLParser):
 def excerpt(markdown: str, limit: int = 180) -> str:
     """The first ``limit`` characters of a summary's text, Markdown syntax
     removed (plain text: the template escapes it like any other)."""
-    parser = _TextOnly()
-    parser.feed(render_markdown(markdown))
-    parser.close()
-    text = " ".join("".join(parser.parts).split())
+    text = plain_text(markdown)
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-def _fold(text: str) -> str:
-    # NFKC folds full-width Latin (ＡＰＩ) and compatibility forms; search.js
-    # folds the query the same way, so substring search needs no segmentation.
-    return unicodedata.normalize("NFKC", text).lower()
+def plain_text(markdown: str) -> str:
+    """A summary's whole text, Markdown syntax removed, runs of white space as one."""
+    parser = _TextOnly()
+    parser.feed(render_markdown(markdown))
+    parser.close()
+    return " ".join("".join(parser.parts).split())
 
 
 def search_entry(d: DreamView) -> str:
-    """A dream's object in its search shard (search_shard), as JSON text."""
-    parts = [d.title, d.summary, *(e.text for e in d.entries), *(t.name for t in d.tags)]
+    """A dream's object in its search shard (search_shard), as JSON text.
+
+    ``text`` is the summary as plain text and each entry's text, one per line,
+    as the author wrote them: search.js folds them (NFKC, lower case) to match
+    and shows a snippet of the original with the match marked. The title and
+    tags are searched from their own fields.
+    """
+    parts = [plain_text(d.summary)] if d.summary else []
+    parts += [e.text for e in d.entries]
     entry = {
         "id": d.id,
         "title": d.title,
         "author": d.author,
         "tags": [t.name for t in d.tags],
         "date": d.day,
-        "text": _fold("\n".join(parts)),
+        "text": "\n".join(parts),
     }
     return json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
 
@@ -297,9 +302,10 @@ def search_entry_bytes(d: DreamView) -> bytes:
     return search_entry(d).encode()
 
 
-SEARCH_FORMAT = "dreampool-search/v2"
+# v3: "text" is the original text, not folded (v2 held it NFKC-folded, lower case).
+SEARCH_FORMAT = "dreampool-search/v3"
 # Log leaves a search shard spans: search/shard-<k>.json holds the dreams with
-# log index in [k·2048, (k+1)·2048), ≈2 MB of folded text. A shard the log has
+# log index in [k·2048, (k+1)·2048), ≈2 MB of text. A shard the log has
 # moved past changes only when one of its dreams does (erased, re-tiered), so
 # a build keeps it, and search.js shows results from the newest shard while
 # it fetches the older ones: one index.json of every dream was 110 MB at 100k
