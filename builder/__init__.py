@@ -18,6 +18,7 @@ Formats (pure, no I/O; the light client uses only these):
 
 Readers and verifiers:
     lightclient  `verify-proof`: docs/protocol.md §5 steps 1–5
+    files        reading a file a user names: regular files only, never blocking
     monitor      `monitor`: consistency of a pool's new checkpoint with the last seen
 
 The pool and the build (I/O at the edges):
@@ -29,6 +30,8 @@ The pool and the build (I/O at the edges):
     poollock     one build or erase of a pool at a time (flock on content/)
     model        the site model every page is rendered from
     render       HTML pages and search (Jinja, Markdown)
+    textlang     the language a dream's text is written in (CJK scripts)
+    favicon      the site's icon, SVG and favicon.ico
     patterns     k-anonymous aggregate patterns and SVG charts
     feeds        Atom, sitemap, robots, api/dreams.json
     agents       quoted digests and llms.txt for agents

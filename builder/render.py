@@ -22,6 +22,7 @@
     static/style.css, static/search.js
     static/jcs.js, crypto.js, merkle.js, tlog.js, lightclient.js, verify.js
                                      the browser verifier (ES modules)
+    static/favicon.svg, favicon.ico  the icon (builder.favicon)
 
 Safety, in the order a hostile dream meets it:
 
@@ -65,7 +66,7 @@ from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 from markupsafe import Markup
 
-from builder import patterns
+from builder import favicon, patterns
 from builder.model import DreamView, SiteModel
 from builder.page import Page, key_of
 from builder.textlang import content_lang
@@ -576,5 +577,9 @@ def list_pages(
     static = resources.files("builder.templates") / "static"
     for name in STATIC:
         yield Page(f"static/{name}", None, (static / name).read_bytes)
+    # The icon every page links; favicon.ico at the root is also where a browser
+    # looks when a page names none (builder.favicon).
+    yield Page("static/favicon.svg", None, favicon.svg)
+    yield Page("favicon.ico", None, favicon.ico)
     fragment = patterns_html() if callable(patterns_html) else patterns_html
     yield page("patterns/index.html", "patterns.html", "patterns", patterns=Markup(fragment))

@@ -201,6 +201,8 @@ def test_every_page_kind_exists(built: Built) -> None:
         "search/shard-0.json",  # a small pool's log fits one shard
         "verify/index.html",
         "404.html",
+        "favicon.ico",
+        "static/favicon.svg",
         *(f"static/{name}" for name in render.STATIC),
     }
     expected |= {f"dreams/{d.id}/index.html" for d in m.dreams}
@@ -672,3 +674,37 @@ def test_the_patterns_line_follows_the_patterns_rule(built: Built) -> None:
     private = dataclasses.replace(child, derivatives=False)
     page = render.dream_page(m, private, lambda d, level, root: render.Markup(""))
     assert b"excluded from patterns (no consent to derivatives)" in page
+
+
+def test_every_page_links_an_icon_the_site_has(built: Built) -> None:
+    """Issue 18 (regression): /favicon.ico was a 404 on every page view. The
+    build writes favicon.ico at the root (where a browser asks when a page
+    names no icon) and static/favicon.svg, and every page links both."""
+    import struct
+
+    plan = render_for(built, "https://example.org/pool/")
+    ico = plan["favicon.ico"]
+    reserved, kind, count = struct.unpack_from("<HHH", ico)
+    assert (reserved, kind, count) == (0, 1, 2)  # an icon file with two images
+    for i in range(count):
+        width, height, _, _, planes, bpp, size, offset = struct.unpack_from(
+            "<BBBBHHII", ico, 6 + 16 * i
+        )
+        assert (width, height, planes, bpp) == ((16, 32)[i],) * 2 + (1, 32)
+        assert struct.unpack_from("<I", ico, offset)[0] == 40  # a BITMAPINFOHEADER
+        assert offset + size <= len(ico)
+    assert plan["static/favicon.svg"].startswith(b'<svg xmlns="http://www.w3.org/2000/svg"')
+    pages = list(html_pages(plan))
+    assert len(pages) > 10
+    for path, html in pages:
+        icons = [
+            a["href"] for tag, a in Page(html).tags if tag == "link" and a.get("rel") == "icon"
+        ]
+        assert len(icons) == 2, path
+        for href in icons:
+            assert href is not None
+            if path == "404.html":  # served at any depth: links from the site's root path
+                target = href.removeprefix("/pool/")
+            else:
+                target = posixpath.normpath(posixpath.join(posixpath.dirname(path), href))
+            assert target in ("favicon.ico", "static/favicon.svg") and target in plan, (path, href)
