@@ -1,9 +1,11 @@
 """The site's icon: the header's brand mark, as SVG and as a real favicon.ico.
 
-Every page links ``static/favicon.svg`` and ``favicon.ico``; the build writes
-both (:func:`builder.render.list_pages`), and ``favicon.ico`` sits at the
-site's root, where a browser asks for it when a page names no icon. Without
-it every page view cost a 404.
+Every page links ``static/favicon.svg`` and ``favicon.ico``. The SVG is a
+shipped static file, ``templates/static/favicon.svg``, which a test holds to
+:func:`svg` (a site's static files are all shipped ones, byte for byte); the
+build writes ``favicon.ico`` from :func:`ico` at the site's root, where a
+browser asks for it when a page names no icon. Without it every page view
+cost a 404.
 
 The mark is the header's (``.brand-mark`` in style.css): a disc in three
 sectors, as ``conic-gradient(from 200deg, accent 0 50%, plan 50% 75%,

@@ -94,6 +94,7 @@ STATIC = (
     "tlog.js",
     "lightclient.js",
     "verify.js",
+    "favicon.svg",  # builder.favicon.svg(), kept as a file (tests/test_render.py)
 )
 LATEST = 20
 CSP = (
@@ -577,9 +578,8 @@ def list_pages(
     static = resources.files("builder.templates") / "static"
     for name in STATIC:
         yield Page(f"static/{name}", None, (static / name).read_bytes)
-    # The icon every page links; favicon.ico at the root is also where a browser
-    # looks when a page names none (builder.favicon).
-    yield Page("static/favicon.svg", None, favicon.svg)
+    # favicon.ico at the root is where a browser looks when a page names no
+    # icon (builder.favicon); the pages name it and static/favicon.svg.
     yield Page("favicon.ico", None, favicon.ico)
     fragment = patterns_html() if callable(patterns_html) else patterns_html
     yield page("patterns/index.html", "patterns.html", "patterns", patterns=Markup(fragment))

@@ -202,7 +202,6 @@ def test_every_page_kind_exists(built: Built) -> None:
         "verify/index.html",
         "404.html",
         "favicon.ico",
-        "static/favicon.svg",
         *(f"static/{name}" for name in render.STATIC),
     }
     expected |= {f"dreams/{d.id}/index.html" for d in m.dreams}
@@ -694,6 +693,10 @@ def test_every_page_links_an_icon_the_site_has(built: Built) -> None:
         assert struct.unpack_from("<I", ico, offset)[0] == 40  # a BITMAPINFOHEADER
         assert offset + size <= len(ico)
     assert plan["static/favicon.svg"].startswith(b'<svg xmlns="http://www.w3.org/2000/svg"')
+    # The shipped file is the generator's drawing, the mark the ICO is drawn from.
+    from builder import favicon
+
+    assert plan["static/favicon.svg"] == favicon.svg()
     pages = list(html_pages(plan))
     assert len(pages) > 10
     for path, html in pages:

@@ -362,7 +362,7 @@ def test_a_fifo_named_on_the_command_line_never_blocks(
 def test_an_oversized_file_is_reported_at_its_real_size(
     tmp_path: Path, run: Any, home: Path
 ) -> None:
-    """Issue 18 (regression): a 2 MB draft was reported as "65537 bytes", the
+    """T01, issue 18 (regression): a 2 MB draft was reported as "65537 bytes", the
     bytes read to see it was too big; the message now gives the file's size."""
     big = tmp_path / "big.json"
     big.write_bytes(b'{"title": "' + b"x" * 2_000_000 + b'"}')
