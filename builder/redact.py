@@ -94,7 +94,8 @@ CAUGHT: dict[str, str] = {
         "phone numbers: international with + (+44 20 7946 0958), China mobile "
         "(138 1234 5678), North American (415-555-0199, 415.555.0199, (415) 555-0199), "
         "with a trunk 0 and area code (020-12345678, (020) 1234 5678), and 7–15 digits "
-        "after tel, phone, mobile, cell, fax, 电话 or 手机 (tel: 4155550199)"
+        "after tel, telephone, phone, mobile, cell, fax, 电话, 手机, 座机 or 传真 "
+        "(tel: 4155550199)"
     ),
     "id": "PRC ID numbers (check character and birth date verified)",
     "secret": "private keys, API keys, tokens and secret URL parameters (token=, key=, …)",

@@ -521,6 +521,9 @@ def test_every_example_of_caught_is_redacted() -> None:
         out, kinds = redact_text(f"x {number} y")
         assert kinds == ("phone",) and "[phone]" in out, number
         assert not re.search(r"\d{3}", out.replace("tel", "")), number
+    labels = redact.CAUGHT["phone"].split("digits after ", 1)[1].split(" (")[0]
+    for label in re.split(r", | or ", labels):
+        assert redact_text(f"{label} 4155550199") == (f"{label} [phone]", ("phone",)), label
     for number in ("415 555 0199", "4155550199"):  # NOT_CAUGHT's examples
         assert number in redact.NOT_CAUGHT
         assert redact_text(f"x {number} y") == (f"x {number} y", ())
