@@ -2,7 +2,7 @@
 
 Builds the shipped sample pool (a copy of content/; its log is signed, so no key is
 needed), serves it on 127.0.0.1 with the preview server, opens a dream page in the
-system Chromium and, with the inputs fetched once, runs PROTOCOL.md §5 steps 1-5
+system Chromium and, with the inputs fetched once, runs docs/protocol.md §5 steps 1-5
 (lightclient.js verifyProof) N times, timing each run in the page with
 performance.now(): script and WebCrypto time, no network. Then it times the whole
 panel (window.dreampoolVerify: fetches, pin and history included) for comparison.

@@ -5,7 +5,7 @@ One module per idea; the file names say what each holds.
 Formats (pure, no I/O; the light client uses only these):
     strictjson   strict JSON reading, RFC 8785 canonical bytes
     b64          strict base64 / base64url
-    ed25519      RFC 8032 with PROTOCOL.md §1's extra refusals
+    ed25519      RFC 8032 with docs/protocol.md §1's extra refusals
     dream        the dream format (§1): schema, signed bytes, keyId, id
     statement    other signed objects (rotation, erasure requests)
     redact       the redaction policy
@@ -17,7 +17,8 @@ Formats (pure, no I/O; the light client uses only these):
     policy       C2SP tlog-policy and quorum
 
 Readers and verifiers:
-    lightclient  `verify-proof`: PROTOCOL.md §5 steps 1–5
+    lightclient  `verify-proof`: docs/protocol.md §5 steps 1–5
+    files        reading a file a user names: regular files only, never blocking
     monitor      `monitor`: consistency of a pool's new checkpoint with the last seen
 
 The pool and the build (I/O at the edges):
@@ -29,6 +30,8 @@ The pool and the build (I/O at the edges):
     poollock     one build or erase of a pool at a time (flock on content/)
     model        the site model every page is rendered from
     render       HTML pages and search (Jinja, Markdown)
+    textlang     the language a dream's text is written in (CJK scripts)
+    favicon      the site's icon, SVG and favicon.ico
     patterns     k-anonymous aggregate patterns and SVG charts
     feeds        Atom, sitemap, robots, api/dreams.json
     agents       quoted digests and llms.txt for agents
@@ -46,7 +49,8 @@ Around the pool:
     gitrepo      what git says: tracked paths, a pull request's changes
     gate         `check --base`: what a contributor may change, checking only that
     init, summary  new pool scaffolds and the pull-request check's summary
-    mcp_server     the MCP server for agents
+    mcp_server     the MCP server for agents (reads and verifies; no SDK needed)
+    mcp_sdk        its tools declared to the MCP SDK: the optional mcp extra
     memos          MemOS Dream diary import
     cli            the command line: the only place that prints errors
 """

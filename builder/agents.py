@@ -33,7 +33,7 @@ Why the text cannot close or forge the block:
    line before the end marker stops lazy continuation, so the end marker is never
    part of the quote. A fence or HTML block opened inside ends with the block quote.
 4. **Characters that hide or reorder text** (C0/C1 controls, bidi controls, zero-width
-   and invisible characters) are refused by the dream format (PROTOCOL.md §1) and are
+   and invisible characters) are refused by the dream format (docs/protocol.md §1) and are
    replaced by U+FFFD here anyway, in trusted and quoted text alike.
 
 ``maintainer`` text is not quoted. A tier this module does not know is quoted, so a
@@ -110,7 +110,7 @@ NONCE_HEX = 16
 _NONCE_DOMAIN = b"dreampool-agents-quote/v1\n"
 
 # Characters that make text display differently from what it holds, or hide in it:
-# the dream format's refusals (PROTOCOL.md §1, builder.dream: controls, bidi controls,
+# the dream format's refusals (docs/protocol.md §1, builder.dream: controls, bidi controls,
 # zero-width and invisible characters, tag characters) and the line boundaries that
 # str.splitlines leaves none of. Replaced here, never passed through, even though
 # verified dreams cannot hold them.
@@ -540,7 +540,8 @@ def render_llms_txt(model: SiteModel) -> str:
         f"- [Atom feed]({base}feed.xml): the 50 newest dreams",
         "- MCP: `dreampool mcp --site <this site's URL>` serves the same as tools "
         "(dream_list, dream_get, dream_stats, dream_verify, dream_digest, dream_draft), "
-        "verifying every dream it returns",
+        "verifying every dream it returns; it needs the mcp extra: "
+        "`pip install 'dreampool[mcp]'`",
         "",
         "## Verify",
         "",
@@ -552,7 +553,7 @@ def render_llms_txt(model: SiteModel) -> str:
         "3. Run `dreampool verify-proof proof.tlog-proof --record record.json --policy policy "
         "--newer log/checkpoint --consistency log/consistency/M`, M the size of the proof's "
         "checkpoint: it checks the checkpoint signature, the leaf, its inclusion, the "
-        "dream's signature and the link to the current checkpoint (PROTOCOL.md §5).",
+        "dream's signature and the link to the current checkpoint (docs/protocol.md §5).",
         "4. Watch the log with `dreampool monitor --policy policy --state seen.checkpoint "
         "SITE`: it refuses a rollback or a fork, with both checkpoints as evidence.",
         "",

@@ -8,7 +8,7 @@ A checkpoint is the text of a signed note (:mod:`builder.note`): at least
 three non-empty lines, each ending in a newline:
 
 1. the **origin**, a non-empty identifier of the log (here a scheme-less URL
-   prefix such as ``example.org/dreams``, PROTOCOL.md §4);
+   prefix such as ``example.org/dreams``, docs/protocol.md §4);
 2. the **tree size**, ASCII decimal with no leading zero (``0`` when empty);
 3. the **root hash**, base64 of the 32-byte RFC 6962 root at that size;
 4. optional **extension lines**, each non-empty, opaque.
@@ -22,7 +22,7 @@ The example of tlog-checkpoint::
     — example.com/behind-the-sofa Az3grlgtzPICa5OS8npVmf1Myq/5IZniMp+ZJurmRDeOoRDe4URYN7u5/Zhcyv2q1gGzGku9nTo+zyWE+xeMcTOAYQ8=
 
 The log signs with an Ed25519 note key (type 0x01) whose name equals the
-origin: tlog-checkpoint says SHOULD, PROTOCOL.md §4 makes it a MUST, and
+origin: tlog-checkpoint says SHOULD, docs/protocol.md §4 makes it a MUST, and
 :func:`open_checkpoint` refuses anything else. Sizes are refused from 2^63 up.
 Parsing is canonical: every text :func:`parse_checkpoint` accepts is exactly
 what :func:`format_checkpoint` writes for the result.
@@ -154,7 +154,7 @@ def sign_checkpoint(cp: Checkpoint, signer: Signer) -> bytes:
     """The checkpoint as a note signed by the log key, whose name must be the origin."""
     if signer.name != cp.origin:
         raise CheckpointError(
-            "log key name does not equal the checkpoint origin (PROTOCOL.md §4)",
+            "log key name does not equal the checkpoint origin (docs/protocol.md §4)",
             hint="generate the log key with the pool's origin as its name",
         )
     return sign_note(format_checkpoint(cp), [signer])
@@ -173,7 +173,7 @@ def open_checkpoint(
     3. The text must be a checkpoint whose origin is the log key's name.
 
     Malformed input raises :class:`NoteError` or :class:`CheckpointError`;
-    a failed check raises :class:`VerificationError` with step 1 (PROTOCOL.md §5).
+    a failed check raises :class:`VerificationError` with step 1 (docs/protocol.md §5).
     Quorum is the caller's: :func:`builder.policy.check_quorum`.
     """
     witnesses = tuple(witness_verifiers)
@@ -192,7 +192,7 @@ def open_checkpoint(
     cp = parse_checkpoint(note.text)
     if cp.origin != log_verifier.name:
         raise VerificationError(
-            "checkpoint origin does not equal the log key name (PROTOCOL.md §4)",
+            "checkpoint origin does not equal the log key name (docs/protocol.md §4)",
             step=1,
             hint="the checkpoint belongs to another log",
         )

@@ -68,9 +68,19 @@ def cmd_keygen(args: argparse.Namespace) -> int:
     return 0
 
 
+def read_dream(path: Path) -> bytes:
+    """:func:`builder.pool.read_regular`; a file over the dream limit is refused
+    with its real size (the read stops one byte past the limit)."""
+    data = pool.read_regular(path)
+    if len(data) > dreamfmt.MAX_BYTES:
+        # read_regular refused a symlink, so this is the file just read.
+        raise dreamfmt.too_big(str(path), os.stat(path, follow_symlinks=False).st_size)
+    return data
+
+
 def cmd_sign(args: argparse.Namespace) -> int:
     file = str(args.draft)
-    draft = dreamfmt.load_json(pool.read_regular(args.draft), file)
+    draft = dreamfmt.load_json(read_dream(args.draft), file)
     if not isinstance(draft, dict):
         raise InputError([Problem(file, "", "must be a JSON object")])
     key = keystore.load_author_key(args.key)
@@ -85,6 +95,8 @@ def cmd_sign(args: argparse.Namespace) -> int:
     if problems:
         raise InputError(problems, hint="fix the draft and sign again")
     redacted, changes = redact.redact_dream(draft)
+    note("redaction replaces " + "; ".join(redact.CAUGHT.values()))
+    note(f"it does not catch {redact.NOT_CAUGHT}: read what you sign")
     for change in changes:
         note(f"redacted {change.pointer}: {change.kind} → [{change.kind}]")
     problems = dreamfmt.validate(redacted, file, require_sig=False)
@@ -139,7 +151,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     failed = 0
     for path in args.files:
         try:
-            d = pool.check_dream(pool.read_regular(path), str(path))
+            d = pool.check_dream(read_dream(path), str(path))
         except DreampoolError as exc:
             failed += 1
             _print_error(exc)
@@ -405,7 +417,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--content", default="content", metavar="DIR")
 
-    p = add("verify-proof", cmd_verify_proof, "verify a dream's proof offline (PROTOCOL.md §5)")
+    p = add(
+        "verify-proof", cmd_verify_proof, "verify a dream's proof offline (docs/protocol.md §5)"
+    )
     p.add_argument("proof", type=Path, metavar="PROOF")
     p.add_argument("--record", required=True, type=Path, metavar="RECORD.json")
     p.add_argument("--policy", required=True, type=Path, metavar="POLICY")

@@ -1,4 +1,4 @@
-"""A signed dream: PROTOCOL.md §1.
+"""A signed dream: docs/protocol.md §1.
 
 A dream is a strict JSON object (at most 64 KiB)::
 
@@ -15,7 +15,7 @@ A dream is a strict JSON object (at most 64 KiB)::
 * keyId = ``"sha256:"`` + first 16 hex of SHA-256(raw public key);
 * id = first 16 hex of SHA-256(raw 64-byte signature).
 
-Which fields are optional: PROTOCOL.md marks ``entries[].source``,
+Which fields are optional: docs/protocol.md marks ``entries[].source``,
 ``lineage``, ``lineage.parent`` and ``consent.derivatives`` (default false)
 as optional, and signs "the fields … that are present". We read ``summary``
 (an empty summary is allowed anyway) and ``tags`` (an empty list is allowed)
@@ -83,12 +83,12 @@ _DREAM_ID_RE = re.compile(r"[0-9a-f]{16}")
 
 
 def key_id(public_key: bytes) -> str:
-    """PROTOCOL.md §1: ``"sha256:"`` + first 16 hex chars of H(raw public key)."""
+    """docs/protocol.md §1: ``"sha256:"`` + first 16 hex chars of H(raw public key)."""
     return "sha256:" + hashlib.sha256(public_key).hexdigest()[:16]
 
 
 def dream_id(signature: bytes) -> str:
-    """PROTOCOL.md §1: first 16 hex chars of H(raw 64-byte signature)."""
+    """docs/protocol.md §1: first 16 hex chars of H(raw 64-byte signature)."""
     return hashlib.sha256(signature).hexdigest()[:16]
 
 
@@ -97,7 +97,7 @@ def is_dream_id(text: str) -> bool:
 
 
 def signed_bytes(obj: Mapping[str, Any]) -> bytes:
-    """PROTOCOL.md §1: JCS of the object holding exactly the present signed fields."""
+    """docs/protocol.md §1: JCS of the object holding exactly the present signed fields."""
     return strictjson.canonical({k: obj[k] for k in SIGNED_FIELDS if k in obj})
 
 
@@ -135,15 +135,26 @@ def parse(data: bytes, file: str) -> Dream:
     return verify(obj, file)
 
 
+_LOAD_HINT = "dreams are strict UTF-8 JSON of at most 64 KiB; fix the file and try again"
+
+
 def load_json(data: bytes, file: str, *, max_bytes: int = MAX_BYTES) -> Any:
     """Strict JSON (see :mod:`builder.strictjson`), errors as :class:`InputError`."""
     try:
         return strictjson.loads(data, max_bytes=max_bytes)
     except strictjson.JSONError as exc:
-        raise InputError(
-            [Problem(file, "", exc.message, exc.line)],
-            hint="dreams are strict UTF-8 JSON of at most 64 KiB; fix the file and try again",
-        ) from None
+        raise InputError([Problem(file, "", exc.message, exc.line)], hint=_LOAD_HINT) from None
+
+
+def too_big(file: str, size: int) -> InputError:
+    """The error for a dream file of ``size`` bytes, over :data:`MAX_BYTES`.
+
+    Readers take only ``MAX_BYTES + 1`` bytes of a file (enough to know it is
+    too big); ``size`` is its real size, from ``fstat``, not what was read.
+    """
+    return InputError(
+        [Problem(file, "", f"file is {size} bytes, the limit is {MAX_BYTES}")], hint=_LOAD_HINT
+    )
 
 
 def verify(obj: Mapping[str, Any], file: str) -> Dream:
@@ -183,7 +194,7 @@ def sign(draft: Mapping[str, Any], seed: bytes) -> dict[str, Any]:
 
 
 def validate_author(name: Any, file: str, pointer: str = "") -> list[Problem]:
-    """The PROTOCOL.md §1 rules for an author pseudonym alone."""
+    """The docs/protocol.md §1 rules for an author pseudonym alone."""
     return validate_text(name, file, pointer, 1, 64)
 
 
@@ -199,14 +210,14 @@ def validate_text(
 
 
 def _fix_hint(file: str) -> str:
-    return f"fix the fields listed above in {file} (PROTOCOL.md §1), then sign it again"
+    return f"fix the fields listed above in {file} (docs/protocol.md §1), then sign it again"
 
 
 # --- schema --------------------------------------------------------------
 
 
 def validate(obj: Any, file: str, *, require_sig: bool = True) -> list[Problem]:
-    """Every PROTOCOL.md §1 rule ``obj`` breaks (empty list: it is well formed).
+    """Every docs/protocol.md §1 rule ``obj`` breaks (empty list: it is well formed).
 
     With ``require_sig=False`` a draft (no ``sig``) is checked.
     """

@@ -1,4 +1,4 @@
-"""Ed25519 (RFC 8032) with the refusals PROTOCOL.md §1 adds.
+"""Ed25519 (RFC 8032) with the refusals docs/protocol.md §1 adds.
 
 Signing and the curve arithmetic come from ``cryptography`` (OpenSSL). Two
 refusals are added on top of its RFC 8032 §5.1.7 verification, because plain
@@ -55,7 +55,7 @@ def check_public_key(public_key: bytes) -> None:
     if y in SMALL_ORDER_Y:
         raise SignatureError(
             "public key is a point of small order, with which one signature verifies "
-            "every message (PROTOCOL.md §1)",
+            "every message (docs/protocol.md §1)",
             hint="make a real key with `dreampool keygen`",
         )
 

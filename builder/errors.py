@@ -120,7 +120,7 @@ class LogError(DreampoolError):
 
 
 class VerificationError(DreampoolError):
-    """A light-client check failed; ``step`` is the PROTOCOL.md §5 step number."""
+    """A light-client check failed; ``step`` is the docs/protocol.md §5 step number."""
 
     def __init__(self, message: str, *, step: int | None = None, hint: str | None = None) -> None:
         super().__init__(message, hint=hint)

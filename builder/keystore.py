@@ -46,6 +46,16 @@ def home() -> Path:
     return Path.home() / ".config" / "dreampool"
 
 
+def where() -> str:
+    """Where the key store is and why, for messages: the path and, when
+    ``DREAMPOOL_HOME`` chose it, that it did (a hint naming the default
+    folder would send the user to the wrong place)."""
+    keys = home() / "keys"
+    if os.environ.get("DREAMPOOL_HOME"):
+        return f"{keys} (from DREAMPOOL_HOME)"
+    return f"{keys} (the default; set DREAMPOOL_HOME to move it)"
+
+
 def key_dir(*, create: bool) -> Path:
     """The key directory, refused if it lies inside a git work tree."""
     path = home() / "keys"
@@ -55,6 +65,9 @@ def key_dir(*, create: bool) -> Path:
             f"the key store {path} is inside the git work tree {tree}; "
             "a private key there could be committed and published",
             hint="set DREAMPOOL_HOME to a directory outside any repository "
+            f"(it is {os.environ['DREAMPOOL_HOME']!r} now)"
+            if os.environ.get("DREAMPOOL_HOME")
+            else "set DREAMPOOL_HOME to a directory outside any repository "
             "(the default is ~/.config/dreampool)",
         )
     if create:
@@ -106,8 +119,9 @@ def load_author_key(ref: str) -> AuthorKey:
     except FileNotFoundError:
         raise KeyStoreError(
             f"no key {ref} in {path.parent}",
-            hint="list your keys with `ls ~/.config/dreampool/keys` or make one with "
-            "`dreampool keygen --author NAME`",
+            hint=f"your key store is {where()}; make a key with `dreampool keygen --author NAME`"
+            if match
+            else "give a keyId (sha256:…) from your key store or the path of a key file",
         ) from None
     try:
         record = json.loads(data)

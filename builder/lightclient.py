@@ -1,4 +1,4 @@
-"""The offline light client: PROTOCOL.md §5, from a proof, a record and a pinned policy.
+"""The offline light client: docs/protocol.md §5, from a proof, a record and a pinned policy.
 
 A reader who downloaded ``dreams/<id>/proof.tlog-proof`` and ``dreams/<id>/record.json``
 and pinned the pool's ``log/policy`` checks, with no network and no trust in the site
@@ -13,7 +13,7 @@ that served the files, that the dream they hold is the one the log committed to:
    record's.
 3. **Inclusion.** H(0x00 ‖ leaf) is included at ``index`` under the checkpoint root,
    ``index < size`` (RFC 9162 §2.1.3.2, :func:`builder.merkle.verify_inclusion`).
-4. **Dream.** The dream meets the PROTOCOL.md §1 schema, its Ed25519 signature verifies
+4. **Dream.** The dream meets the docs/protocol.md §1 schema, its Ed25519 signature verifies
    under its ``publicKey``, ``keyId`` names that key, and the record's ``id`` is the
    dream id, the first 16 hex of H(signature).
 5. **Consistency** (only given a newer checkpoint and ``log/consistency/<m>``). The newer
@@ -51,11 +51,10 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
 
 from builder import dream as dreams
-from builder import strictjson
+from builder import files, strictjson
 from builder.b64 import b64_decode, b64url_decode
 from builder.checkpoint import Checkpoint
 from builder.errors import DreampoolError, InputError, Problem, VerificationError
@@ -77,7 +76,7 @@ __all__ = [
 ]
 
 RECORD_FORMAT = "dreampool-record/v1"
-"""The ``format`` field of a published record (PROTOCOL.md §2)."""
+"""The ``format`` field of a published record (docs/protocol.md §2)."""
 
 RECORD_FIELDS = ("format", "id", "index", "salt", "dream")
 
@@ -98,7 +97,7 @@ STEP_TITLES: Mapping[int, str] = {
     4: "dream schema, signature, keyId and id",
     5: "checkpoint consistent with the newer checkpoint",
 }
-"""The PROTOCOL.md §5 steps, by number."""
+"""The docs/protocol.md §5 steps, by number."""
 
 _STEP_HINTS: Mapping[int, str] = {
     1: "check that POLICY is the pool's pinned log/policy and that the proof comes from that "
@@ -119,7 +118,7 @@ _T = TypeVar("_T")
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """One PROTOCOL.md §5 step as it ran: its number, title, outcome and what it found."""
+    """One docs/protocol.md §5 step as it ran: its number, title, outcome and what it found."""
 
     number: int
     title: str
@@ -164,7 +163,7 @@ def verify_proof(
     consistency: bytes | None = None,
     on_step: Callable[[Step], None] | None = None,
 ) -> Result:
-    """Run PROTOCOL.md §5 on a tlog-proof file, its record.json and a pinned policy.
+    """Run docs/protocol.md §5 on a tlog-proof file, its record.json and a pinned policy.
 
     ``newer`` (a signed checkpoint, e.g. the site's ``log/checkpoint``) and
     ``consistency`` (``log/consistency/<m>``, m the size of the proof's checkpoint)
@@ -280,7 +279,7 @@ def _check_leaf_data(record: bytes, proof: bytes) -> tuple[_Record, str]:
     # Step 1 found the empty line and checked line 1; lines 2 and 3 are extra and index.
     lines = proof[: proof.find(b"\n\n")].split(b"\n")
     extra = _extra_of(lines[1] if len(lines) > 1 else b"")
-    # PROTOCOL.md §5: extra is JCS-canonical and equals the recomputed leaf data.
+    # docs/protocol.md §5: extra is JCS-canonical and equals the recomputed leaf data.
     if not strictjson.is_canonical(extra):
         raise VerificationError(
             "proof: extra is not JCS-canonical JSON (RFC 8785), so it is no leaf of this log"
@@ -299,7 +298,7 @@ def _check_leaf_data(record: bytes, proof: bytes) -> tuple[_Record, str]:
 
 
 def _parse_record(data: bytes) -> _Record:
-    """record.json (PROTOCOL.md §2): strict JSON with exactly the five fields, well typed."""
+    """record.json (docs/protocol.md §2): strict JSON with exactly the five fields, well typed."""
     try:
         obj = strictjson.loads(data, max_bytes=MAX_RECORD_SIZE)
     except strictjson.JSONError as exc:
@@ -339,9 +338,9 @@ def _parse_record(data: bytes) -> _Record:
     if not isinstance(dream, dict):
         raise VerificationError("record: /dream must be an object")
     try:
-        # PROTOCOL.md §2: commitment = hex(H(JCS({"dream", "salt"}))), the salt as written.
+        # docs/protocol.md §2: commitment = hex(H(JCS({"dream", "salt"}))), the salt as written.
         commitment = hashlib.sha256(strictjson.canonical({"dream": dream, "salt": salt}))
-        # PROTOCOL.md §3: the dream leaf.
+        # docs/protocol.md §3: the dream leaf.
         leaf_data = strictjson.canonical(
             {"v": 1, "kind": "dream", "id": record_id, "commitment": commitment.hexdigest()}
         )
@@ -351,7 +350,7 @@ def _parse_record(data: bytes) -> _Record:
 
 
 def _extra_of(line: bytes) -> bytes:
-    # PROTOCOL.md §5 requires the optional tlog-proof extra line: it is the leaf data.
+    # docs/protocol.md §5 requires the optional tlog-proof extra line: it is the leaf data.
     if not line.startswith(b"extra "):
         raise VerificationError("proof: line 2 is not extra <base64 of the leaf data>")
     try:
@@ -395,7 +394,7 @@ def _check_inclusion(proof: bytes, rec: _Record, checkpoint: Checkpoint) -> tupl
             f"{checkpoint.size} (want index < size)",
             hint="the proof's checkpoint does not hold this leaf; download the proof again",
         )
-    # PROTOCOL.md §3: leaf hash = H(0x00 || leaf data) (RFC 6962 §2.1).
+    # docs/protocol.md §3: leaf hash = H(0x00 || leaf data) (RFC 6962 §2.1).
     verify_inclusion(
         leaf_hash(rec.leaf_data), rec.index, checkpoint.size, parsed.proof, checkpoint.root
     )
@@ -417,10 +416,11 @@ def _check_dream(rec: _Record) -> tuple[dreams.Dream, str]:
     size = len(strictjson.canonical(rec.dream))
     if size > dreams.MAX_BYTES:
         raise VerificationError(
-            f"{where}: is {size} bytes as JCS, want at most {dreams.MAX_BYTES} (PROTOCOL.md §1)"
+            f"{where}: is {size} bytes as JCS, "
+            f"want at most {dreams.MAX_BYTES} (docs/protocol.md §1)"
         )
     verified = dreams.verify(rec.dream, where)  # signature, then keyId
-    # PROTOCOL.md §1: id = first 16 hex of H(raw signature).
+    # docs/protocol.md §1: id = first 16 hex of H(raw signature).
     if verified.id != rec.id:
         raise VerificationError(
             f"record /id {rec.id} is not the dream's id {verified.id} "
@@ -469,7 +469,7 @@ def _check_consistency(
 
 
 def parse_consistency_proof(data: bytes) -> tuple[bytes, ...]:
-    """Parse ``log/consistency/<m>`` (PROTOCOL.md §4): one b64 hash per line.
+    """Parse ``log/consistency/<m>`` (docs/protocol.md §4): one b64 hash per line.
 
     Every line ends in a newline; an empty file is the empty proof (equal sizes).
     Strict: canonical padded base64 (RFC 4648 §4) of exactly 32 bytes per line, at
@@ -544,9 +544,9 @@ def _read(path: str | os.PathLike[str], limit: int) -> bytes:
     """Read at most ``limit`` bytes (the verifier refuses more, with its step's label)."""
     name = os.fspath(path)
     try:
-        with Path(path).open("rb") as f:
-            # One byte past the limit, so the step that reads the file sees it is too big.
-            return f.read(limit + 1)
+        # One byte past the limit, so the step that reads the file sees it is too
+        # big; only a regular file, opened without blocking (a FIFO would hang).
+        return files.read_head(path, limit)[0]
     except OSError as exc:
         raise InputError(
             [Problem(name, "", f"cannot read: {exc.strerror or exc}")],

@@ -8,7 +8,7 @@
 3. Check every logged dream against ``content/``: its file and salt still give
    the committed value, or an erasure is recorded for it.
 4. Append, in a deterministic order (dream id), a key leaf before the first
-   dream of each new key, then each new dream (PROTOCOL.md §3), and an
+   dream of each new key, then each new dream (docs/protocol.md §3), and an
    erasure leaf for each newly erased dream. Each new dream is read from its
    file and checked again first: the scan may have taken it from the build
    cache, and the log, being append-only, takes nothing on the cache's word.
@@ -16,7 +16,7 @@
    key; a tree that did not grow is not signed again.
 
 :func:`publish` then lays out ``log/`` and ``dreams/<id>/`` files
-(PROTOCOL.md §4–§5) as a plan ``{path: bytes}``.
+(docs/protocol.md §4–§5) as a plan ``{path: bytes}``.
 """
 
 from __future__ import annotations
@@ -51,11 +51,11 @@ ERASURE_REASONS = ("author-request", "legal", "abuse")
 SALT_SIZE = 32
 
 
-# --- leaves (PROTOCOL.md §3) ------------------------------------------------
+# --- leaves (docs/protocol.md §3) ------------------------------------------------
 
 
 def commitment(dream: Any, salt: str) -> str:
-    """PROTOCOL.md §2: hex(H(JCS({"dream": dream, "salt": salt})))."""
+    """docs/protocol.md §2: hex(H(JCS({"dream": dream, "salt": salt})))."""
     return hashlib.sha256(strictjson.canonical({"dream": dream, "salt": salt})).hexdigest()
 
 
@@ -125,7 +125,7 @@ def now_time() -> str:
 
 def new_salt(dream_id: str) -> str:
     """A fresh salt for a dream being logged: :data:`SALT_SIZE` random bytes,
-    b64url (PROTOCOL.md §3). The id is unused here; a test that must build the
+    b64url (docs/protocol.md §3). The id is unused here; a test that must build the
     same state twice byte for byte (tests/redteam/test_crash.py) replaces this
     function with one that derives the salt from it."""
     del dream_id
@@ -665,7 +665,7 @@ def _first_mismatch(state: logstate.LogState, tree: merkle.MerkleTree) -> str:
     return ""
 
 
-# --- publishing (PROTOCOL.md §4–§5) ------------------------------------------
+# --- publishing (docs/protocol.md §4–§5) ------------------------------------------
 
 
 def publish(log: Log) -> dict[str, bytes]:
@@ -686,7 +686,7 @@ def publish(log: Log) -> dict[str, bytes]:
 def publish_log(log: Log) -> dict[str, bytes]:
     """What :func:`publish` lays out but the logged dreams' own files (which
     :mod:`builder.units` makes with their pages): ``log/…``, and the proofs of
-    erased dreams, which stay published (PROTOCOL.md §5)."""
+    erased dreams, which stay published (docs/protocol.md §5)."""
     plan: dict[str, bytes] = {}
     state, tree = log.state, log.tree
     if log.checkpoint is None:
@@ -734,7 +734,7 @@ def record_bytes(admitted: Admitted) -> bytes:
 
 
 def proof_bytes(state: logstate.LogState, tree: merkle.MerkleTree, index: int) -> bytes:
-    """PROTOCOL.md §5: the proof against the checkpoint of the build that admitted
+    """docs/protocol.md §5: the proof against the checkpoint of the build that admitted
     the leaf (the first checkpoint holding it), so the file never changes."""
     holding = logstate.first_holding(state.history, index)
     if holding is None:

@@ -13,7 +13,7 @@ A clean clone rebuilds the identical log from these files alone::
                                      a leaf's date is the time of the first checkpoint
                                      that holds it
     content/dreams/<id>.salt         the dream's 32-byte commitment salt (b64url), kept
-                                     only beside the dream (PROTOCOL.md §2)
+                                     only beside the dream (docs/protocol.md §2)
     content/erasures/<id>.json       why a dream was erased: {"id", "reason"} or the
                                      author's signed dreampool.erase/v1 request
 

@@ -63,7 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from builder import dream as dreamfmt
-from builder import pool, redact, strictjson
+from builder import files, pool, redact, strictjson
 from builder.errors import InputError, Problem
 
 __all__ = ["MAX_INPUT", "add_arguments", "import_memos", "import_memos_with_notes"]
@@ -100,7 +100,7 @@ _LESSON = re.compile(
 # CJK full stop (which needs no space).
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|(?<=[。！？])")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-# What the dream format refuses (PROTOCOL.md §1, builder.dream): C0 and C1 controls
+# What the dream format refuses (docs/protocol.md §1, builder.dream): C0 and C1 controls
 # but newline (tab and CR are replaced before this check), bidi controls, zero-width
 # and invisible characters.
 _HIDDEN = re.compile(
@@ -400,10 +400,15 @@ def main_from_args(args: argparse.Namespace) -> int:
     """``dreampool import memos``: print (or write) the draft, notes to stderr."""
     path: Path = args.diary
     try:
-        with path.open("rb") as f:
-            data = f.read(MAX_INPUT + 1)
+        # Only a regular file, opened without blocking: a FIFO would hang here.
+        data, size = files.read_head(path, MAX_INPUT)
     except OSError as exc:
         raise InputError([Problem(str(path), "", f"cannot read: {exc.strerror or exc}")]) from None
+    if size > MAX_INPUT:  # its real size, not the MAX_INPUT + 1 bytes read
+        raise InputError(
+            [Problem(str(path), "", f"file is {size} bytes, the limit is {MAX_INPUT}")],
+            hint="give the JSON of one MemOS Dream diary entry (or the diary API's answer)",
+        )
     draft, notes = import_memos_with_notes(data, str(path), author=args.author, entry=args.entry)
     for line in notes:
         print(f"dreampool: note: {line}", file=sys.stderr)

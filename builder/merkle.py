@@ -36,7 +36,7 @@ The audit path of d0 is [b, h, l] and of d6 is [i, k]; the consistency proof
 from size 3 to 7 is [c, d, g, l] (RFC 6962 §2.1.3).
 
 Verification (:func:`verify_inclusion`, :func:`verify_consistency`) needs no
-tree at all; it is what a light client runs (PROTOCOL.md §5 steps 3 and 5).
+tree at all; it is what a light client runs (docs/protocol.md §5 steps 3 and 5).
 A verify function raises :class:`~builder.errors.VerificationError` and
 returns ``None``: there is no boolean to forget to check.
 

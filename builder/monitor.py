@@ -3,7 +3,7 @@
 A log can lie to one reader by showing them a history others never see (a *fork*)
 or by taking back entries it published (a *rollback*). A monitor catches both: it
 keeps the last checkpoint it accepted and, on every run, checks that the site's
-current checkpoint extends it (PROTOCOL.md §4–§5)::
+current checkpoint extends it (docs/protocol.md §4–§5)::
 
     dreampool monitor --policy POLICY --state FILE SITE
 
@@ -11,7 +11,7 @@ SITE is a site directory or an http(s) URL of the site root; the log is at
 ``SITE/log/``. Each run:
 
 1. fetches ``log/checkpoint`` and verifies it with the pinned policy: signed by
-   the policy's log key, origin = key name, quorum met (PROTOCOL.md §5 step 1);
+   the policy's log key, origin = key name, quorum met (docs/protocol.md §5 step 1);
 2. reads FILE, the signed note of the checkpoint accepted last, and verifies it the
    same way. With no FILE it trusts the site's checkpoint on first use;
 3. compares the two. A smaller size is a **rollback**; the same size with another
@@ -299,7 +299,7 @@ def check_site(policy: Policy, state: bytes | None, site: Site) -> Verdict:
     :class:`MonitorError` (or another DreampoolError) when it cannot decide; returns
     the verdict otherwise. Stores nothing.
     """
-    # 1. The site's checkpoint, by PROTOCOL.md §5 step 1 rules.
+    # 1. The site's checkpoint, by docs/protocol.md §5 step 1 rules.
     new_note = site.fetch(CHECKPOINT_PATH, MAX_NOTE_SIZE)
     try:
         new, _ = verify_checkpoint(policy, new_note)

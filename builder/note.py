@@ -53,7 +53,7 @@ SHOULD); when no known key signed it (the spec's MUST); when it has more than
 trailing bits), so no two byte strings carry the same signature. Every
 signature by a known key is verified, repeats included (Go skips repeats).
 Verifier keys must be lowercase hex and canonical base64, and Ed25519 keys of
-small order are refused (PROTOCOL.md §1, :func:`builder.ed25519.check_public_key`).
+small order are refused (docs/protocol.md §1, :func:`builder.ed25519.check_public_key`).
 Signatures
 from unknown keys, even ones sharing a name or a key ID (not both) with a known
 key, are kept as unverified: the spec says verifiers MUST ignore them.

@@ -190,17 +190,25 @@ def _patterns(kind: str, tallies: dict[str, _Tally], k: int) -> list[Pattern]:
     return out
 
 
+MIN_TIER = "member"
+"""The least trusted tier whose dreams the site's patterns count (the default of
+:func:`compute_patterns`, which the build uses)."""
+
+
+def counts(d: DreamView, min_tier: str = MIN_TIER) -> bool:
+    """Whether ``d`` counts toward the patterns: its author consented to
+    derivatives and its key's tier is ``min_tier`` or higher. A dream page says
+    so by this same rule."""
+    # A lower rank is a higher tier.
+    return d.derivatives and TIER_RANK[d.tier] <= TIER_RANK[min_tier]
+
+
 def _counted(model: SiteModel, min_tier: str) -> list[tuple[DreamView, str]]:
     """The dreams that count, each with its author's name from the signed body
     (the view has none for anonymized dreams); the name is only ever counted."""
     if min_tier not in TIER_RANK:
         raise ValueError(f"min_tier must be one of {sorted(TIER_RANK)}, is {min_tier!r}")
-    floor = TIER_RANK[min_tier]  # a lower rank is a higher tier
-    return [
-        (d, str(model.bodies[d.id]["author"]))
-        for d in model.dreams
-        if d.derivatives and TIER_RANK[d.tier] <= floor
-    ]
+    return [(d, str(model.bodies[d.id]["author"])) for d in model.dreams if counts(d, min_tier)]
 
 
 DreamWords = tuple[tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...]]
@@ -223,7 +231,7 @@ def dream_words(dream: DreamView) -> DreamWords:
 def compute_patterns(
     model: SiteModel,
     *,
-    min_tier: str = "member",
+    min_tier: str = MIN_TIER,
     limit: int = 40,
     words: dict[str, DreamWords] | None = None,
     spread: bool = False,

@@ -20,10 +20,10 @@ A group or the quorum may only name witnesses and groups defined on earlier
 lines, so groups cannot be circular; each member appears at most once in a
 group; ``none`` is predefined for the quorum and is no valid member. Witnesses
 and groups share one namespace. No two logs, and no two witnesses, may wrap
-the same public key. Log keys are Ed25519 note keys (type 0x01, PROTOCOL.md
+the same public key. Log keys are Ed25519 note keys (type 0x01, docs/protocol.md
 §4); witness keys are Ed25519 cosignature keys (type 0x04, tlog-cosignature).
 
-A pool's ``log/policy`` (PROTOCOL.md §4), with keys shortened::
+A pool's ``log/policy`` (docs/protocol.md §4), with keys shortened::
 
     log example.org/dreams+1f2e3d4c+AQ... https://example.org/log/
     witness w1 witness.example.com/w1+8d66cf3f+BJ...
@@ -250,7 +250,7 @@ def check_quorum(policy: Policy, verified_witness_names: Iterable[str]) -> None:
 
 
 def verify_checkpoint(policy: Policy, data: bytes) -> tuple[Checkpoint, tuple[str, ...]]:
-    """PROTOCOL.md §5 step 1: a checkpoint signed by a policy log with its origin, quorum met.
+    """docs/protocol.md §5 step 1: a checkpoint signed by a policy log with its origin, quorum met.
 
     Returns the checkpoint and the key names of the witnesses that cosigned.
     """

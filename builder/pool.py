@@ -117,10 +117,14 @@ def read_regular(path: Path) -> bytes:
             raise InputError([Problem(str(path), "", _SYMLINK)]) from None
         raise
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise InputError([Problem(str(path), "", "is not a regular file")])
         with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read(dreamfmt.MAX_BYTES + 1)
+            data = f.read(dreamfmt.MAX_BYTES + 1)
+        if len(data) > dreamfmt.MAX_BYTES:  # say its real size, not what was read
+            raise dreamfmt.too_big(str(path), max(st.st_size, len(data)))
+        return data
     finally:
         os.close(fd)
 

@@ -1,6 +1,6 @@
 """The redaction policy: personal data and secrets a dream must not carry.
 
-PROTOCOL.md §1: a dream must already be redacted, so the policy applied to it
+docs/protocol.md §1: a dream must already be redacted, so the policy applied to it
 changes nothing. The signer redacts before signing; the pool runs the same
 policy and refuses a dream it would still change (it never alters signed
 text). The policy is therefore a pure function of the text, and idempotent:
@@ -30,10 +30,17 @@ Each rule replaces what it matches by a marker naming the kind:
   5 8 4 2, remainder 0…10 → ``10X98765432``) and whose digits 7–14 are a real
   date of birth is an id; any other 18-digit number is left alone.
 * ``[phone]`` — mainland China mobile numbers (``1[3-9]`` + 9 digits, grouped
-  3-4-4 or not, with or without ``+86``/``0086``/``(+86)``) and E.164
+  3-4-4 or not, with or without ``+86``/``0086``/``(+86)``); E.164
   international numbers (``+``, then 8–15 digits in groups separated by one
-  space, dot or dash, ``(0)``-style trunk groups allowed). A bare number is
-  only a mobile number: years, counts, dates, versions and amounts stay.
+  space, dot or dash, ``(0)``-style trunk groups allowed); North American
+  numbers without ``+`` (``415-555-0199``, ``415.555.0199``, ``(415) 555-0199``,
+  optionally after ``1``); trunk-prefix national numbers (``020-12345678``,
+  ``(020) 1234 5678``: 0, an area code, 7–8 digits); and 7–15 digits after a
+  phone label (``tel: 4155550199``, ``phone``, ``mobile``, ``cell``, ``fax``,
+  ``电话``, ``手机``, ``座机``, ``传真``; the label stays). Any other bare number
+  stays: years, counts (``256 512 1024``), dates (``2026-11-16``), versions,
+  times, ids and amounts. :data:`CAUGHT` says the same in the words the docs
+  and ``sign`` use.
 * ``[ip]`` — private and loopback IPv4 addresses (10/8, 172.16/12,
   192.168/16, 127/8), which map a person's machine or network. Public
   addresses are published facts and stay; every octet is ≤ 255 and an address
@@ -76,6 +83,28 @@ from typing import Any
 
 # The kinds a Redaction names; the rules apply in the order of _RULES below.
 KINDS: tuple[str, ...] = ("email", "phone", "id", "secret", "ip", "hex")
+
+
+# What the policy catches, kind by kind, in the words README.md,
+# docs/contributors.md and `dreampool sign` use (tests hold them to it, and
+# check every example here is redacted).
+CAUGHT: dict[str, str] = {
+    "email": "e-mail addresses",
+    "phone": (
+        "phone numbers: international with + (+44 20 7946 0958), China mobile "
+        "(138 1234 5678), North American (415-555-0199, 415.555.0199, (415) 555-0199), "
+        "with a trunk 0 and area code (020-12345678, (020) 1234 5678), and 7–15 digits "
+        "after tel, telephone, phone, mobile, cell, fax, 电话, 手机, 座机 or 传真 "
+        "(tel: 4155550199)"
+    ),
+    "id": "PRC ID numbers (check character and birth date verified)",
+    "secret": "private keys, API keys, tokens and secret URL parameters (token=, key=, …)",
+    "ip": "private and loopback IPv4 addresses",
+    "hex": "hex runs of 32 or more digits",
+}
+NOT_CAUGHT = (
+    "names, street addresses, and phone numbers in other layouts (415 555 0199, a bare 4155550199)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,6 +364,87 @@ def _e164(text: str) -> Iterator[tuple[int, int]]:
             yield m.start(), m.start() + end
 
 
+# National formats, written without a country code. Only layouts a phone
+# number alone takes, so dates (2026-11-16), versions (1.2.3), times, counts
+# (256 512 1024) and ids stay: a bare run of digits is a phone number only
+# after a phone label (below).
+#
+# North American (NANP): area code and exchange start 2-9; 415-555-0199 and
+# 415.555.0199 (one separator, used twice), (415) 555-0199 and (415)555-0199,
+# optionally after the country code 1 ("1-415-555-0199", "1 (415) 555-0199").
+_NANP = re.compile(
+    r"(?:1[ .\-]?)?(?:[(（][2-9][0-9]{2}[)）] ?|[2-9][0-9]{2}(?P<sep>[.\-]))"
+    r"[2-9][0-9]{2}(?(sep)(?P=sep)|[ .\-]?)[0-9]{4}(?![0-9A-Za-z]|[.\-][0-9])"
+)
+# Trunk prefix 0 and an area code of 2-4 more digits, then a dash or in
+# parentheses, then a subscriber number of 7-8 digits, whole or split once:
+# 020-12345678, 0755-8888 9999, (020) 1234 5678, (0161) 496 0000.
+_TRUNK = re.compile(
+    r"(?:[(（]0[1-9][0-9]{1,3}[)）] ?|0[1-9][0-9]{1,3}-)"
+    r"[1-9][0-9]{2,3}[ \-]?[0-9]{4}(?![0-9A-Za-z]|[.\-][0-9])"
+)
+# A phone label, then 7-15 digits in groups separated by a space, dot or dash:
+# "tel: 4155550199", "Phone no. 555 0199 12", "电话：4155550199". Only the
+# number is replaced; the label stays.
+_LABELLED = re.compile(
+    r"(?:(?i:tel(?:ephone)?|phone|mobile|cell|fax)(?![A-Za-z])\.?"
+    r"(?: ?(?i:no\.?|number|#))?|电话|手机|座机|传真)(?:号码|号)?"
+    r" *[:：]? *(?P<number>[0-9]++(?:[ .\-]?+[0-9]++)*+)(?![0-9A-Za-z])"
+)
+
+
+def _starts_clear(text: str, start: int) -> bool:
+    """Whether a number may start at ``start``: not inside a word, a longer
+    number (1.415-…, 12-415-…) or after a "+" (the E.164 rule's)."""
+    if start == 0:
+        return True
+    before = text[start - 1]
+    if before.isascii() and (before.isalnum() or before == "+"):
+        return False
+    return not (before in ".-" and start >= 2 and text[start - 2].isdigit())
+
+
+# Every national match holds a digit, a separator and three digits ("5-555",
+# "5) 555", "0-1234"): a scan that starts with a character class is fast, and
+# dates (2026-11-16) and versions fail it.
+_NATIONAL_SHAPE = re.compile(r"[0-9][.\-)）] ?[0-9]{3}")
+
+
+def _national(text: str) -> Iterator[tuple[int, int]]:
+    if not _NATIONAL_SHAPE.search(text):
+        return
+    for pattern in (_NANP, _TRUNK):
+        at = 0
+        while m := pattern.search(text, at):
+            # A refused start may hide a number that starts inside it: go on
+            # from the next character, not from the end of the refused match.
+            if _starts_clear(text, m.start()):
+                yield m.span()
+                at = m.end()
+            else:
+                at = m.start() + 1
+
+
+def _labelled(text: str) -> Iterator[tuple[int, int]]:
+    # Seven digits with nothing but separators between them come first.
+    if not _has_run(text, _DIGIT_SHAPE, b"d" * 7, skip=b" .-"):
+        return
+    for m in _LABELLED.finditer(text):
+        start = m.start()
+        if start and text[start - 1].isascii() and text[start - 1].isalpha():
+            continue  # "hotel 12345678", "Intel 80486"
+        number = m.start("number")
+        # At most 15 digits (E.164 §6.1), as for _e164: the number ends at the
+        # last group that fits.
+        count, end = 0, number
+        for run in _DIGIT_RUN.finditer(m.group("number")):
+            if count + len(run.group()) > 15:
+                break
+            count, end = count + len(run.group()), number + run.end()
+        if count >= 7:
+            yield number, end
+
+
 # The first octet of every private or loopback block, as a literal prefix.
 _IPV4 = re.compile(
     r"(?:10(?<![0-9A-Za-z.]10)|127(?<![0-9A-Za-z.]127)|172(?<![0-9A-Za-z.]172)"
@@ -373,6 +483,8 @@ _RULES: tuple[tuple[str, _Rule], ...] = (
     ("id", _prc_ids),
     ("phone", _cn_mobiles),
     ("phone", _e164),
+    ("phone", _national),
+    ("phone", _labelled),
     ("ip", _private_ipv4s),
     ("hex", _hex_runs),
 )

@@ -22,6 +22,7 @@
     static/style.css, static/search.js
     static/jcs.js, crypto.js, merkle.js, tlog.js, lightclient.js, verify.js
                                      the browser verifier (ES modules)
+    static/favicon.svg, favicon.ico  the icon (builder.favicon)
 
 Safety, in the order a hostile dream meets it:
 
@@ -50,7 +51,6 @@ import bisect
 import functools
 import json
 import re
-import unicodedata
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -66,8 +66,10 @@ from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 from markupsafe import Markup
 
+from builder import favicon, patterns
 from builder.model import DreamView, SiteModel
 from builder.page import Page, key_of
+from builder.textlang import content_lang
 from builder.writer import PlanError
 
 # The page kinds of the header nav, in order: (key, label, path from the root).
@@ -82,7 +84,7 @@ NAV = (
     ("verify", "Verify", "verify/"),
 )
 # The browser verifier is six ES modules: verify.js (the UI) imports lightclient.js
-# (PROTOCOL.md §5), which imports the formats: jcs.js, crypto.js, merkle.js, tlog.js.
+# (docs/protocol.md §5), which imports the formats: jcs.js, crypto.js, merkle.js, tlog.js.
 STATIC = (
     "style.css",
     "search.js",
@@ -92,6 +94,7 @@ STATIC = (
     "tlog.js",
     "lightclient.js",
     "verify.js",
+    "favicon.svg",  # builder.favicon.svg(), kept as a file (tests/test_render.py)
 )
 LATEST = 20
 CSP = (
@@ -262,7 +265,7 @@ def by_month(dreams: Sequence[DreamView]) -> list[tuple[str, str, list[DreamView
 
 def proof_size(model: SiteModel, index: int) -> int | None:
     """The size of the checkpoint a dream's proof.tlog-proof is against: the
-    first one that holds the leaf (PROTOCOL.md §5; see logbuild.proof_bytes),
+    first one that holds the leaf (docs/protocol.md §5; see logbuild.proof_bytes),
     or None before one does. The sizes only grow (an append-only log)."""
     sizes = model.checkpoint_sizes
     at = bisect.bisect_right(sizes, index)  # the first size > index
@@ -282,29 +285,35 @@ class _TextOnly(HTMLParser):
 def excerpt(markdown: str, limit: int = 180) -> str:
     """The first ``limit`` characters of a summary's text, Markdown syntax
     removed (plain text: the template escapes it like any other)."""
-    parser = _TextOnly()
-    parser.feed(render_markdown(markdown))
-    parser.close()
-    text = " ".join("".join(parser.parts).split())
+    text = plain_text(markdown)
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-def _fold(text: str) -> str:
-    # NFKC folds full-width Latin (ＡＰＩ) and compatibility forms; search.js
-    # folds the query the same way, so substring search needs no segmentation.
-    return unicodedata.normalize("NFKC", text).lower()
+def plain_text(markdown: str) -> str:
+    """A summary's whole text, Markdown syntax removed, runs of white space as one."""
+    parser = _TextOnly()
+    parser.feed(render_markdown(markdown))
+    parser.close()
+    return " ".join("".join(parser.parts).split())
 
 
 def search_entry(d: DreamView) -> str:
-    """A dream's object in its search shard (search_shard), as JSON text."""
-    parts = [d.title, d.summary, *(e.text for e in d.entries), *(t.name for t in d.tags)]
+    """A dream's object in its search shard (search_shard), as JSON text.
+
+    ``text`` is the summary as plain text and each entry's text, one per line,
+    as the author wrote them: search.js folds them (NFKC, lower case) to match
+    and shows a snippet of the original with the match marked. The title and
+    tags are searched from their own fields.
+    """
+    parts = [plain_text(d.summary)] if d.summary else []
+    parts += [e.text for e in d.entries]
     entry = {
         "id": d.id,
         "title": d.title,
         "author": d.author,
         "tags": [t.name for t in d.tags],
         "date": d.day,
-        "text": _fold("\n".join(parts)),
+        "text": "\n".join(parts),
     }
     return json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
 
@@ -313,9 +322,10 @@ def search_entry_bytes(d: DreamView) -> bytes:
     return search_entry(d).encode()
 
 
-SEARCH_FORMAT = "dreampool-search/v2"
+# v3: "text" is the original text, not folded (v2 held it NFKC-folded, lower case).
+SEARCH_FORMAT = "dreampool-search/v3"
 # Log leaves a search shard spans: search/shard-<k>.json holds the dreams with
-# log index in [k·2048, (k+1)·2048), ≈2 MB of folded text. A shard the log has
+# log index in [k·2048, (k+1)·2048), ≈2 MB of text. A shard the log has
 # moved past changes only when one of its dreams does (erased, re-tiered), so
 # a build keeps it, and search.js shows results from the newest shard while
 # it fetches the older ones: one index.json of every dream was 110 MB at 100k
@@ -360,6 +370,13 @@ def search_shard(
 # --- Pages ---------------------------------------------------------------------
 
 
+def lang_attribute(text: str) -> Markup:
+    """`` lang="zh"`` (or ja, ko) for an element holding ``text`` in a CJK script,
+    else nothing: the page's language (en, the interface's) applies."""
+    lang = content_lang(text)
+    return Markup(f' lang="{lang}"') if lang else Markup("")
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("builder.templates", ""),
@@ -372,7 +389,9 @@ def _environment() -> jinja2.Environment:
     )
     env.filters["markdown"] = lambda text: Markup(render_markdown(text))
     env.filters["excerpt"] = excerpt
+    env.filters["lang"] = lang_attribute
     env.tests["web_url"] = is_web_url
+    env.tests["counted_in_patterns"] = patterns.counts
     env.globals.update(
         NAV=NAV,
         CSP=CSP,
@@ -577,5 +596,8 @@ def list_pages(
     static = resources.files("builder.templates") / "static"
     for name in STATIC:
         yield Page(f"static/{name}", None, (static / name).read_bytes)
+    # favicon.ico at the root is where a browser looks when a page names no
+    # icon (builder.favicon); the pages name it and static/favicon.svg.
+    yield Page("favicon.ico", None, favicon.ico)
     fragment = patterns_html() if callable(patterns_html) else patterns_html
     yield page("patterns/index.html", "patterns.html", "patterns", patterns=Markup(fragment))

@@ -19,15 +19,24 @@ headers a real host should send for the site, so what works here works there:
 * ``404.html`` with status 404 for anything missing, for a folder without an
   ``index.html`` (no directory listings), and for a path that leaves the site
   folder, by ``..`` or by a symlink.
+
+Each connection has its own thread and two limits, so slow or silent clients
+cannot hold the server: a read or write that waits :data:`IDLE_TIMEOUT`
+seconds ends the connection, and so does a request not answered within
+:data:`REQUEST_DEADLINE` seconds of its first byte, however slowly a client
+trickles it (one header byte at a time would otherwise reset the idle timer
+for ever).
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import posixpath
 import socket
 import sys
+import threading
 from functools import partial
 from http import HTTPStatus
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -52,6 +61,10 @@ CONTENT_TYPES = {
     ".ico": "image/x-icon",
     ".woff2": "font/woff2",
 }
+# Seconds one read or write on a connection may wait.
+IDLE_TIMEOUT = 10.0
+# Seconds a request may take from its first byte to its answer's last.
+REQUEST_DEADLINE = 30.0
 ATOM = "application/atom+xml"
 NO_STORE = "no-store"
 IMMUTABLE = "public, max-age=31536000, immutable"
@@ -84,6 +97,7 @@ def cache_control(rel: str) -> str:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True  # a hung browser connection must not keep Ctrl-C waiting
+    request_queue_size = 64  # connections the kernel queues while one is accepted
     quiet = False
 
 
@@ -95,6 +109,37 @@ class _Handler(SimpleHTTPRequestHandler):
     server_version = "dreampool-preview"
     _rel: str | None = None  # the site file this request is being answered with
     _status = 0
+
+    # --- limits --------------------------------------------------------------
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.settimeout(IDLE_TIMEOUT)  # every read and write, and the files'
+
+    def handle_one_request(self) -> None:
+        # The deadline starts with the request's first byte: an idle
+        # keep-alive wait is the idle timeout's business.
+        try:
+            first = self.connection.recv(1, socket.MSG_PEEK)
+        except OSError:
+            self.close_connection = True
+            return
+        if not first:
+            self.close_connection = True
+            return
+        timer = threading.Timer(REQUEST_DEADLINE, self._cut)
+        timer.daemon = True
+        timer.start()
+        try:
+            super().handle_one_request()
+        finally:
+            timer.cancel()
+
+    def _cut(self) -> None:
+        """End a request past its deadline: its blocked read or write returns."""
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
 
     # --- what to serve -------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Signed statements other than dreams (PROTOCOL.md §1, last rule).
+"""Signed statements other than dreams (docs/protocol.md §1, last rule).
 
 Any object an author key signs besides a dream names what it is in a
 ``"type"`` field, so no signed object can be mistaken for another: a dream

@@ -26,7 +26,7 @@ tiles, ``tile/0/273.p/112``, one full level-1 tile ``tile/1/000``,
 level 0). A tree of 256 leaves is ``tile/0/000`` and ``tile/1/000.p/1``.
 
 Tiles are immutable: a full tile never changes, and a partial tile of width W
-is a prefix of every later tile at its place. PROTOCOL.md §4 keeps every
+is a prefix of every later tile at its place. docs/protocol.md §4 keeps every
 partial tile once published, so growing the log only ever adds files
 (:func:`new_tiles`).
 """
@@ -233,7 +233,7 @@ def new_tiles(old_size: int, new_size: int) -> list[TileRef]:
     Requires 0 <= old_size <= new_size. Every ref returned names a file that
     did not exist at ``old_size``: the full tiles completed since, and each
     level's new partial tile. Nothing is ever removed — a partial tile of
-    ``old_size`` stays published after its full tile exists (PROTOCOL.md §4) —
+    ``old_size`` stays published after its full tile exists (docs/protocol.md §4) —
     so publishing these files is the whole update. Sorted like
     :class:`TileRef`.
     """
@@ -332,7 +332,7 @@ class TileHashReader:
     ``consistency_proof_from`` and ``root_from`` compute proofs and roots from
     tiles alone. Hashes come from the full tile where the tree of ``size`` has
     one and from that size's rightmost partial tile otherwise (which
-    PROTOCOL.md §4 keeps published); a level-L tile gives the hashes at tree
+    docs/protocol.md §4 keeps published); a level-L tile gives the hashes at tree
     levels 8L … 8L+7, those above 8L hashed from it. Each tile is fetched at
     most once.
 

@@ -4,7 +4,7 @@ A proof is a sequence of lines separated by newlines (U+000A):
 
 1. the header ``c2sp.org/tlog-proof@v1``;
 2. optionally ``extra`` , one space, and base64 of opaque extra data (here,
-   PROTOCOL.md §5: the leaf data; it is not authenticated by the proof and the
+   docs/protocol.md §5: the leaf data; it is not authenticated by the proof and the
    light client recomputes it from the record);
 3. ``index``, one space, the zero-based leaf index in ASCII decimal with no
    leading zero (unless ``0``);
@@ -33,10 +33,10 @@ Proofs are stored with the file extension ``.tlog-proof``.
 The parser is strict and bounded: canonical base64 only, at most
 :data:`MAX_PROOF_HASHES` hashes (a tree of fewer than 2^63 leaves needs no
 more), extra data of at most :data:`MAX_EXTRA_SIZE` bytes (a leaf's uint16
-length prefix, PROTOCOL.md §6), an embedded checkpoint that is a well-formed
+length prefix, docs/protocol.md §6), an embedded checkpoint that is a well-formed
 note holding a well-formed checkpoint. Nothing here verifies: signatures,
 quorum, ``index < size`` and the inclusion itself are the verifier's steps
-(PROTOCOL.md §5).
+(docs/protocol.md §5).
 """
 
 from __future__ import annotations

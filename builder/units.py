@@ -1,7 +1,7 @@
 """A dream's own files, made once and kept while their inputs stand still.
 
 Most of a site is per dream: ``dreams/<id>/index.html``, ``record.json`` and
-``proof.tlog-proof`` (PROTOCOL.md §2, §5), plus the fragments that other
+``proof.tlog-proof`` (docs/protocol.md §2, §5), plus the fragments that other
 pages repeat: the dream's card (home, tags), its line in its author's diary,
 its Atom ``<entry>`` (every feed that lists it) and its search index entry.
 Together they are a *unit*, and a unit is a pure function of a few inputs,
@@ -10,13 +10,13 @@ hashed into its key:
 * the dream's view (:class:`~builder.model.DreamView`: text, tier, tags, date,
   lineage), its children's titles and its parent's title or erasure. The
   view's text (title, summary, entries) is read from the signed body, which
-  the dream's leaf hash binds (PROTOCOL.md §2, §3: the leaf holds the
+  the dream's leaf hash binds (docs/protocol.md §2, §3: the leaf holds the
   commitment, a SHA-256 of the dream and its salt), so the key takes that
   32-byte hash instead of the text: hashing the repr of every entry was the
   largest part of an incremental build's unit pass;
 * the size of the checkpoint its proof is against, and that checkpoint's
   note, which the proof embeds and a witness may cosign later (the record
-  never changes once published: PROTOCOL.md §5; its salt is bound by the
+  never changes once published: docs/protocol.md §5; its salt is bound by the
   leaf hash above);
 * the site's title, origin and base URL, the first checkpoint's date (feed
   entry ids), and the builder's code

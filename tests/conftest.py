@@ -10,8 +10,37 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-# ../shared/vectors beside the repository (a CI clone has shared/ beside it too).
-VECTORS = REPO.parent / "shared" / "vectors"
+# The standards' published vectors, copied into the repository with their
+# provenance (tests/vectors/README.md): a clean clone tests itself.
+VECTORS = REPO / "tests" / "vectors"
+
+# How many files each vector folder holds. A missing or emptied folder fails the
+# suite (test_vectors_present.py, and vector_files at collection), never turns a
+# parametrized vector test into zero tests.
+VECTOR_COUNTS: dict[str, int] = {
+    "merkle/inclusion": 98,
+    "merkle/consistency": 98,
+    "jcs/input": 6,
+    "jcs/output": 6,
+    "ed25519": 1,
+    "note": 2,
+}
+
+
+def vector_files(folder: str) -> list[Path]:
+    """Every vector file under ``tests/vectors/<folder>``, sorted; raises if any is missing.
+
+    Called at import time by the vector tests, so an absent folder is a
+    collection error that fails the run, not a silent empty parametrization.
+    """
+    files = sorted(p for p in (VECTORS / folder).rglob("*") if p.is_file())
+    want = VECTOR_COUNTS[folder]
+    if len(files) != want:
+        raise FileNotFoundError(
+            f"tests/vectors/{folder} holds {len(files)} files, expected {want}: "
+            "restore them from their sources (tests/vectors/README.md)"
+        )
+    return files
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """An independent verifier of a built dreampool site.
 
-Written only from ``../shared/PROTOCOL.md``, the C2SP texts (signed-note,
+Written only from ``docs/protocol.md``, the C2SP texts (signed-note,
 tlog-checkpoint, tlog-tiles v0.1.0, tlog-proof@v1, tlog-policy,
 tlog-cosignature) and RFC 6962 / RFC 9162. It imports nothing from the
 ``builder`` package: it is a second, separate witness that a site is right,
@@ -25,7 +25,7 @@ The steps, numbered as in the code:
    its root at every published size equals that checkpoint's root; every tile
    and bundle any published size needs is present, and every file under
    ``log/tile/`` holds exactly the hashes (or entries) recomputed here.
-4. Every leaf is JCS-canonical and one of PROTOCOL §3's kinds.
+4. Every leaf is JCS-canonical and one of docs/protocol.md §3's kinds.
 5. ``log/consistency/<m>`` proves (RFC 9162 §2.1.4.2) each earlier published
    checkpoint consistent with the current one.
 6. Every ``dreams/<id>/proof.tlog-proof`` (c2sp.org/tlog-proof) proves its
@@ -70,7 +70,7 @@ def _check(cond: bool, msg: str) -> None:
 
 
 # --------------------------------------------------------------------------
-# Encodings (PROTOCOL "Encodings"; RFC 4648 §4 and §5)
+# Encodings (docs/protocol.md, "Encodings"; RFC 4648 §4 and §5)
 
 _HEX16 = re.compile(r"[0-9a-f]{16}")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -112,7 +112,7 @@ def parse_decimal(s: str, where: str) -> int:
 
 
 # --------------------------------------------------------------------------
-# Strict JSON and JCS (PROTOCOL §1: duplicate keys, NaN/Infinity, lone
+# Strict JSON and JCS (docs/protocol.md §1: duplicate keys, NaN/Infinity, lone
 # surrogates rejected; RFC 8785)
 
 _MAX_SAFE_INT = 2**53 - 1
@@ -170,7 +170,7 @@ def sha256(data: bytes) -> bytes:
 
 
 # --------------------------------------------------------------------------
-# Ed25519 (RFC 8032), with the two extra refusals of PROTOCOL §1: a public
+# Ed25519 (RFC 8032), with the two extra refusals of docs/protocol.md §1: a public
 # key of small order, and a non-canonical S.
 
 _P = 2**255 - 19
@@ -704,7 +704,7 @@ def encode_bundle(entries: Iterable[bytes]) -> bytes:
 
 
 # --------------------------------------------------------------------------
-# Leaves and dreams (PROTOCOL §1–§3)
+# Leaves and dreams (docs/protocol.md §1–§3)
 
 ENTRY_TYPES = {"fact", "decision", "preference", "lesson", "rule", "warning", "theory", "plan"}
 CONFIDENCES = {"confirmed", "unconfirmed", "theory"}
@@ -778,7 +778,7 @@ def parse_leaf(index: int, data: bytes) -> Leaf:
 
 
 def check_dream(d: Any, where: str) -> None:
-    """The field rules of PROTOCOL §1 (types and bounds)."""
+    """The field rules of docs/protocol.md §1 (types and bounds)."""
     _keys(
         d, {"author", "title", "entries", "consent", "sig"}, {"summary", "tags", "lineage"}, where
     )

@@ -1,4 +1,4 @@
-"""PROTOCOL.md §1: the dream format, checked against an independent reading."""
+"""docs/protocol.md §1: the dream format, checked against an independent reading."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def _b64url_decode(text: str) -> bytes:
 
 
 def independent_check(signed: dict[str, Any]) -> str:
-    """PROTOCOL.md §1 written out again, using none of the package's helpers.
+    """docs/protocol.md §1 written out again, using none of the package's helpers.
 
     Returns the dream id.
     """
@@ -326,3 +326,32 @@ def test_validate_text_holds_a_text_field_to_a_dreams_rules() -> None:
     assert rules("") == ["/t: must be 1–9 characters, is 0"]
     assert rules(3) == ["/t: must be a string of 1–9 characters, is an integer"]
     assert [p.pointer for p in dreamfmt.validate_author("x" * 65, "k", "/author")] == ["/author"]
+
+
+def test_key_store_messages_name_the_folder_dreampool_home_chose(
+    run: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Issue 18 (regression): with DREAMPOOL_HOME set, a missing key's hint sent
+    the user to ~/.config/dreampool/keys, where their keys are not."""
+    monkeypatch.setenv("DREAMPOOL_HOME", str(tmp_path / "elsewhere"))
+    src = tmp_path / "draft.json"
+    src.write_text(json.dumps(draft()), encoding="utf-8")
+    result = run("sign", src, "--key", "sha256:0123456789abcdef")
+    assert result.code == 1
+    keys = tmp_path / "elsewhere" / "keys"
+    assert f"no key sha256:0123456789abcdef in {keys}" in result.err
+    assert f"hint: your key store is {keys} (from DREAMPOOL_HOME)" in result.err
+    assert ".config" not in result.err
+
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    monkeypatch.setenv("DREAMPOOL_HOME", str(repo / "cfg"))
+    result = run("keygen", "--author", "ada")
+    assert result.code == 1 and f"the key store {repo / 'cfg' / 'keys'} is inside" in result.err
+    assert f"(it is {str(repo / 'cfg')!r} now)" in result.err and ".config" not in result.err
+
+    monkeypatch.delenv("DREAMPOOL_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    result = run("sign", src, "--key", "sha256:0123456789abcdef")
+    default = tmp_path / "home" / ".config" / "dreampool" / "keys"
+    assert f"hint: your key store is {default} (the default; set DREAMPOOL_HOME" in result.err

@@ -10,9 +10,10 @@ from hypothesis import strategies as st
 
 from builder import ed25519
 from builder.errors import SignatureError
-from tests.conftest import VECTORS
+from tests.conftest import vector_files
 
-RFC8032 = json.loads((VECTORS / "ed25519" / "rfc8032-7.1.json").read_text())["vectors"]
+(RFC8032_FILE,) = vector_files("ed25519")
+RFC8032 = json.loads(RFC8032_FILE.read_text(encoding="utf-8"))["vectors"]
 
 # The 8 low-order point encodings (canonical) and two non-canonical spellings.
 SMALL_ORDER = [

@@ -1,4 +1,5 @@
-"""The offline light client (PROTOCOL.md §5) against synthetic logs built with the real modules.
+"""The offline light client (docs/protocol.md §5) against synthetic logs built with the
+real modules.
 
 :class:`LogBuilder` lays a log out as a pool publishes it (records, proofs,
 checkpoints, tiles with their partial tiles, entry bundles, consistency files), so
@@ -58,7 +59,7 @@ def record_bytes(record: dict[str, Any]) -> bytes:
 
 
 class LogBuilder:
-    """A dreampool log (PROTOCOL.md §2–§5) built leaf by leaf in memory.
+    """A dreampool log (docs/protocol.md §2–§5) built leaf by leaf in memory.
 
     ``sign()`` publishes a checkpoint at the current size; ``site_files(size)`` is
     the site's ``log/`` and ``dreams/`` as published by the build that signed
@@ -839,6 +840,7 @@ FORMAT_MODULES = {
     "builder.dream",
     "builder.ed25519",
     "builder.errors",
+    "builder.files",
     "builder.merkle",
     "builder.note",
     "builder.policy",

@@ -1,6 +1,6 @@
 """Signed notes (builder.note) against c2sp.org/signed-note and Go's sumdb/note.
 
-Three witnesses: the published vectors (the C2SP example in ../shared/vectors,
+Three witnesses: the published vectors (the C2SP example in tests/vectors,
 the golang.org/x/mod sumdb/note package doc and tests), a key ID recomputed
 straight from the spec, and Hypothesis properties (sign then open; flipping
 any byte fails; arbitrary input ends in a result or a DreampoolError).
@@ -12,7 +12,6 @@ import base64
 import contextlib
 import hashlib
 import re
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -43,19 +42,15 @@ from builder.note import (
     sign_note,
     split_note,
 )
+from tests.conftest import VECTORS
 
 
 def _vector(name: str) -> bytes:
-    """A file of ../shared/vectors/note, or of tests/vectors/note once copied there."""
-    here = Path(__file__).resolve().parent
-    for base in (here / "vectors", here.parent.parent / "shared" / "vectors"):
-        path = base / "note" / name
-        if path.exists():
-            return path.read_bytes()
-    pytest.skip(f"vector note/{name} not found")
+    """A file of tests/vectors/note; a missing one fails the test (never skips it)."""
+    return (VECTORS / "note" / name).read_bytes()
 
 
-# C2SP signed-note example (../shared/vectors/note, CC BY 4.0).
+# C2SP signed-note example (tests/vectors/note, CC BY 4.0).
 EXAMPLE_VKEY = "example.com/foo+530d903a+AekyeRrm56hApGFkyQR4ZCbV54Id2LKaANYcrnKv3U2k"
 EXAMPLE_TEXT = "This is an example message.\n"
 

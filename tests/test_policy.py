@@ -201,7 +201,7 @@ def test_constructor_checks_rules() -> None:
 
 
 # ---------------------------------------------------------------------------
-# verify_checkpoint: PROTOCOL.md §5 step 1
+# verify_checkpoint: docs/protocol.md §5 step 1
 
 
 def _cosigned(*names: str) -> bytes:

@@ -14,7 +14,7 @@ from builder import dream as dreamfmt
 from builder import pool, statement
 from builder.b64 import b64url_encode
 from builder.ed25519 import public_key_of
-from tests.conftest import draft
+from tests.conftest import draft, write_json
 
 ADA = bytes([1] * 32)
 ADA2 = bytes([2] * 32)
@@ -202,6 +202,28 @@ def test_sign_redacts_and_reports_paths_not_text(run: Any, home: Path, tmp_path:
     assert "/entries/1/text: secret → [secret]" in result.err
     assert "13812345678" not in result.err and "ghp_" not in result.err
     assert "[email]" in out.read_text() and run("verify", out).code == 0
+
+
+def test_sign_says_exactly_what_it_catches_and_what_not(
+    run: Any, home: Path, tmp_path: Path
+) -> None:
+    """Issue 18: a national-format number was signed and published; `sign` now
+    redacts it and says which layouts it catches and which it does not."""
+    from builder import redact
+
+    key_id = run("keygen", "--author", "ada").out.split("keyId")[1].split()[0]
+    numbers = ["415-555-0199", "(415) 555-0199", "415.555.0199", "020-12345678", "tel: 4155550199"]
+    entries = [{"text": f"call {n}", "type": "fact", "confidence": "confirmed"} for n in numbers]
+    src = write_json(tmp_path / "draft.json", draft(entries=entries))
+    out = tmp_path / "signed.json"
+    result = run("sign", src, "--key", key_id, "-o", out)
+    assert result.code == 0, result
+    for i in range(len(numbers)):
+        assert f"/entries/{i}/text: phone → [phone]" in result.err
+    signed = json.loads(out.read_text(encoding="utf-8"))
+    assert [e["text"] for e in signed["entries"]] == ["call [phone]"] * 4 + ["call tel: [phone]"]
+    assert "dreampool: redaction replaces " + "; ".join(redact.CAUGHT.values()) in result.err
+    assert f"it does not catch {redact.NOT_CAUGHT}" in result.err
 
 
 def test_check_lists_every_problem(run: Any, content: Path, tmp_path: Path) -> None:

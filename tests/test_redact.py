@@ -19,7 +19,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from builder import redact
 from builder.redact import KINDS, Redaction, redact_dream, redact_text
+from tests.conftest import REPO
 
 
 def naive_id_check(body17: str) -> str:
@@ -84,6 +86,42 @@ CORPUS: list[tuple[str, str, str | None]] = [
     ("phone-e164-uk-trunk", "+44 (0)20 7946 0958", "[phone]"),
     ("phone-e164-us-paren", "office: +1 (202) 555-0173", "office: [phone]"),
     ("phone-e164-fullwidth-paren", "电话 +44（0）20 7946 0958", "电话 [phone]"),
+    # -- phone: national formats (issue 18: each of these passed `sign` before)
+    ("phone-nanp-dashed", "call 415-555-0199 today", "call [phone] today"),
+    ("phone-nanp-paren", "office (415) 555-0199.", "office [phone]."),
+    ("phone-nanp-paren-tight", "office (415)555-0199", "office [phone]"),
+    ("phone-nanp-dotted", "cell 415.555.0199", "cell [phone]"),
+    ("phone-nanp-country-1", "call 1-415-555-0199 or 1 (415) 555-0199", "call [phone] or [phone]"),
+    ("phone-nanp-after-hanzi", "联系我415-555-0199谢谢", "联系我[phone]谢谢"),
+    ("phone-nanp-fullwidth-paren", "电话（415）555-0199", "电话[phone]"),
+    ("phone-trunk-cn", "座机 020-12345678。", "座机 [phone]。"),
+    ("phone-trunk-cn-4-digit-area", "深圳 0755-8888 9999", "深圳 [phone]"),
+    ("phone-trunk-paren", "office (020) 1234 5678", "office [phone]"),
+    ("phone-trunk-uk-paren", "(0161) 496 0000 ext", "[phone] ext"),
+    ("phone-label-tel", "tel: 4155550199", "tel: [phone]"),
+    ("phone-label-tel-uri", "<tel:4155550199>", "<tel:[phone]>"),
+    ("phone-label-upper", "TEL.4155550199", "TEL.[phone]"),
+    ("phone-label-number", "Phone number: 555-0199", "Phone number: [phone]"),
+    ("phone-label-no", "Tel. No. 020 7946 0958", "Tel. No. [phone]"),
+    ("phone-label-fax", "fax 0161 496 0000", "fax [phone]"),
+    ("phone-label-zh", "电话：4155550199", "电话：[phone]"),
+    ("phone-label-zh-haoma", "手机号码 4155550199。", "手机号码 [phone]。"),
+    ("phone-label-15-digits-at-most", "tel 4155550199 12345 678", "tel [phone] 678"),
+    ("phone-national-not-date", "released 2026-11-16, 2026.11.16 and 16.11.2026", None),
+    ("phone-national-not-datetime", "at 2026-11-16T12:30:45Z, 12:30:45.123", None),
+    ("phone-national-not-version", "Python 3.11.7, Windows 10.0.19045, 1.2.3", None),
+    ("phone-national-not-iso", "ISO 8601, ISO 3166-1, ISO/IEC 27001:2013, RFC 6962", None),
+    ("phone-national-not-uuid", "run 550e8400-e29b-41d4-a716-446655440000", None),
+    ("phone-national-not-short", "ports 8080-8443, 100-200, 42, pages 100-250-4000", None),
+    ("phone-national-not-counts", "sizes 256 512 1024 and 1,234,567 rows", None),
+    ("phone-national-not-space-grouped", "ids 415 555 0199", None),
+    ("phone-national-not-isbn", "ISBN 978-0-596-52068-7 and 0-596-52068-7", None),
+    ("phone-national-not-mode", "chmod 0755 12345678; 0644 1000 1000", None),
+    ("phone-national-not-in-longer", "v415.555.0199, 12-415-555-0199, 415-555-01999", None),
+    ("phone-national-not-mixed-separators", "415-555.0199", None),
+    ("phone-national-not-hex", "commit 4155550199abcdef and 0755-1234abcd", None),
+    ("phone-label-not-in-word", "hotel 12345678, Intel 80486, phones 12345678", None),
+    ("phone-label-not-short", "phone 123456 and tel 2", None),
     ("phone-not-12-digits", "order 138123456789 shipped", None),
     ("phone-not-10-prefix", "count 10234567890", None),
     ("phone-not-semver-build", "1.0.0+20130313144700", None),
@@ -407,6 +445,13 @@ FRAGMENTS = [
     "git@",
     "2026-11-30",
     "3.11.7",
+    "415-555-0199",
+    "(415) ",
+    "555-0199",
+    "020-",
+    "12345678",
+    "tel: ",
+    "电话",
 ]
 MIXED_TEXT = st.lists(
     st.one_of(
@@ -462,3 +507,31 @@ def test_clean_text_is_returned_unchanged(text: str) -> None:
     assume("AKIA" not in folded and "eyJ" not in folded)
     assume(not re.search(r"[0-9a-fA-F]{32}", folded))
     assert redact_text(text) == (text, ())
+
+
+def test_every_example_of_caught_is_redacted() -> None:
+    """The examples the docs and `sign` give (redact.CAUGHT) are each replaced."""
+    examples = re.findall(r"\(([^()]*(?:\([^()]*\)[^()]*)*)\)", redact.CAUGHT["phone"])
+    numbers = [n.strip() for group in examples for n in group.split(", ") if re.search(r"\d{3}", n)]
+    assert (
+        "415-555-0199" in numbers and "(415) 555-0199" in numbers and "tel: 4155550199" in numbers
+    )
+    assert len(numbers) == 8
+    for number in numbers:
+        out, kinds = redact_text(f"x {number} y")
+        assert kinds == ("phone",) and "[phone]" in out, number
+        assert not re.search(r"\d{3}", out.replace("tel", "")), number
+    labels = redact.CAUGHT["phone"].split("digits after ", 1)[1].split(" (")[0]
+    for label in re.split(r", | or ", labels):
+        assert redact_text(f"{label} 4155550199") == (f"{label} [phone]", ("phone",)), label
+    for number in ("415 555 0199", "4155550199"):  # NOT_CAUGHT's examples
+        assert number in redact.NOT_CAUGHT
+        assert redact_text(f"x {number} y") == (f"x {number} y", ())
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/contributors.md"])
+def test_the_docs_list_exactly_what_is_caught(doc: str) -> None:
+    text = " ".join((REPO / doc).read_text(encoding="utf-8").split())
+    for kind, words in redact.CAUGHT.items():
+        assert " ".join(words.split()) in text, (doc, kind)
+    assert " ".join(redact.NOT_CAUGHT.split()) in text, doc

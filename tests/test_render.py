@@ -201,6 +201,7 @@ def test_every_page_kind_exists(built: Built) -> None:
         "search/shard-0.json",  # a small pool's log fits one shard
         "verify/index.html",
         "404.html",
+        "favicon.ico",
         *(f"static/{name}" for name in render.STATIC),
     }
     expected |= {f"dreams/{d.id}/index.html" for d in m.dreams}
@@ -374,7 +375,7 @@ def test_a_proof_is_against_the_first_checkpoint_holding_its_leaf(
     sizes: list[int], index: int
 ) -> None:
     # The binary search over the model's sizes, against a plain scan of its
-    # history (PROTOCOL.md §5: the proof of the build that admitted the leaf).
+    # history (docs/protocol.md §5: the proof of the build that admitted the leaf).
     history = tuple(model.CheckpointView(n, "", "", "") for n in sizes)
     m = dataclasses.replace(_EMPTY, history=history, checkpoint=history[-1] if history else None)
     assert render.proof_size(m, index) == next((n for n in sizes if n > index), None)
@@ -529,17 +530,18 @@ def test_search_index(built: Built) -> None:
     assert b": " not in raw.split(b'"text"')[0]  # compact
     assert json.loads(plan["search/index.json"]) == {
         "dreams": len(json.loads(raw)["dreams"]),
-        "format": "dreampool-search/v2",
+        "format": "dreampool-search/v3",
         "shards": [{"dreams": len(json.loads(raw)["dreams"]), "path": "shard-0.json"}],
     }
     rows = {d["id"]: d for d in search_rows(plan)}
     assert set(rows[built.ids["child"]]) == {"id", "title", "author", "tags", "date", "text"}
     chinese = rows[built.ids["chinese"]]
     assert chinese["author"] == "ada" and chinese["tags"] == ["数据库", "索引"]
-    assert "索引" in chinese["text"] and "数据库" in chinese["text"]
+    assert chinese["title"] == "慢查询：复合索引的列顺序"
+    # The text as written (search.js folds it to match and shows it as it is):
+    # the summary without its Markdown syntax, then each entry, one per line.
     child = rows[built.ids["child"]]
-    assert child["text"] == child["text"].lower() and "child in the chain" in child["text"]
-    assert "a fact with a source." in child["text"]
+    assert child["text"] == "See the docs and this.\nA fact with a source."
     assert built.ids["gone"] not in rows
 
 
@@ -614,3 +616,98 @@ def test_excerpt_is_plain_text() -> None:
     assert render.excerpt("**bold** and [link](https://x.org)\n\n# h") == "bold and link h"
     assert render.excerpt("<b>x</b>") == "<b>x</b>"  # escaped later by the template
     assert len(render.excerpt("word " * 100)) == 180
+
+
+def test_a_dream_text_says_its_language_and_the_interface_stays_english(built: Built) -> None:
+    """Issue 18 (regression): a Chinese dream's page said lang="en" for its
+    Chinese text. Each piece of the author's text now says its own script's
+    language; the page, whose interface is English, stays en."""
+    plan = render_for(built)
+    chinese = plan[f"dreams/{built.ids['chinese']}/index.html"].decode()
+    assert chinese.startswith('<!DOCTYPE html>\n<html lang="en">')
+    assert '<h1 id="dream-title" dir="auto" lang="zh">慢查询：复合索引的列顺序</h1>' in chinese
+    # Its summary and entries (the fixture's) are English: they inherit en.
+    assert chinese.count('lang="zh"') == 1
+    english = plan[f"dreams/{built.ids['child']}/index.html"].decode()
+    assert 'lang="zh"' not in english and 'lang="ja"' not in english
+
+
+@pytest.mark.parametrize(
+    ("text", "lang"),
+    [
+        ("慢查询：复合索引的列顺序写反了", "zh"),
+        ("用 pytest-xdist 跑测试时要隔离临时目录", "zh"),
+        ("Code review 评论的中英混排与语气", "zh"),
+        ("テストは先に書く", "ja"),
+        ("캐시 만료 시간을 분산하라", "ko"),
+        ("Pin the parser version", None),
+        ("An English note quoting 联系我 once", None),
+        ("Café, naïve, Zürich", None),
+        ("", None),
+    ],
+)
+def test_content_lang_reads_the_script(text: str, lang: str | None) -> None:
+    from builder.textlang import content_lang
+
+    assert content_lang(text) == lang
+
+
+def test_the_patterns_line_follows_the_patterns_rule(built: Built) -> None:
+    """Issue 18 (regression): a guest's dream said it "counts toward aggregate
+    patterns"; patterns count dreams by members or higher with consent to
+    derivatives only. The line now says what patterns.counts says."""
+    from builder import patterns
+
+    m, _ = load(built.content, "/")
+    plan = render.render_pages(m, PATTERNS)
+    by_id = {d.id: d for d in m.dreams}
+    child, guest = by_id[built.ids["child"]], by_id[built.ids["grandchild"]]
+    assert patterns.counts(child) and child.tier == "member"
+    assert guest.tier == "guest" and guest.derivatives and not patterns.counts(guest)
+    for d in m.dreams:
+        html = plan[f"dreams/{d.id}/index.html"].decode()
+        line = html.split("<dt>Patterns</dt>", 1)[1].split("</dd>", 1)[0]
+        assert ("counts toward" in line) == patterns.counts(d), (d.tier, line)
+    guest_line = plan[f"dreams/{guest.id}/index.html"].decode()
+    assert "not counted in" in guest_line and "members and maintainers only" in guest_line
+    private = dataclasses.replace(child, derivatives=False)
+    page = render.dream_page(m, private, lambda d, level, root: render.Markup(""))
+    assert b"excluded from patterns (no consent to derivatives)" in page
+
+
+def test_every_page_links_an_icon_the_site_has(built: Built) -> None:
+    """Issue 18 (regression): /favicon.ico was a 404 on every page view. The
+    build writes favicon.ico at the root (where a browser asks when a page
+    names no icon) and static/favicon.svg, and every page links both."""
+    import struct
+
+    plan = render_for(built, "https://example.org/pool/")
+    ico = plan["favicon.ico"]
+    reserved, kind, count = struct.unpack_from("<HHH", ico)
+    assert (reserved, kind, count) == (0, 1, 2)  # an icon file with two images
+    for i in range(count):
+        width, height, _, _, planes, bpp, size, offset = struct.unpack_from(
+            "<BBBBHHII", ico, 6 + 16 * i
+        )
+        assert (width, height, planes, bpp) == ((16, 32)[i],) * 2 + (1, 32)
+        assert struct.unpack_from("<I", ico, offset)[0] == 40  # a BITMAPINFOHEADER
+        assert offset + size <= len(ico)
+    assert plan["static/favicon.svg"].startswith(b'<svg xmlns="http://www.w3.org/2000/svg"')
+    # The shipped file is the generator's drawing, the mark the ICO is drawn from.
+    from builder import favicon
+
+    assert plan["static/favicon.svg"] == favicon.svg()
+    pages = list(html_pages(plan))
+    assert len(pages) > 10
+    for path, html in pages:
+        icons = [
+            a["href"] for tag, a in Page(html).tags if tag == "link" and a.get("rel") == "icon"
+        ]
+        assert len(icons) == 2, path
+        for href in icons:
+            assert href is not None
+            if path == "404.html":  # served at any depth: links from the site's root path
+                target = href.removeprefix("/pool/")
+            else:
+                target = posixpath.normpath(posixpath.join(posixpath.dirname(path), href))
+            assert target in ("favicon.ico", "static/favicon.svg") and target in plan, (path, href)

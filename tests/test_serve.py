@@ -361,3 +361,58 @@ def test_progress_with_nothing_to_do() -> None:
     with Progress(0, "empty", enabled=True, stream=stream):
         pass
     assert "100%  0/0" in stream.getvalue()
+
+
+def _closed_within(sock: socket.socket, seconds: float) -> bool:
+    """Whether the server closes ``sock`` within ``seconds`` (reading what it sends)."""
+    sock.settimeout(seconds)
+    try:
+        while sock.recv(4096):
+            pass
+    except TimeoutError:
+        return False
+    except OSError:  # reset by the server
+        return True
+    return True
+
+
+def test_slow_and_silent_connections_are_cut_and_hold_no_one_up(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 18 (regression): connections that sent nothing, or trickled a
+    request a byte at a time, were held for as long as the client liked. Each
+    read now waits at most IDLE_TIMEOUT and a request has REQUEST_DEADLINE from
+    its first byte; other clients are answered meanwhile."""
+    import time
+
+    monkeypatch.setattr(servemod, "IDLE_TIMEOUT", 1.0)
+    monkeypatch.setattr(servemod, "REQUEST_DEADLINE", 2.0)
+    silent = [socket.create_connection(("127.0.0.1", site.port)) for _ in range(10)]
+    partial = [socket.create_connection(("127.0.0.1", site.port)) for _ in range(10)]
+    for s in partial:
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")  # headers never end
+    trickle = socket.create_connection(("127.0.0.1", site.port))
+    started = time.monotonic()
+    try:
+        status, _, body = fetch(site, "/")
+        assert status == 200 and body == FILES["index.html"]
+        assert time.monotonic() - started < 1.0  # answered while the others wait
+        # A byte every 0.5 s keeps each read under the idle timeout; the
+        # deadline ends the request all the same.
+        for byte in b"GET / HTTP/1.1\r\nX-Slow: " + b"a" * 20:
+            try:
+                trickle.sendall(bytes([byte]))
+            except OSError:
+                break
+            time.sleep(0.5)
+            if time.monotonic() - started > 4:
+                break
+        assert time.monotonic() - started < 5
+        assert _closed_within(trickle, 2.0)
+        for s in silent + partial:
+            assert _closed_within(s, 3.0)
+        assert time.monotonic() - started < 10
+        assert fetch(site, "/")[0] == 200
+    finally:
+        for s in [*silent, *partial, trickle]:
+            s.close()

@@ -10,13 +10,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from builder import strictjson
-from tests.conftest import VECTORS
+from tests.conftest import VECTORS, vector_files
 
-JCS_CASES = sorted(p.name for p in (VECTORS / "jcs" / "input").glob("*.json"))
+JCS_CASES = [p.name for p in vector_files("jcs/input")]
 
 
 def test_all_jcs_vectors_present() -> None:
     assert len(JCS_CASES) == 6
+    assert [p.name for p in vector_files("jcs/output")] == JCS_CASES
 
 
 @pytest.mark.parametrize("name", JCS_CASES)

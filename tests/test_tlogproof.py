@@ -1,7 +1,7 @@
 """tlog-proof files (builder.tlogproof) against c2sp.org/tlog-proof@v1.
 
 The worked example is the RFC 6962 test tree (transparency-dev/merkle
-testonly/constants.go, see ../shared/vectors/README.md): leaves "", 00, 10 give
+testonly/constants.go, see tests/vectors/README.md): leaves "", 00, 10 give
 the size-3 root aeb6bcfe…; a naive RFC 6962 computation checks that the proof
 in the file leads from leaf 2 to that root.
 """

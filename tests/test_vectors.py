@@ -1,5 +1,5 @@
 """docs/vectors: reproduced byte for byte, verified by the light client, and
-recomputed from PROTOCOL.md with nothing of dreampool but the files themselves."""
+recomputed from docs/protocol.md with nothing of dreampool but the files themselves."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ def test_every_proof_verifies_with_the_light_client() -> None:
 
 
 def test_values_follow_from_the_protocol_alone() -> None:
-    """Recomputed with hashlib, rfc8785 and cryptography: PROTOCOL.md §1–§4."""
+    """Recomputed with hashlib, rfc8785 and cryptography: docs/protocol.md §1–§4."""
     v = load()
     author = seed_of(v["author"]["seedLabel"])
     public = raw_public(author)

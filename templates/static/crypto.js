@@ -1,6 +1,6 @@
 // dreampool crypto.js: bytes, canonical base64 and the two primitives the verifier
 // needs, from WebCrypto: SHA-256, and Ed25519 verification with the refusals
-// PROTOCOL.md §1 adds (builder/b64.py and builder/ed25519.py are the Python twins).
+// docs/protocol.md §1 adds (builder/b64.py and builder/ed25519.py are the Python twins).
 //
 // WebCrypto, like plain OpenSSL, accepts an Ed25519 public key of small order (with
 // which one signature verifies every message) and may accept a non-canonical S; both
@@ -9,7 +9,7 @@
 // and points to `dreampool verify-proof`.
 //
 // One error family for every module of the verifier: VerificationError, with the
-// PROTOCOL.md §5 step once it is known and a hint. A verify function throws it and
+// docs/protocol.md §5 step once it is known and a hint. A verify function throws it and
 // returns nothing useful: there is no boolean to forget to check.
 
 // --- errors -------------------------------------------------------------------------
@@ -175,11 +175,11 @@ export function checkPublicKey(publicKey) {
   }
   const y = leInt(publicKey) & ((1n << 255n) - 1n);
   if (y >= P) fail("public key is not a canonical point encoding (y >= p)");
-  // PROTOCOL.md §1: with a key of small order one signature verifies every message,
+  // docs/protocol.md §1: with a key of small order one signature verifies every message,
   // and WebCrypto, like plain OpenSSL, accepts such keys.
   if (SMALL_ORDER_Y.has(y)) {
     fail(
-      "public key is a point of small order, with which one signature verifies every message (PROTOCOL.md §1)",
+      "public key is a point of small order, with which one signature verifies every message (docs/protocol.md §1)",
     );
   }
 }
@@ -211,7 +211,7 @@ export async function requireEd25519() {
 }
 
 /**
- * RFC 8032 §5.1.7 verification with the PROTOCOL.md §1 refusals: small-order keys and
+ * RFC 8032 §5.1.7 verification with the docs/protocol.md §1 refusals: small-order keys and
  * S >= L are refused here, before WebCrypto sees them. Throws VerificationError.
  */
 export async function ed25519Verify(publicKey, message, signature) {

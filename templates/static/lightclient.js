@@ -1,4 +1,4 @@
-// dreampool lightclient.js: PROTOCOL.md §5 in the browser, step for step the twin of
+// dreampool lightclient.js: docs/protocol.md §5 in the browser, step for step the twin of
 // builder/lightclient.py (`dreampool verify-proof`). From a proof, a record and a
 // pinned policy, with no trust in the site that served them:
 //
@@ -10,7 +10,7 @@
 //      JCS-canonical and equal leaf byte for byte, and its index must be the record's.
 //   3. Inclusion. H(0x00 ‖ leaf) is included at index under the checkpoint root,
 //      index < size (RFC 9162 §2.1.3.2).
-//   4. Dream. The dream meets the PROTOCOL.md §1 schema, its Ed25519 signature
+//   4. Dream. The dream meets the docs/protocol.md §1 schema, its Ed25519 signature
 //      verifies under its publicKey, keyId names that key, and the record's id is the
 //      dream id, the first 16 hex of H(signature).
 //   5. Consistency (given a newer checkpoint and log/consistency/<m>). The newer
@@ -55,7 +55,7 @@ export const MAX_RECORD_SIZE = 256 * 1024;
 const SALT_SIZE = 32;
 const MAX_DREAM_BYTES = 64 * 1024;
 
-/** The PROTOCOL.md §5 steps, by number (the titles of builder/lightclient.py). */
+/** The docs/protocol.md §5 steps, by number (the titles of builder/lightclient.py). */
 export const STEP_TITLES = Object.freeze({
   1: "checkpoint signed by the policy's log, witness quorum met",
   2: "leaf data recomputed from the record equals the proof's extra",
@@ -76,7 +76,7 @@ const ENCODER = new TextEncoder();
 const INDEX_LINE = /^index (0|[1-9][0-9]{0,18})$/;
 
 /**
- * Run PROTOCOL.md §5 on { proof, record, policy, newer?, consistency? } (Uint8Arrays).
+ * Run docs/protocol.md §5 on { proof, record, policy, newer?, consistency? } (Uint8Arrays).
  * newer and consistency run step 5; give both or neither. onStep({number, title, ok,
  * detail}) hears each step as it ends. Throws VerificationError (step set) at the first
  * failure, CryptoUnavailableError if this browser cannot verify Ed25519 at all.
@@ -247,7 +247,7 @@ async function checkLeafData(recordBytes, proof, expectId) {
   // Step 1 found the empty line and checked line 1; lines 2 and 3 are extra and index.
   const lines = splitLines(proof.subarray(0, headerEnd(proof)));
   const extra = extraOf(lines.length > 1 ? lines[1] : new Uint8Array());
-  // PROTOCOL.md §5: extra is JCS-canonical and equals the recomputed leaf data.
+  // docs/protocol.md §5: extra is JCS-canonical and equals the recomputed leaf data.
   if (!isCanonical(extra)) {
     fail("proof: extra is not JCS-canonical JSON (RFC 8785), so it is no leaf of this log");
   }
@@ -260,7 +260,7 @@ async function checkLeafData(recordBytes, proof, expectId) {
   return [rec, `leaf data of dream ${rec.id} equals the proof's extra`];
 }
 
-/** record.json (PROTOCOL.md §2): strict JSON with exactly the five fields, well typed. */
+/** record.json (docs/protocol.md §2): strict JSON with exactly the five fields, well typed. */
 async function parseRecord(data) {
   let obj;
   try {
@@ -309,15 +309,15 @@ async function parseRecord(data) {
   } catch (err) {
     fail(`record: /dream has no JCS form: ${err.message}`);
   }
-  // PROTOCOL.md §2: commitment = hex(H(JCS({"dream", "salt"}))), the salt as written.
+  // docs/protocol.md §2: commitment = hex(H(JCS({"dream", "salt"}))), the salt as written.
   const commitment = hex(await sha256(jcs));
-  // PROTOCOL.md §3: the dream leaf.
+  // docs/protocol.md §3: the dream leaf.
   const leafData = canonicalBytes({ v: 1, kind: "dream", id, commitment });
   return { id, index, dream, leafData };
 }
 
 function extraOf(line) {
-  // PROTOCOL.md §5 requires the optional tlog-proof extra line: it is the leaf data.
+  // docs/protocol.md §5 requires the optional tlog-proof extra line: it is the leaf data.
   const text = latin1(line);
   if (!text.startsWith("extra ")) fail("proof: line 2 is not extra <base64 of the leaf data>");
   try {
@@ -369,7 +369,7 @@ async function checkInclusion(proof, rec, checkpoint) {
       "the proof's checkpoint does not hold this leaf; download the proof again",
     );
   }
-  // PROTOCOL.md §3: leaf hash = H(0x00 || leaf data) (RFC 6962 §2.1).
+  // docs/protocol.md §3: leaf hash = H(0x00 || leaf data) (RFC 6962 §2.1).
   await verifyInclusion(
     await leafHash(rec.leafData),
     parsed.index,
@@ -394,13 +394,13 @@ async function checkDream(rec) {
   const size = canonicalBytes(rec.dream).length;
   if (size > MAX_DREAM_BYTES) {
     fail(
-      `record /dream: is ${size} bytes as JCS, want at most ${MAX_DREAM_BYTES} (PROTOCOL.md §1)`,
+      `record /dream: is ${size} bytes as JCS, want at most ${MAX_DREAM_BYTES} (docs/protocol.md §1)`,
     );
   }
   const sig = rec.dream.sig;
   const publicKey = b64urlDecode(sig.publicKey);
   const signature = b64urlDecode(sig.value);
-  // PROTOCOL.md §1: signed bytes = JCS of exactly the present signed fields.
+  // docs/protocol.md §1: signed bytes = JCS of exactly the present signed fields.
   const signed = Object.create(null);
   for (const k of SIGNED_FIELDS) if (k in rec.dream) signed[k] = rec.dream[k];
   try {
@@ -414,11 +414,11 @@ async function checkDream(rec) {
     }
     throw err;
   }
-  // PROTOCOL.md §1: keyId = "sha256:" + first 16 hex of H(raw public key).
+  // docs/protocol.md §1: keyId = "sha256:" + first 16 hex of H(raw public key).
   const keyId = "sha256:" + hex(await sha256(publicKey)).slice(0, 16);
   if (sig.keyId !== keyId)
     fail(`record /dream: /sig/keyId: does not match the public key (want ${keyId})`);
-  // PROTOCOL.md §1: id = first 16 hex of H(raw signature).
+  // docs/protocol.md §1: id = first 16 hex of H(raw signature).
   const id = hex(await sha256(signature)).slice(0, 16);
   if (id !== rec.id) {
     fail(
@@ -436,7 +436,7 @@ async function checkDream(rec) {
   return [dream, `dream ${id} by ${rec.dream.author} verifies under key ${keyId}`];
 }
 
-// The PROTOCOL.md §1 schema, as builder/dream.py validates it: every broken rule, as
+// The docs/protocol.md §1 schema, as builder/dream.py validates it: every broken rule, as
 // "<pointer>: <rule>", never echoing a value. Lengths count code points.
 const ENTRY_TYPES = [
   "fact",

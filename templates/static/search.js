@@ -1,8 +1,9 @@
 // dreampool search: loads index.json beside the search page, then the shards it
 // lists (newest first), and filters them in the browser, searching what has
 // arrived while the older shards load. Matching is by substring on
-// NFKC-lowercased text (the index is folded the same way), so Chinese needs no
-// word segmentation. Results are built with createElement and textContent
+// NFKC-lowercased text (query and dream folded alike), so Chinese needs no
+// word segmentation. A snippet shows the dream's own text, as written, with
+// the match in a <mark>. Results are built with createElement and textContent
 // only: dream text never becomes HTML.
 (function () {
   "use strict";
@@ -54,20 +55,51 @@
     return 1;
   }
 
+  // A character with its combining marks: folded as one, as in the whole text
+  // (NFKC composes "e" + U+0301 into "é").
+  var CLUSTER = /\P{M}\p{M}*|\p{M}+/gu;
+
+  // The folded text, and for each of its UTF-16 units the span [from, to) of
+  // the original text it came from, so a match in the folded text marks the
+  // characters the author wrote. Made for the results shown only.
+  function foldedWithMap(text) {
+    var folded = "";
+    var from = [];
+    var to = [];
+    var m;
+    CLUSTER.lastIndex = 0;
+    while ((m = CLUSTER.exec(text)) !== null) {
+      var f = fold(m[0]);
+      folded += f;
+      for (var i = 0; i < f.length; i++) {
+        from.push(m.index);
+        to.push(m.index + m[0].length);
+      }
+    }
+    return { text: folded, from: from, to: to };
+  }
+
+  // Not in the middle of a surrogate pair.
+  function boundary(text, at) {
+    var c = text.charCodeAt(at);
+    return at > 0 && at < text.length && c >= 0xdc00 && c <= 0xdfff ? at - 1 : at;
+  }
+
   function snippet(d, terms) {
     var text = d.text;
-    // The folded text starts with the title, which the result already shows.
-    var from = text.indexOf(d.foldedTitle) === 0 ? d.foldedTitle.length : 0;
+    var folded = foldedWithMap(text);
     for (var i = 0; i < terms.length; i++) {
-      var at = text.indexOf(terms[i], from);
+      var at = folded.text.indexOf(terms[i]);
       if (at === -1) continue;
-      var start = Math.max(0, at - 50);
-      var end = Math.min(text.length, at + terms[i].length + 80);
+      var markStart = folded.from[at];
+      var markEnd = folded.to[at + terms[i].length - 1];
+      var start = boundary(text, Math.max(0, markStart - 50));
+      var end = boundary(text, Math.min(text.length, markEnd + 80));
       var p = el("p", "snippet");
       p.dir = "auto";
-      p.appendChild(document.createTextNode((start > 0 ? "…" : "") + text.slice(start, at)));
-      p.appendChild(el("mark", "", text.slice(at, at + terms[i].length)));
-      p.appendChild(document.createTextNode(text.slice(at + terms[i].length, end) + (end < text.length ? "…" : "")));
+      p.appendChild(document.createTextNode((start > 0 ? "…" : "") + text.slice(start, markStart)));
+      p.appendChild(el("mark", "", text.slice(markStart, markEnd)));
+      p.appendChild(document.createTextNode(text.slice(markEnd, end) + (end < text.length ? "…" : "")));
       return p;
     }
     return null;

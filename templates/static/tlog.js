@@ -9,7 +9,7 @@
 // A signed note is text, a blank line, then signature lines "— <key name>
 // <base64(4-byte key ID || signature)>". A checkpoint is the text of a note:
 //
-//     example.org/dreams          origin (the log key's name, PROTOCOL.md §4)
+//     example.org/dreams          origin (the log key's name, docs/protocol.md §4)
 //     5                           tree size, decimal without leading zeros
 //     rra8/idLcKFPsGel5VeCZNsPqbUa9eC6FZFY8yngbnc=    RFC 6962 root, base64
 //
@@ -334,7 +334,7 @@ export async function openCheckpoint(bytes, logKey, witnessKeys = []) {
   const checkpoint = parseCheckpoint(note.text);
   if (checkpoint.origin !== logKey.name) {
     fail(
-      "checkpoint origin does not equal the log key name (PROTOCOL.md §4)",
+      "checkpoint origin does not equal the log key name (docs/protocol.md §4)",
       "the checkpoint belongs to another log",
     );
   }
@@ -506,7 +506,7 @@ export function checkQuorum(policy, cosignedNames) {
 }
 
 /**
- * PROTOCOL.md §5 step 1: a checkpoint signed by a log of the policy whose name is its
+ * docs/protocol.md §5 step 1: a checkpoint signed by a log of the policy whose name is its
  * origin, quorum met. Returns { checkpoint, witnesses }.
  */
 export async function verifyCheckpoint(policy, bytes) {

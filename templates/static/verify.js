@@ -1,6 +1,6 @@
 // dreampool verify.js: the verification panel of a dream page and the verify/ page.
 //
-// The checks themselves are lightclient.js (PROTOCOL.md §5 steps 1-5); this module
+// The checks themselves are lightclient.js (docs/protocol.md §5 steps 1-5); this module
 // fetches or reads the inputs, keeps what the browser trusts between visits, and shows
 // each step. Everything shown is set with textContent: no input becomes HTML.
 //

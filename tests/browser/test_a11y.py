@@ -132,3 +132,36 @@ def test_no_serious_violation_in_the_warning_states(
     )
     problems += check(page, scheme, "dream-history-rewritten")
     assert not problems, "\n".join(problems)
+
+
+def test_no_page_asks_for_a_file_the_site_lacks(
+    browser: Any, site: Served, sample_site: Path
+) -> None:
+    """Issue 18 (regression): every page view asked for /favicon.ico and got a
+    404. No request of any main page fails; Chromium fetches the icon outside
+    the page's requests, but reports a failed load on the console."""
+    ctx = browser.new_context()
+    page = new_page(ctx)
+    failed: list[str] = []
+
+    def response(r: Any) -> None:
+        if r.status >= 400:
+            failed.append(f"{r.status} {r.url}")
+
+    def console(m: Any) -> None:
+        if m.type == "error" and "Failed to load resource" in m.text:
+            failed.append(f"{m.text} {m.location.get('url', '')}")
+
+    page.on("response", response)
+    page.on("console", console)
+    page.on("requestfailed", lambda r: failed.append(f"failed {r.url}"))
+    try:
+        for name, path in pages(sample_site).items():
+            page.goto(site.url + path)
+            if name == "search":
+                page.locator("#search-results li").first.wait_for()
+            page.wait_for_load_state("networkidle")
+            page.wait_for_timeout(200)  # the icon's load is reported after the page's
+        assert failed == []
+    finally:
+        ctx.close()

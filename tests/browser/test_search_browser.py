@@ -125,3 +125,94 @@ def test_a_missing_shard_is_skipped_and_reported_for_as_long_as_the_page_lives(
         assert page.locator("#q").is_enabled()
     finally:
         context.close()
+
+
+@pytest.fixture(scope="module")
+def written(
+    tmp_path_factory: pytest.TempPathFactory, home_dir: Path
+) -> tuple[Pool, dict[str, str]]:
+    """Dreams whose text folding would change: capitals, Markdown, full-width
+    Chinese punctuation, full-width Latin, a decomposed accent."""
+    root = tmp_path_factory.mktemp("written")
+    with own_home(home_dir):
+        pool = new_pool(root)
+        (en,) = pool.fixture.add(
+            "ada",
+            1,
+            title="Parser pinning",
+            summary="Upgrading the Parser **silently** changed OUTPUT, see `pip freeze`.",
+        )
+        (zh,) = pool.fixture.add(
+            "ada",
+            1,
+            title="慢查询",
+            summary="慢查询的笔记。",
+            entries=[
+                {
+                    "text": "复合索引的列顺序：先等值，再范围。用 ＥＸＰＬＡＩＮ 看计划。",
+                    "type": "lesson",
+                    "confidence": "confirmed",
+                },
+                {
+                    "text": "Cafe\u0301 menus changed too.",
+                    "type": "fact",
+                    "confidence": "confirmed",
+                },
+            ],
+        )
+        pool.build(root / "site")
+    return pool, {"en": en, "zh": zh}
+
+
+def snippet_of(page: Any, query: str) -> tuple[str, list[str], str]:
+    """(the snippet's text, the marked texts, its HTML) for the only result of query."""
+    page.fill("#q", query)
+    page.wait_for_function(
+        "() => document.getElementById('search-status').textContent.startsWith('1 matching')"
+        " && document.querySelectorAll('#search-results > li').length === 1",
+    )
+    snip = page.locator("#search-results > li .snippet")
+    marks = snip.locator("mark").all_inner_texts()
+    return snip.inner_text(), marks, snip.inner_html()
+
+
+def test_a_snippet_shows_the_text_as_written_with_the_match_marked(
+    browser: Any, serve: Callable[[Path], Served], written: tuple[Pool, dict[str, str]]
+) -> None:
+    """Issue 18 (regression): snippets showed the folded index text: lower case,
+    full-width punctuation made ASCII, Markdown's ** left in. They now show the
+    dream's own text; the match, found case- and width-insensitively, is a
+    <mark> around the characters the author wrote."""
+    pool, _ = written
+    served = serve(pool.site)
+    context = browser.new_context()
+    try:
+        page = new_page(context)
+        page.goto(f"{served.url}search/")
+        page.wait_for_function("() => !document.getElementById('q').disabled")
+
+        text, marks, html = snippet_of(page, "silently changed output")
+        assert text.startswith(
+            "Upgrading the Parser silently changed OUTPUT, see pip freeze. Minor"
+        )
+        assert marks == ["silently"]
+        assert "**" not in text and html.count("<mark>") == 1
+
+        text, marks, _ = snippet_of(page, "output")
+        assert marks == ["OUTPUT"]
+
+        text, marks, _ = snippet_of(page, "先等值")
+        assert "复合索引的列顺序：先等值，再范围。用 ＥＸＰＬＡＩＮ 看计划。" in text
+        assert marks == ["先等值"]
+
+        _, marks, _ = snippet_of(page, "explain")  # full-width in the text, ASCII asked
+        assert marks == ["ＥＸＰＬＡＩＮ"]
+
+        _, marks, _ = snippet_of(page, "café")  # precomposed asked, decomposed written
+        assert marks == ["Cafe\u0301"]
+
+        # Text stays text: the snippet holds only text nodes and the one mark.
+        assert page.locator("#search-results .snippet *").count() == 1
+        assert page.dialogs == [] and page.evaluate("() => window.__csp") == []
+    finally:
+        context.close()

@@ -325,3 +325,61 @@ def test_colliding_slugs_do_not_stop_the_build(tp: PoolFixture, tmp_path: Path) 
         if p.name.startswith("x-64d027d1991e")
     }
     assert sorted("First twin" in html for html in pages.values()) == [False, True]
+
+
+def test_a_fifo_named_on_the_command_line_never_blocks(
+    tmp_path: Path, run: Any, home: Path
+) -> None:
+    """T42, issue 18 (regression): `dreampool import memos FIFO` and
+    `verify-proof … --record FIFO` (or any of its files) opened the FIFO with a
+    plain open(), which waits for a writer for ever. Each is refused at once."""
+    from tests.test_lightclient import standard_log, write_inputs
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    p = write_inputs(tmp_path, standard_log(), "first")
+    commands = [
+        ("import", "memos", fifo),
+        ("import", "memos", fifo, "-o", tmp_path / "draft.json"),
+        ("verify-proof", p["proof"], "--record", fifo, "--policy", p["policy"]),
+        ("verify-proof", fifo, "--record", p["record"], "--policy", p["policy"]),
+        ("verify-proof", p["proof"], "--record", p["record"], "--policy", fifo),
+        (
+            "verify-proof", p["proof"], "--record", p["record"], "--policy", p["policy"],
+            "--newer", fifo, "--consistency", p["consistency"],
+        ),
+        ("sign", fifo, "--key", "sha256:0000000000000000"),
+        ("verify", fifo),
+    ]  # fmt: skip
+    for argv in commands:
+        with deadline(20):
+            result = run(*argv)
+        assert result.code == 1, (argv, result)
+        assert f"{fifo}: " in result.err and "not a regular file" in result.err, (argv, result)
+    assert not (tmp_path / "draft.json").exists()
+
+
+def test_an_oversized_file_is_reported_at_its_real_size(
+    tmp_path: Path, run: Any, home: Path
+) -> None:
+    """T01, issue 18 (regression): a 2 MB draft was reported as "65537 bytes", the
+    bytes read to see it was too big; the message now gives the file's size."""
+    big = tmp_path / "big.json"
+    big.write_bytes(b'{"title": "' + b"x" * 2_000_000 + b'"}')
+    size = big.stat().st_size
+    for argv in (("sign", big, "--key", "sha256:0000000000000000"), ("verify", big)):
+        result = run(*argv)
+        assert result.code == 1, result
+        assert f"{big}: file is {size} bytes, the limit is {dreamfmt.MAX_BYTES}" in result.err
+        assert str(dreamfmt.MAX_BYTES + 1) not in result.err
+    result = run("import", "memos", big)
+    assert result.code == 1, result
+    assert f"{big}: file is {size} bytes, the limit is 1048576" in result.err
+    assert "1048577" not in result.err
+    tp = make_pool(tmp_path / "pool")  # and in a pool: submit and check
+    result = run("submit", big, "--content", tp.content)
+    assert result.code == 1 and f"file is {size} bytes" in result.err, result
+    planted = tp.content / "dreams" / "0123456789abcdef.json"
+    planted.write_bytes(big.read_bytes())
+    result = run("check", "--content", tp.content)
+    assert result.code == 1 and f"{planted}: file is {size} bytes" in result.err, result

@@ -278,7 +278,7 @@ def test_tampered_or_missing_tiles_are_detected(
     history: History, tmp_path: Path, which: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """T29: a byte changed in a tile or an entry bundle, or a partial tile of an
-    earlier size deleted (PROTOCOL.md §4 keeps them): the independent verifier
+    earlier size deleted (docs/protocol.md §4 keeps them): the independent verifier
     refuses the site; the monitor does not trust tiles it cannot verify."""
     site = tmp_path / "site"
     shutil.copytree(history.site(LARGE), site)

@@ -56,6 +56,14 @@ EVASIONS = [
     ("grouped-id", "id 110105 19491231 002X", "id"),
     ("fullwidth-id", "id １１０１０５１９４９１２３１００２Ｘ", "id"),
     ("url-token", "see https://x.org/a?access_token=abcdef123456&page=2", "secret"),
+    # Issue 18: national formats, one of which was published.
+    ("nanp-dashed", "call 415-555-0199", "phone"),  # regression
+    ("nanp-paren", "call (415) 555-0199", "phone"),  # regression
+    ("nanp-dotted", "call 415.555.0199", "phone"),  # regression
+    ("trunk-cn", "call 020-12345678", "phone"),  # regression
+    ("labelled", "tel: 4155550199", "phone"),  # regression
+    ("nanp-en-dash", "call 415\u2013555\u20130199", "phone"),  # regression
+    ("trunk-fullwidth", "call ０２０－１２３４５６７８", "phone"),  # regression
 ]
 
 
@@ -212,6 +220,29 @@ def test_erased_text_never_reappears_anywhere_in_the_site(tp: PoolFixture, tmp_p
     assert not (site / "dreams" / gone / "record.json").exists()
     assert (site / "dreams" / gone / "proof.tlog-proof").exists()  # the commitment stays
     assert not (site / "tags" / CANARIES[4]).exists()
+
+
+def test_a_dream_logged_before_the_policy_caught_its_number_can_be_erased(
+    tp: PoolFixture, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """T15, issue 18 (regression): a national-format number passed `sign` and
+    was published. With the stronger policy the pool refuses that logged dream,
+    and `dreampool erase`, the remedy, refused it too: it read the dream with
+    the redaction rule. Erasure checks format and signature only."""
+    older = tuple(r for r in redact._RULES if r[1] not in (redact._national, redact._labelled))
+    with monkeypatch.context() as old_policy:
+        old_policy.setattr(redact, "_RULES", older)
+        (leaked,) = submit(tp, signed(summary="call me on 415-555-0199"))
+        submit(tp, signed(title="Stays"))
+        build(tp, tmp_path / "site")
+    with pytest.raises(InputError, match=r"personal data \(phone\)"):
+        pool.check_dream((tp.content / "dreams" / f"{leaked}.json").read_bytes(), "f")
+    for path in tp.content.parent.glob("in-*.json"):
+        path.unlink()  # submitted copies outside the pool
+    erase.erase(tp.content, leaked, "legal")
+    report = build(tp, tmp_path / "site")
+    assert report.erased == [leaked]
+    assert _holders(tmp_path / "site", [b"415-555-0199"]) == []
 
 
 def test_erase_with_an_unreadable_request_is_an_error_not_a_traceback(
