@@ -238,6 +238,9 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_log_keygen(args: argparse.Namespace) -> int:
     from builder import note as notefmt
 
+    problems = pool.origin_problems(args.origin, "--origin", "")
+    if problems:
+        raise InputError(problems, hint=pool.ORIGIN_HINT)
     skey, vkey = notefmt.generate_key(args.origin)
     name = "".join(c if c.isalnum() or c in "-." else "_" for c in args.origin)
     path = keystore.key_dir(create=True) / f"log-{name}.key"

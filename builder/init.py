@@ -166,8 +166,7 @@ def _validate(origin: str, title: str, owners: Sequence[str], requirement: str) 
         except InputError as exc:
             raise InputError(
                 [Problem("--" + p.pointer.lstrip("/"), "", p.rule) for p in exc.problems],
-                hint="an origin names the log for good: a scheme-less URL prefix such as "
-                "example.org/dreams (no spaces, no +)",
+                hint=pool.ORIGIN_HINT,
             ) from None
     assert (config.origin, config.title) == (origin, title)
 

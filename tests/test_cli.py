@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -59,3 +60,21 @@ def test_every_option_and_positional_has_help() -> None:
                 missing.append(f"{name} {'/'.join(action.option_strings) or action.metavar}")
     assert missing == []
     assert len(list(parsers(cli.build_parser()))) > 10
+
+
+@pytest.mark.parametrize("origin", ["https://dreams.example/pool", "http://x.example", "a b", "a+"])
+def test_log_keygen_refuses_an_origin_init_would_refuse(run: Any, home: Path, origin: str) -> None:
+    """The origin is the key's name and the log's for good: log-keygen holds it to
+    the rule pool.yaml is read with, a scheme-less URL prefix, and writes no key."""
+    result = run("log-keygen", "--origin", origin)
+    assert result.code == 1, result
+    assert "dreampool: error: --origin: must be a scheme-less URL prefix" in result.err
+    assert result.out == ""
+    assert not list(home.rglob("*.key"))
+
+
+def test_log_keygen_writes_a_key_for_a_scheme_less_origin(run: Any, home: Path) -> None:
+    result = run("log-keygen", "--origin", "dreams.example:8443/pool")
+    assert result.code == 0, result
+    assert result.out.startswith("dreams.example:8443/pool+")
+    assert len(list(home.rglob("log-*.key"))) == 1

@@ -126,6 +126,9 @@ def test_gitignore_keeps_keys_and_site_out_but_not_the_pool(tmp_path: Path) -> N
         ("has space.example/x", "Pool", [], "--origin"),
         ("a+b.example", "Pool", [], "--origin"),
         ("/leading.example", "Pool", [], "--origin"),
+        ("https://dreams.example.org/pool", "Pool", [], "--origin"),
+        ("http://dreams.example.org", "Pool", [], "--origin"),
+        ("git+ssh://dreams.example.org", "Pool", [], "--origin"),
         (ORIGIN, "", [], "--title"),
         (ORIGIN, "two\nlines", [], "--title"),
         (ORIGIN, "x" * 121, [], "--title"),
@@ -140,6 +143,12 @@ def test_refuses_bad_settings_before_writing(
         init.init_pool(tmp_path / "pool", origin, title, owners=owners)
     assert caught.value.problems[0].file == field
     assert not (tmp_path / "pool").exists()
+
+
+def test_an_origin_may_have_a_port_and_a_colon_in_its_path(tmp_path: Path) -> None:
+    for n, origin in enumerate(("dreams.example.org:8443/pool", "example.org/a:b", "localhost")):
+        init.init_pool(tmp_path / str(n), origin, "Pool")
+        assert pool.load_config(tmp_path / str(n) / "content").origin == origin
 
 
 def owner_of(codeowners: str, path: str) -> list[str] | None:
