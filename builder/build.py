@@ -97,15 +97,21 @@ def build(
     gc.disable()
     try:
         with poollock.hold(content):
-            return _build(
-                content,
-                out,
-                signer=signer,
-                base_url=base_url,
-                quiet=quiet,
-                stage=stage,
-                retain=retain,
-            )
+            made = derived.new_folders(out)
+            try:
+                return _build(
+                    content,
+                    out,
+                    signer=signer,
+                    base_url=base_url,
+                    quiet=quiet,
+                    stage=stage,
+                    retain=retain,
+                )
+            except BaseException:
+                # A failed build leaves no folder it made (its cache was of no use yet).
+                derived.forget_new(made, out)
+                raise
     finally:
         gc.unfreeze()
         if collecting:

@@ -401,6 +401,56 @@ def test_a_full_disk_is_a_clear_error_and_keeps_the_site(
     assert tree(site) == before
 
 
+def test_a_failed_build_leaves_no_folder_it_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A build that fails before its site goes live leaves no `.<out>.builds/`, nor a
+    parent it made for --out: not for a folder that is no pool, not for a first build
+    without the log key, not for one that fails writing its first site. A live site
+    and its folder stay when a later build fails."""
+    import errno
+
+    from builder import cli, writer
+
+    def names() -> list[str]:
+        return sorted(p.name for p in tmp_path.iterdir())
+
+    def build(content: Path, out: Path) -> tuple[int, str]:
+        code = cli.main(["build", "--content", str(content), "--out", str(out), "--quiet"])
+        return code, capsys.readouterr().err
+
+    tp = make_pool(tmp_path)
+    tp.add("ada", 1)
+    monkeypatch.delenv("DREAMPOOL_LOG_KEY", raising=False)
+    before = names()
+    code, err = build(tmp_path / "nowhere", tmp_path / "site")
+    assert code == 1 and "is not a pool" in err
+    assert names() == before
+    for out in (tmp_path / "site", tmp_path / "new" / "dir" / "site"):
+        code, err = build(tp.content, out)
+        assert code == 1 and "the first build needs the log key" in err
+        assert names() == before, out
+
+    def broken(self: writer.SiteWriter, rel: str, data: bytes) -> None:
+        raise OSError(errno.EIO, "Input/output error", f"{self.gen}/{rel}")
+
+    monkeypatch.setenv("DREAMPOOL_LOG_KEY", tp.log_key)
+    with monkeypatch.context() as m:
+        m.setattr(writer.SiteWriter, "store", broken)
+        code, err = build(tp.content, tmp_path / "site")
+    assert code == 1 and "Input/output error" in err
+    assert names() == before  # the log state it signed is in content/, as always
+    assert (tp.content / "log" / "policy").is_file()
+
+    assert build(tp.content, tmp_path / "site")[0] == 0
+    live = tree(tmp_path / "site")
+    tp.add("bob", 1)
+    monkeypatch.setattr(writer.SiteWriter, "store", broken)
+    assert build(tp.content, tmp_path / "site")[0] == 1
+    assert tree(tmp_path / "site") == live
+    assert (tmp_path / ".site.builds" / "cache").is_dir()
+
+
 def test_an_emptied_manifest_costs_a_full_rewrite_only(tmp_path: Path) -> None:
     """A power cut can leave the generation not live with a zero-length
     manifest. Read as an empty one, the generation kept an erased dream's
