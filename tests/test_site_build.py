@@ -475,3 +475,65 @@ def test_an_emptied_manifest_costs_a_full_rewrite_only(tmp_path: Path) -> None:
     cold = tmp_path / "cold"
     buildmod.build(tp.content, cold, signer=None, quiet=True)
     assert tree(site) == tree(cold)
+
+
+def test_the_policy_gains_the_logs_url_when_a_build_first_learns_it(tmp_path: Path) -> None:
+    """A first build without an https base URL (a local one, or pool.yaml's `/`)
+    writes `log <vkey>` alone; the first later build given `--base-url https://…`
+    adds `<url>log/` to that line, as docs/operators.md and verifiers.md show, and
+    says so. The key stays, so a policy pinned before still verifies every proof,
+    and a URL once there is never replaced by a build."""
+    from builder import lightclient
+
+    tp = make_pool(tmp_path)
+    (ada,) = tp.add("ada", 1)
+    policy = tp.content / "log" / "policy"
+    buildmod.build(tp.content, tmp_path / "site", signer=parse_private_key(tp.log_key))
+    pinned = policy.read_bytes()
+    assert pinned == f"log {tp.vkey}\nquorum none\n".encode()
+    # A preview's http address never goes into the policy.
+    buildmod.build(tp.content, tmp_path / "site", signer=None, base_url="http://127.0.0.1:8000/")
+    assert policy.read_bytes() == pinned
+
+    report = buildmod.build(
+        tp.content, tmp_path / "site", signer=None, base_url="https://dreams.example/pool"
+    )
+    learned = f"log {tp.vkey} https://dreams.example/pool/log/\nquorum none\n".encode()
+    assert policy.read_bytes() == learned
+    assert (tmp_path / "site" / "log" / "policy").read_bytes() == learned
+    assert [n for n in report.notes if "added the log's URL" in n], report.notes
+    page = tmp_path / "site" / "dreams" / ada
+    for trusted in (pinned, learned):
+        result = lightclient.verify_proof(
+            (page / "proof.tlog-proof").read_bytes(), (page / "record.json").read_bytes(), trusted
+        )
+        assert result.id == ada
+
+    again = buildmod.build(
+        tp.content, tmp_path / "site", signer=None, base_url="https://elsewhere.example/"
+    )
+    assert policy.read_bytes() == learned
+    assert not [n for n in again.notes if "added the log's URL" in n]
+
+
+def test_only_this_origins_log_lines_without_a_url_gain_it() -> None:
+    from builder.logbuild import _with_log_url
+
+    text = (
+        "# the pool's log; the old key stays after a rotation\n"
+        "log a.example/p+01+AAA\n"
+        "  log\ta.example/p+02+BBB  \n"
+        "log a.example/p+03+CCC https://old.example/log/\n"
+        "log other.example/q+04+DDD\n"
+        "# log a.example/p+05+EEE\n"
+        "quorum none\n"
+    )
+    assert _with_log_url(text, "a.example/p", "https://a.example/p/log/") == (
+        "# the pool's log; the old key stays after a rotation\n"
+        "log a.example/p+01+AAA https://a.example/p/log/\n"
+        "  log\ta.example/p+02+BBB https://a.example/p/log/\n"
+        "log a.example/p+03+CCC https://old.example/log/\n"
+        "log other.example/q+04+DDD\n"
+        "# log a.example/p+05+EEE\n"
+        "quorum none\n"
+    )
