@@ -396,7 +396,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--requirement",
         metavar="SPEC",
-        help="what the workflows pip install (default: this dreampool release)",
+        help="what requirements.txt names for the workflows to pip install (default: "
+        "this dreampool, as it was installed: a release, or a git commit)",
     )
 
     p = add("build", cmd_build, "admit new dreams into the log and build the site")

@@ -392,7 +392,7 @@ def test_dreampool_the_console_script_imports_nothing_from_the_folder(tmp_path: 
             pytest.fail(f"{script} is missing: pip install -e .")
         pytest.skip(f"{script} is missing: dreampool is not installed in this environment")
     pool = tmp_path / "pool"
-    init.init_pool(pool, "plant.example/pool", "Pool")
+    init.init_pool(pool, "plant.example/pool", "Pool", requirement="dreampool")
     marks = tmp_path / "marks"
     marks.mkdir()
     planted = ("builder/__init__.py", "yaml.py", "json.py", "sitecustomize.py", "usercustomize.py")
