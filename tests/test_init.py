@@ -394,7 +394,6 @@ def test_requirement_is_never_a_pin_a_runner_cannot_install(
     assert not (tmp_path / "pool").exists()
 
 
-@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_a_checkouts_commit_is_the_requirement_suggested(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
