@@ -97,15 +97,21 @@ def build(
     gc.disable()
     try:
         with poollock.hold(content):
-            return _build(
-                content,
-                out,
-                signer=signer,
-                base_url=base_url,
-                quiet=quiet,
-                stage=stage,
-                retain=retain,
-            )
+            made = derived.new_folders(out)
+            try:
+                return _build(
+                    content,
+                    out,
+                    signer=signer,
+                    base_url=base_url,
+                    quiet=quiet,
+                    stage=stage,
+                    retain=retain,
+                )
+            except BaseException:
+                # A failed build leaves no folder it made (its cache was of no use yet).
+                derived.forget_new(made, out)
+                raise
     finally:
         gc.unfreeze()
         if collecting:
@@ -162,7 +168,9 @@ def _build(
             content, directory, bar.advance, cache=cache["scan"], commitments=cache["commit"]
         )
     url = normalize_base_url(base_url or config.base_url)
-    log_url = url + "log/" if url.startswith(("https://", "http://")) else None
+    # Only an https address goes into the policy readers pin: never a preview's
+    # http://127.0.0.1:8000/, which no later build would replace.
+    log_url = url + "log/" if url.startswith("https://") else None
     shards = set(cache["shards"])
     with stage("log"):
         log = logbuild.update(
@@ -198,5 +206,5 @@ def _build(
         seconds=time.monotonic() - started,
         verified=verified,
         rendered=rendered,
-        notes=notes + cache.notes,
+        notes=notes + cache.notes + log.notes,
     )

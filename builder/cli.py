@@ -250,6 +250,9 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_log_keygen(args: argparse.Namespace) -> int:
     from builder import note as notefmt
 
+    problems = pool.origin_problems(args.origin, "--origin", "")
+    if problems:
+        raise InputError(problems, hint=pool.ORIGIN_HINT)
     skey, vkey = notefmt.generate_key(args.origin)
     name = "".join(c if c.isalnum() or c in "-." else "_" for c in args.origin)
     path = keystore.key_dir(create=True) / f"log-{name}.key"
@@ -323,50 +326,67 @@ def _print_error(exc: DreampoolError) -> None:
         err(f"{PROG}: hint: {exc.hint}")
 
 
+CONTENT_HELP = "the pool's content folder (default: content)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="A public, verifiable pool of signed agent dreams.",
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(
+        dest="command",
+        required=True,
+        metavar="COMMAND",
+        help="one of these; `dreampool COMMAND --help` lists its options",
+    )
 
     def add(
         name: str, func: Callable[[argparse.Namespace], int], help: str
     ) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, description=help)
-        p.set_defaults(func=func)
+        p.set_defaults(func=func, command_parser=p)
         return p
 
     p = add("keygen", cmd_keygen, "make an Ed25519 author key in your key store")
     p.add_argument("--author", required=True, help="your public pseudonym (1–64 characters)")
 
     p = add("sign", cmd_sign, "redact a draft dream and sign it")
-    p.add_argument("draft", type=Path, metavar="DRAFT.json")
+    p.add_argument("draft", type=Path, metavar="DRAFT.json", help="the unsigned draft dream")
     p.add_argument("--key", required=True, metavar="KEYID", help="keyId (sha256:…) or key file")
     p.add_argument("-o", "--output", metavar="OUT", help="write here instead of stdout")
 
     p = add("rotate", cmd_rotate, "sign a statement moving your author name to a new key")
     p.add_argument("--old", required=True, metavar="KEYID", help="the key that holds the name now")
     p.add_argument("--new", required=True, metavar="KEYID", help="the key to move to")
-    p.add_argument("-o", "--output", required=True, metavar="OUT")
+    p.add_argument(
+        "-o", "--output", required=True, metavar="OUT", help="write the signed statement here"
+    )
 
     p = add("verify", cmd_verify, "check the format and signature of signed dreams")
-    p.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="a signed dream file")
 
     p = add("submit", cmd_submit, "add signed dreams (and rotation statements) to a pool")
-    p.add_argument("files", nargs="+", metavar="SIGNED.json")
-    p.add_argument("--content", default="content", metavar="DIR")
+    p.add_argument(
+        "files", nargs="+", metavar="SIGNED.json", help="a signed dream or rotation statement"
+    )
+    p.add_argument("--content", default="content", metavar="DIR", help=CONTENT_HELP)
 
     p = add("check", cmd_check, "validate the whole pool, or a pull request, without writing")
-    p.add_argument("--content", default="content", metavar="DIR")
+    p.add_argument("--content", default="content", metavar="DIR", help=CONTENT_HELP)
     p.add_argument(
         "--base",
         metavar="REF",
         help="check a pull request: refuse every change since commit REF outside the "
         "contributor paths, and check only what it adds (in a workflow: --base HEAD^1)",
     )
-    p.add_argument("--format", choices=("text", "github"), default="text")
+    p.add_argument(
+        "--format",
+        choices=("text", "github"),
+        default="text",
+        help="text: one line per problem (default); github: workflow annotations",
+    )
     p.add_argument(
         "--summary",
         type=Path,
@@ -375,7 +395,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     p = add("init", cmd_init, "start a pool repository: settings, folders, workflows")
-    p.add_argument("dir", type=Path, metavar="DIR")
+    p.add_argument("dir", type=Path, metavar="DIR", help="the new pool's folder (made if missing)")
     p.add_argument("--origin", required=True, help="the log's origin, e.g. example.org/dreams")
     p.add_argument("--title", required=True, help="the pool's title")
     p.add_argument(
@@ -388,12 +408,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--requirement",
         metavar="SPEC",
-        help="what the workflows pip install (default: this dreampool release)",
+        help="what requirements.txt names for the workflows to pip install (default: "
+        "this dreampool, as it was installed: a release, or a git commit)",
     )
 
     p = add("build", cmd_build, "admit new dreams into the log and build the site")
-    p.add_argument("--content", default="content", metavar="DIR")
-    p.add_argument("--out", default="site", metavar="DIR")
+    p.add_argument("--content", default="content", metavar="DIR", help=CONTENT_HELP)
+    p.add_argument(
+        "--out", default="site", metavar="DIR", help="where the site goes (default: site)"
+    )
     p.add_argument("--base-url", metavar="URL", help="default: base_url in pool.yaml")
     p.add_argument(
         "--log-key",
@@ -407,22 +430,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--origin", required=True, help="the pool's origin, e.g. example.org/dreams")
 
     p = add("erase", cmd_erase, "erase a dream: delete its text and salt, log an erasure")
-    p.add_argument("id", metavar="ID")
-    p.add_argument("--reason", required=True, choices=("author-request", "legal", "abuse"))
+    p.add_argument("id", metavar="ID", help="the dream's id (16 hex)")
+    p.add_argument(
+        "--reason",
+        required=True,
+        choices=("author-request", "legal", "abuse"),
+        help="why it is erased; logged with the erasure",
+    )
     p.add_argument(
         "--request",
         type=Path,
         metavar="SIGNED.json",
         help="the author's signed dreampool.erase/v1 request",
     )
-    p.add_argument("--content", default="content", metavar="DIR")
+    p.add_argument("--content", default="content", metavar="DIR", help=CONTENT_HELP)
 
     p = add(
         "verify-proof", cmd_verify_proof, "verify a dream's proof offline (docs/protocol.md §5)"
     )
-    p.add_argument("proof", type=Path, metavar="PROOF")
-    p.add_argument("--record", required=True, type=Path, metavar="RECORD.json")
-    p.add_argument("--policy", required=True, type=Path, metavar="POLICY")
+    p.add_argument("proof", type=Path, metavar="PROOF", help="the dream's proof.tlog-proof")
+    p.add_argument(
+        "--record", required=True, type=Path, metavar="RECORD.json", help="the dream's record.json"
+    )
+    p.add_argument(
+        "--policy", required=True, type=Path, metavar="POLICY", help="your pinned log policy"
+    )
     p.add_argument(
         "--newer",
         type=Path,
@@ -438,7 +470,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("serve", cmd_serve, "preview the built site on 127.0.0.1")
     p.add_argument("--out", default="site", metavar="DIR", help="the built site (default: site)")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--port", type=int, default=8000, help="the port (default: 8000)")
 
     p = add("mcp", cmd_mcp, "serve the pool to agents as MCP tools over stdio")
     source = p.add_mutually_exclusive_group(required=True)
@@ -456,13 +488,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     p = add("import", cmd_import, "turn another system's dream into a draft dream")
-    kinds = p.add_subparsers(dest="kind", required=True, metavar="KIND")
+    kinds = p.add_subparsers(
+        dest="kind", required=True, metavar="KIND", help="the system the dream comes from"
+    )
     q = kinds.add_parser(
         "memos",
         help="a MemOS Dream diary entry",
         description="a MemOS Dream diary entry as a draft",
     )
-    q.add_argument("diary", type=Path, metavar="DIARY.json")
+    q.set_defaults(command_parser=q)
+    q.add_argument("diary", type=Path, metavar="DIARY.json", help="the exported diary file")
     q.add_argument(
         "--author", help="your public pseudonym (default: `dreampool sign` takes the key's)"
     )
@@ -471,8 +506,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("monitor", cmd_monitor, "check a pool's new checkpoint against the last one seen")
     p.add_argument("site", metavar="SITE", help="a site directory or http(s) URL")
-    p.add_argument("--policy", required=True, type=Path, metavar="POLICY")
-    p.add_argument("--state", required=True, type=Path, metavar="FILE")
+    p.add_argument(
+        "--policy", required=True, type=Path, metavar="POLICY", help="your pinned log policy"
+    )
+    p.add_argument(
+        "--state",
+        required=True,
+        type=Path,
+        metavar="FILE",
+        help="the last checkpoint seen, kept between runs (made on the first)",
+    )
     return parser
 
 
@@ -497,8 +540,25 @@ def run() -> NoReturn:
     sys.exit(code)
 
 
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line, parsed. An argument nobody knows is the chosen command's
+    error, shown with that command's usage: argparse leaves it to the top-level
+    parser, whose usage names no option of any command."""
+    parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    args, unknown = parser.parse_known_args(words)
+    if unknown:
+        # Before the command only the top-level options are read; what is left
+        # there is the top-level parser's to report.
+        before = words[: words.index(args.command)]
+        mine = any(word in before for word in unknown)
+        command: argparse.ArgumentParser = parser if mine else args.command_parser
+        command.error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     try:
         return int(args.func(args))
     except DreampoolError as exc:

@@ -77,6 +77,36 @@ def secure(out: Path) -> list[str]:
     return notes
 
 
+def new_folders(out: Path) -> list[Path]:
+    """The folders a build of ``out`` would make and that do not exist yet, deepest
+    first: ``.<out>.builds/`` and each missing parent (``--out new/dir/site``)."""
+    missing: list[Path] = []
+    for path in (root := builds_dir(out), *root.parents):
+        if os.path.lexists(path):
+            break
+        missing.append(path)
+    return missing
+
+
+def forget_new(folders: list[Path], out: Path) -> None:
+    """After a build that failed: remove again the ``folders`` :func:`new_folders`
+    found missing before it started, so a failed first build (no pool there, no log
+    key yet) leaves nothing behind. Kept if the build made its site live in them
+    (``out`` links into the first), which only a failure after that could meet;
+    a parent is removed only if it is empty (os.rmdir)."""
+    if not folders:
+        return
+    root = folders[0]
+    if out.is_symlink() and os.path.realpath(out).startswith(os.path.realpath(root) + os.sep):
+        return
+    remove_entry(root)
+    for parent in folders[1:]:
+        try:
+            os.rmdir(parent)
+        except OSError:
+            return
+
+
 def _kind(path: Path) -> str | None:
     """``dir`` or ``file`` for a plain folder or a file with one link, ``other``
     for anything else (a symlink, a FIFO, a hard-linked file), None if absent."""

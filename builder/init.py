@@ -9,7 +9,8 @@ needs and nothing else::
     content/keys/.gitkeep          the key directory (tiers are set here)
     README.md                      the contributors' guide (CONTRIBUTING.md if
                                    a README.md is already there)
-    requirements.txt               the dreampool release both workflows install
+    requirements.txt               the dreampool both workflows install: this one
+                                   (:func:`installed_requirement`) or --requirement
     .gitignore                     the built site and key files stay out of git
                                    (lines appended if one exists)
     .github/CODEOWNERS             maintainers review every change but a new dream
@@ -31,13 +32,17 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
-from importlib import resources
+from dataclasses import dataclass
+from importlib import metadata, resources
 from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
 
-from builder import __version__, pool
+from builder import pool
 from builder.errors import InputError, PoolError, Problem
 
 WORKFLOWS = ("check.yml", "publish.yml")
@@ -53,7 +58,7 @@ INSTALL_REQUIREMENTS = {
     # main's: the maintainers reviewed it (CODEOWNERS).
     "publish.yml": f'{_PIP} -r "$GITHUB_WORKSPACE/requirements.txt"',
 }
-"""How a pool's workflows install dreampool: the release named in requirements.txt."""
+"""How a pool's workflows install dreampool: what requirements.txt names."""
 INSTALL_CHECKOUT = f'{_PIP} "$GITHUB_WORKSPACE"'
 """How the dreampool repository's own workflows install it, for its sample pool."""
 CHECK_BASE = "--base HEAD^1 "
@@ -72,6 +77,132 @@ _CODEOWNED = (
     ("*", True),
     ("/content/dreams/*.json", False),
 )
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """What requirements.txt names, and why: init says both."""
+
+    line: str
+    why: str
+
+
+_COMMIT_RE = re.compile(r"[0-9a-f]{40}")
+_EXAMPLE = "dreampool @ git+https://github.com/OWNER/dreampool@<40-hex commit>"
+
+
+def installed_requirement() -> Requirement:
+    """The requirement that installs the dreampool running now, read from its
+    install's own record (PEP 610 ``direct_url.json``), for a pool given no
+    ``--requirement``; raises :class:`InputError` when no runner could install it
+    that way. A requirement is written only if it installs from where a GitHub
+    runner is, never a pin nothing serves:
+
+    * installed from a git repository over https: ``dreampool @ git+URL@COMMIT``,
+      the very commit (until a release is on PyPI, the way to install it);
+    * from an archive at an https URL: ``dreampool @ URL``, with its sha256;
+    * from a package index (no ``direct_url.json``): ``dreampool==VERSION``;
+    * from a folder or a file on this machine (``pip install -e .``), or a
+      repository a runner cannot reach (``file:``, ``ssh:``): refused, with the
+      ``--requirement`` to pass instead (the folder's commit, if git knows it).
+    """
+    # An installer's record, not a dreampool.egg-info that building the package
+    # left in a source tree (found first when that tree is the current folder).
+    installed = [
+        d for d in metadata.distributions(name="dreampool") if d.read_text("INSTALLER") is not None
+    ]
+    if not installed:
+        raise _unknown("dreampool is not installed as a package here")
+    dist = installed[0]
+    text = dist.read_text("direct_url.json")
+    if text is None:
+        return Requirement(
+            f"dreampool=={dist.version}",
+            f"dreampool {dist.version} was installed from a package index; the workflows "
+            "install that release from PyPI (pass --requirement if it is not there)",
+        )
+    try:
+        record = json.loads(text)
+    except ValueError:
+        record = None
+    if not isinstance(record, dict) or not isinstance(record.get("url"), str):
+        raise _unknown("its install record (direct_url.json) is unreadable")
+    return _from_direct_url(record)
+
+
+def _from_direct_url(record: dict[str, Any]) -> Requirement:
+    """PEP 610: ``url`` plus one of ``vcs_info``, ``archive_info``, ``dir_info``."""
+    url: str = record["url"]
+    subdirectory = record.get("subdirectory")
+    suffix = f"#subdirectory={subdirectory}" if isinstance(subdirectory, str) else ""
+    remote = url.startswith("https://") and not urlsplit(url).username
+    vcs = record.get("vcs_info")
+    if isinstance(vcs, dict):
+        commit = vcs.get("commit_id")
+        if vcs.get("vcs") == "git" and isinstance(commit, str) and _COMMIT_RE.fullmatch(commit):
+            if remote:
+                return Requirement(
+                    f"dreampool @ git+{url}@{commit}{suffix}",
+                    f"this dreampool was installed from {url} at commit {commit}: the "
+                    "workflows install that same commit",
+                )
+            raise _unknown(
+                f"it was installed from {url} (commit {commit}), which a runner cannot reach",
+                f"dreampool @ git+https://…@{commit}",
+            )
+        raise _unknown(f"it was installed from {url} ({vcs.get('vcs')}), not a git commit")
+    archive = record.get("archive_info")
+    if isinstance(archive, dict):
+        hashes = archive.get("hashes")
+        sha256 = hashes.get("sha256") if isinstance(hashes, dict) else None
+        if remote:
+            pin = f"#sha256={sha256}" if isinstance(sha256, str) else suffix
+            return Requirement(
+                f"dreampool @ {url}{pin}",
+                f"this dreampool was installed from {url}: the workflows install that file",
+            )
+        raise _unknown(f"it was installed from {url}, a file on this machine")
+    folder = record.get("dir_info")
+    if not isinstance(folder, dict):
+        raise _unknown("its install record (direct_url.json) names no git commit, file or folder")
+    path = unquote(urlsplit(url).path) if url.startswith("file:") else url
+    editable = " (editable)" if folder.get("editable") is True else ""
+    raise _unknown(
+        f"it was installed from the folder {path}{editable}, which is on this machine only",
+        _commit_of(path),
+    )
+
+
+def _commit_of(folder: str) -> str | None:
+    """``dreampool @ git+URL@COMMIT`` for a git checkout whose origin is an https URL:
+    the requirement to suggest for a dreampool installed from that folder."""
+    try:
+        head, origin = (
+            subprocess.run(
+                ["git", "-C", folder, *args], capture_output=True, text=True, timeout=10
+            ).stdout.strip()
+            for args in (["rev-parse", "--verify", "HEAD"], ["remote", "get-url", "origin"])
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if not _COMMIT_RE.fullmatch(head) or not origin.startswith("https://"):
+        return None
+    return f"dreampool @ git+{origin}@{head}"
+
+
+def _unknown(why: str, suggestion: str | None = None) -> InputError:
+    return InputError(
+        [
+            Problem(
+                "--requirement",
+                "",
+                f"not given, and no runner could install this dreampool from where it came: {why}",
+            )
+        ],
+        hint=f"pass --requirement '{suggestion or _EXAMPLE}' naming a pushed commit (or "
+        "a release on PyPI: 'dreampool==X.Y.Z'), or install dreampool that way and run "
+        "init again",
+    )
 
 
 def template(name: str) -> str:
@@ -142,7 +273,7 @@ def gitignore_lines() -> list[str]:
     return template("gitignore").splitlines()
 
 
-def _validate(origin: str, title: str, owners: Sequence[str], requirement: str) -> None:
+def _validate(origin: str, title: str, owners: Sequence[str], requirement: str | None) -> None:
     problems: list[Problem] = []
     if not 1 <= len(title) <= MAX_TITLE or _CONTROL_RE.search(title):
         problems.append(
@@ -153,7 +284,7 @@ def _validate(origin: str, title: str, owners: Sequence[str], requirement: str) 
             problems.append(
                 Problem("--owner", "", "must be a GitHub @user or @org/team (one per --owner)")
             )
-    if not requirement.strip() or _CONTROL_RE.search(requirement):
+    if requirement is not None and (not requirement.strip() or _CONTROL_RE.search(requirement)):
         problems.append(Problem("--requirement", "", "must be one pip requirement on one line"))
     if problems:
         raise InputError(problems, hint="see `dreampool init --help`")
@@ -166,8 +297,7 @@ def _validate(origin: str, title: str, owners: Sequence[str], requirement: str) 
         except InputError as exc:
             raise InputError(
                 [Problem("--" + p.pointer.lstrip("/"), "", p.rule) for p in exc.problems],
-                hint="an origin names the log for good: a scheme-less URL prefix such as "
-                "example.org/dreams (no spaces, no +)",
+                hint=pool.ORIGIN_HINT,
             ) from None
     assert (config.origin, config.title) == (origin, title)
 
@@ -185,7 +315,6 @@ def plan(
     Raises :class:`PoolError` if ``directory`` is already a pool or holds a file
     that would be overwritten.
     """
-    requirement = requirement if requirement is not None else f"dreampool=={__version__}"
     _validate(origin, title, owners, requirement)
     if directory.exists() and not directory.is_dir():
         raise PoolError(f"{directory} exists and is not a directory")
@@ -196,6 +325,9 @@ def plan(
             hint="to change its settings, edit content/pool.yaml; to start another pool, "
             "pick an empty directory",
         )
+    if requirement is None:
+        requirement = installed_requirement().line
+        _validate(origin, title, owners, requirement)
     readme = directory / "README.md"
     guide = directory / "CONTRIBUTING.md" if readme.exists() else readme
     names = {"TITLE": title, "ORIGIN": origin, "REQUIREMENT": requirement}
@@ -247,7 +379,7 @@ def init_pool(
     """Scaffold a pool repository in ``directory`` (made if missing); return the files written.
 
     ``owners`` (``@user`` or ``@org/team``) go into CODEOWNERS; ``requirement``
-    is what the workflows ``pip install`` (default: this dreampool release).
+    is what the workflows ``pip install`` (default: :func:`installed_requirement`).
     Refuses, before writing anything, an existing pool or any file it would
     overwrite, except ``.gitignore``, to which missing lines are appended.
     """
@@ -280,10 +412,21 @@ def cli_init(
     owners: Sequence[str] = (),
     requirement: str | None = None,
 ) -> int:
-    """``dreampool init``: scaffold, print each file written, then the next steps."""
+    """``dreampool init``: scaffold, print each file written, what requirements.txt
+    names and why, then the next steps."""
     written = init_pool(directory, origin, title, owners=owners, requirement=requirement)
+    chosen = (
+        Requirement(requirement, "given with --requirement")
+        if requirement is not None
+        else installed_requirement()  # as init_pool found it
+    )
     for path in written:
         print(f"wrote {path}", flush=True)
+    print(
+        f"dreampool: requirements.txt installs {chosen.line}: {chosen.why}",
+        file=sys.stderr,
+        flush=True,
+    )
     if not owners:
         print(
             "dreampool: note: CODEOWNERS has its rules commented out: name the maintainers "

@@ -25,6 +25,7 @@ import datetime as dt
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,6 +115,7 @@ class Log:
     erased_now: list[str] = field(default_factory=list)
     refused: list[Problem] = field(default_factory=list)
     signed_now: bool = False
+    notes: list[str] = field(default_factory=list)  # for the build to report
 
 
 def now_time() -> str:
@@ -155,11 +157,12 @@ def update(
     each is left holding this build's."""
     salt_reader = _SaltReader(content, salts)
     state = logstate.load(content, canonical_shards=canonical_shards)
-    policy = _policy(content, state, origin, signer, log_url)
+    notes: list[str] = []
+    policy = _policy(content, state, origin, signer, log_url, notes)
     leaves = state.leaves
     tree = merkle.MerkleTree.from_leaf_hashes(merkle.leaf_hash(leaf) for leaf in leaves)
     checkpoint = _prove_append_only(state, tree, policy, opened)
-    log = Log(state=state, tree=tree, policy=policy, checkpoint=checkpoint)
+    log = Log(state=state, tree=tree, policy=policy, checkpoint=checkpoint, notes=notes)
     present = {s.dream.id: s for s in scanned}
     _check_unsigned_tail(content, leaves, state.signed_size, present)
     logged = _read_leaves(leaves)
@@ -548,7 +551,11 @@ def _policy(
     origin: str,
     signer: Signer | None,
     log_url: str | None,
+    notes: list[str],
 ) -> Policy:
+    """The log's policy: written by the first build (it needs the log key), read and
+    checked by every later one, which also adds ``log_url`` to a log line of this
+    origin that has no URL yet (see :func:`_with_log_url`)."""
     path = logstate.log_dir(content) / "policy"
     if state.policy is None:
         if state.history:
@@ -572,7 +579,33 @@ def _policy(
             f"the log key given ({signer.verifier.vkey}) is not the one in {path}",
             hint="use the pool's log key, or rotate the log key as docs/operators.md describes",
         )
+    if log_url is not None:
+        text = _with_log_url(state.policy, origin, log_url)
+        if text != state.policy:
+            policy = parse_policy(text.encode())
+            atomic_write(path, text.encode())
+            state.policy = text
+            notes.append(f"{path}: added the log's URL {log_url} (commit it with the log state)")
     return policy
+
+
+def _with_log_url(text: str, origin: str, url: str) -> str:
+    """``text`` with ``url`` appended to each ``log <vkey>`` line of ``origin`` that
+    has no URL, every other byte kept (comments, witnesses, a rotation's old key).
+
+    The policy a first build writes names the log's URL only if that build knew
+    it (``--base-url https://…``); a pool whose first build ran elsewhere, or
+    without it, would otherwise never get the URL that readers pinning the policy
+    and tools that fetch the log from it look for (tlog-policy: ``log <vkey>
+    [<url>]``). Adding it changes nothing a verifier checks (the key stays, and
+    verify.js pins the key's fingerprint, not the file's bytes); a URL that is
+    there already is never replaced: moving the log is the maintainers' edit."""
+    lines = text.split("\n")
+    for n, line in enumerate(lines):
+        words = [w for w in re.split(r"[ \t]+", line) if w]  # tlog-policy's whitespace
+        if len(words) == 2 and words[0] == "log" and words[1].split("+", 1)[0] == origin:
+            lines[n] = line.rstrip(" \t") + " " + url
+    return "\n".join(lines)
 
 
 def _log_key_of(note: bytes, policy: Policy, size: int) -> Verifier:

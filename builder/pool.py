@@ -59,11 +59,29 @@ MAX_ORIGIN = 255
 MAX_BASE_URL = 2048
 _ID_FILE_RE = re.compile(r"([0-9a-f]{16})\.(json|salt)")
 _KEY_FILE_RE = re.compile(r"([0-9a-f]{16})\.yaml")
-_ORIGIN_RE = re.compile(r"[^\s+/][^\s+]*")
+# tlog-checkpoint: a schema-less URL, no spaces, no "+"; so no scheme:// either
+# (example.org:8080/x keeps its port).
+_ORIGIN_RE = re.compile(r"(?![A-Za-z][A-Za-z0-9.-]*://)[^\s+/][^\s+]*")
 _BASE_URL_RE = re.compile(r"(?:https?://|/)\S*")
 _NUMBER_RE = re.compile(r"0|[1-9][0-9]*")
 _DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _KEY_ID_RE = re.compile(r"sha256:[0-9a-f]{16}")
+
+
+ORIGIN_HINT = (
+    "an origin names the log for good: a scheme-less URL prefix such as "
+    "example.org/dreams (no spaces, no +)"
+)
+ORIGIN_RULE = "must be a scheme-less URL prefix such as example.org/dreams (no spaces, no +)"
+
+
+def origin_problems(origin: object, file: str, pointer: str) -> list[Problem]:
+    """What is wrong with a log origin (pool.yaml's, or one given to ``init`` or
+    ``log-keygen``): it names the log in every checkpoint, for good."""
+    found = dreamfmt.validate_text(origin, file, pointer, 1, MAX_ORIGIN)
+    if not found and not _ORIGIN_RE.fullmatch(str(origin)):
+        found.append(Problem(file, pointer, ORIGIN_RULE))
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,16 +225,7 @@ def check_config(obj: Mapping[str, Any], file: str) -> tuple[PoolConfig | None, 
     if "title" in obj:
         problems += dreamfmt.validate_text(obj["title"], file, "/title", 1, MAX_TITLE)
     if "origin" in obj:
-        found = dreamfmt.validate_text(obj["origin"], file, "/origin", 1, MAX_ORIGIN)
-        if not found and not _ORIGIN_RE.fullmatch(obj["origin"]):
-            found.append(
-                Problem(
-                    file,
-                    "/origin",
-                    "must be a scheme-less URL prefix such as example.org/dreams (no spaces, no +)",
-                )
-            )
-        problems += found
+        problems += origin_problems(obj["origin"], file, "/origin")
     if "base_url" in obj:
         found = dreamfmt.validate_text(obj["base_url"], file, "/base_url", 1, MAX_BASE_URL)
         if not found and not _BASE_URL_RE.fullmatch(obj["base_url"]):

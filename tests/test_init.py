@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
 import subprocess
@@ -11,12 +13,14 @@ from typing import Any
 import pytest
 import yaml
 
-from builder import __version__, init, pool
+from builder import init, pool
 from builder.errors import InputError, PoolError
 from tests.conftest import REPO
 from tests.test_publish_flow import require_wiring
 
 ORIGIN = "dreams.example.org/pool"
+# What a pool installs when dreampool came from git (see test_requirement_*).
+REQUIREMENT = "dreampool @ git+https://github.com/example/dreampool@" + "0123456789" * 4
 SCAFFOLD = {
     "README.md",
     "requirements.txt",
@@ -37,7 +41,7 @@ def files_of(root: Path) -> set[str]:
 
 def test_scaffold_is_a_valid_empty_pool(tmp_path: Path) -> None:
     root = tmp_path / "pool"
-    written = init.init_pool(root, ORIGIN, 'Dreams of "agents": 梦')
+    written = init.init_pool(root, ORIGIN, 'Dreams of "agents": 梦', requirement=REQUIREMENT)
     assert {p.relative_to(root).as_posix() for p in written} == SCAFFOLD
     assert files_of(root) == SCAFFOLD
     config = pool.load_config(root / "content")
@@ -49,7 +53,7 @@ def test_scaffold_is_a_valid_empty_pool(tmp_path: Path) -> None:
     for step in ("dreampool keygen", "dreampool sign", "dreampool submit", "dreampool check"):
         assert step in readme
     requirements = (root / "requirements.txt").read_text(encoding="utf-8")
-    assert requirements.splitlines()[-1] == f"dreampool=={__version__}"
+    assert requirements.splitlines()[-1] == REQUIREMENT
 
 
 def test_no_placeholder_or_key_material_is_left(tmp_path: Path) -> None:
@@ -63,10 +67,10 @@ def test_no_placeholder_or_key_material_is_left(tmp_path: Path) -> None:
 
 
 def test_refuses_an_existing_pool_and_writes_nothing(tmp_path: Path) -> None:
-    init.init_pool(tmp_path, ORIGIN, "Pool")
+    init.init_pool(tmp_path, ORIGIN, "Pool", requirement=REQUIREMENT)
     before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
     with pytest.raises(PoolError, match="already a pool"):
-        init.init_pool(tmp_path, "other.example/pool", "Other")
+        init.init_pool(tmp_path, "other.example/pool", "Other", requirement=REQUIREMENT)
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
 
 
@@ -75,7 +79,7 @@ def test_refuses_to_overwrite_any_file_listing_them_all(tmp_path: Path) -> None:
     (tmp_path / ".github" / "workflows" / "publish.yml").write_text("mine\n")
     (tmp_path / "requirements.txt").write_text("mine\n")
     with pytest.raises(PoolError) as caught:
-        init.init_pool(tmp_path, ORIGIN, "Pool")
+        init.init_pool(tmp_path, ORIGIN, "Pool", requirement=REQUIREMENT)
     assert "publish.yml" in caught.value.message and "requirements.txt" in caught.value.message
     assert files_of(tmp_path) == {".github/workflows/publish.yml", "requirements.txt"}
     assert (tmp_path / "requirements.txt").read_text() == "mine\n"
@@ -84,7 +88,7 @@ def test_refuses_to_overwrite_any_file_listing_them_all(tmp_path: Path) -> None:
 def test_keeps_an_existing_readme_and_gitignore(tmp_path: Path) -> None:
     (tmp_path / "README.md").write_text("# Our repo\n")
     (tmp_path / ".gitignore").write_text("/notes/\n/site/")
-    written = init.init_pool(tmp_path, ORIGIN, "Pool")
+    written = init.init_pool(tmp_path, ORIGIN, "Pool", requirement=REQUIREMENT)
     assert (tmp_path / "README.md").read_text() == "# Our repo\n"
     assert "dreampool keygen" in (tmp_path / "CONTRIBUTING.md").read_text(encoding="utf-8")
     lines = (tmp_path / ".gitignore").read_text().splitlines()
@@ -95,7 +99,7 @@ def test_keeps_an_existing_readme_and_gitignore(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_gitignore_keeps_keys_and_site_out_but_not_the_pool(tmp_path: Path) -> None:
-    init.init_pool(tmp_path, ORIGIN, "Pool")
+    init.init_pool(tmp_path, ORIGIN, "Pool", requirement=REQUIREMENT)
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
 
     def ignored(path: str) -> bool:
@@ -126,6 +130,9 @@ def test_gitignore_keeps_keys_and_site_out_but_not_the_pool(tmp_path: Path) -> N
         ("has space.example/x", "Pool", [], "--origin"),
         ("a+b.example", "Pool", [], "--origin"),
         ("/leading.example", "Pool", [], "--origin"),
+        ("https://dreams.example.org/pool", "Pool", [], "--origin"),
+        ("http://dreams.example.org", "Pool", [], "--origin"),
+        ("git+ssh://dreams.example.org", "Pool", [], "--origin"),
         (ORIGIN, "", [], "--title"),
         (ORIGIN, "two\nlines", [], "--title"),
         (ORIGIN, "x" * 121, [], "--title"),
@@ -137,9 +144,15 @@ def test_refuses_bad_settings_before_writing(
     tmp_path: Path, origin: str, title: str, owners: list[str], field: str
 ) -> None:
     with pytest.raises(InputError) as caught:
-        init.init_pool(tmp_path / "pool", origin, title, owners=owners)
+        init.init_pool(tmp_path / "pool", origin, title, owners=owners, requirement=REQUIREMENT)
     assert caught.value.problems[0].file == field
     assert not (tmp_path / "pool").exists()
+
+
+def test_an_origin_may_have_a_port_and_a_colon_in_its_path(tmp_path: Path) -> None:
+    for n, origin in enumerate(("dreams.example.org:8443/pool", "example.org/a:b", "localhost")):
+        init.init_pool(tmp_path / str(n), origin, "Pool", requirement=REQUIREMENT)
+        assert pool.load_config(tmp_path / str(n) / "content").origin == origin
 
 
 def owner_of(codeowners: str, path: str) -> list[str] | None:
@@ -228,7 +241,7 @@ def test_codeowners_own_every_file_but_a_dream(tmp_path: Path) -> None:
     """Everything that could shadow a module or change what runs (pip.py,
     sitecustomize.py, requirements.txt, the workflows, ...) and everything that
     holds the pool's trust needs the maintainers; a dream, signed and checked, no one."""
-    init.init_pool(tmp_path, ORIGIN, "Pool", owners=OWNERS)
+    init.init_pool(tmp_path, ORIGIN, "Pool", owners=OWNERS, requirement=REQUIREMENT)
     rules = (tmp_path / ".github" / "CODEOWNERS").read_text()
     for path in MAINTAINERS_OWN:
         assert owner_of(rules, path) == OWNERS, path
@@ -243,7 +256,7 @@ def test_codeowners_own_every_file_but_a_dream(tmp_path: Path) -> None:
 def test_codeowners_cover_the_key_directory(tmp_path: Path) -> None:
     """A key file, a contributor's first (guest) one included, needs a maintainer:
     tiers are set there (THREATS.md T37)."""
-    init.init_pool(tmp_path, ORIGIN, "Pool", owners=OWNERS)
+    init.init_pool(tmp_path, ORIGIN, "Pool", owners=OWNERS, requirement=REQUIREMENT)
     rules = (tmp_path / ".github" / "CODEOWNERS").read_text()
     for path in ("content/keys/0123456789abcdef.yaml", "content/keys/new.yaml", "content/keys"):
         assert owner_of(rules, path) == OWNERS, path
@@ -261,12 +274,180 @@ def test_this_repositorys_codeowners_is_the_scaffolds() -> None:
 
 def test_cli_init(tmp_path: Path, run: Any) -> None:
     require_wiring()
-    result = run("init", tmp_path / "p", "--origin", ORIGIN, "--title", "Pool", "--owner", "@a")
+    result = run(
+        "init", tmp_path / "p", "--origin", ORIGIN, "--title", "Pool", "--owner", "@a",
+        "--requirement", REQUIREMENT,
+    )  # fmt: skip
     assert result.code == 0, result
     assert f"wrote {tmp_path / 'p' / 'content' / 'pool.yaml'}" in result.out
     assert "log-keygen --origin " + ORIGIN in result.err
+    assert f"requirements.txt installs {REQUIREMENT}: given with --requirement" in result.err
+    assert (tmp_path / "p" / "requirements.txt").read_text().splitlines()[-1] == REQUIREMENT
     again = run("init", tmp_path / "p", "--origin", ORIGIN, "--title", "Pool")
     assert again.code == 1 and "already a pool" in again.err
+
+
+# --- what requirements.txt names ------------------------------------------------------
+
+COMMIT = "3f1c0d2a9b8e7f6011223344556677889900aabb"
+
+
+class Installed:
+    """A stand-in for the installed distribution: its version and direct_url.json."""
+
+    def __init__(self, direct_url: dict[str, Any] | str | None, version: str = "0.1.0") -> None:
+        self.version = version
+        self.text = json.dumps(direct_url) if isinstance(direct_url, dict) else direct_url
+
+    def read_text(self, name: str) -> str | None:
+        return {"direct_url.json": self.text, "INSTALLER": "pip\n"}.get(name)
+
+
+def installed_as(monkeypatch: pytest.MonkeyPatch, direct_url: dict[str, Any] | str | None) -> None:
+    def distributions(name: str) -> list[Installed]:
+        assert name == "dreampool"
+        return [Installed(direct_url)]
+
+    monkeypatch.setattr(init.metadata, "distributions", distributions)
+
+
+@pytest.mark.parametrize(
+    ("direct_url", "line"),
+    [
+        # pip install "dreampool @ git+https://github.com/example/dreampool@<commit>"
+        (
+            {
+                "url": "https://github.com/example/dreampool",
+                "vcs_info": {"vcs": "git", "commit_id": COMMIT, "requested_revision": "main"},
+            },
+            f"dreampool @ git+https://github.com/example/dreampool@{COMMIT}",
+        ),
+        (
+            {
+                "url": "https://git.example/mono.git",
+                "vcs_info": {"vcs": "git", "commit_id": COMMIT},
+                "subdirectory": "python/dreampool",
+            },
+            f"dreampool @ git+https://git.example/mono.git@{COMMIT}#subdirectory=python/dreampool",
+        ),
+        (
+            {
+                "url": "https://files.example/dreampool-0.1.0-py3-none-any.whl",
+                "archive_info": {"hashes": {"sha256": "ab" * 32}},
+            },
+            "dreampool @ https://files.example/dreampool-0.1.0-py3-none-any.whl#sha256="
+            + "ab" * 32,
+        ),
+        # pip install dreampool: from an index, no direct_url.json
+        (None, "dreampool==0.1.0"),
+    ],
+)
+def test_requirement_is_what_installed_this_dreampool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, direct_url: Any, line: str
+) -> None:
+    """Given no --requirement, requirements.txt names where this dreampool came
+    from, read from its PEP 610 record, when a runner can install it from there."""
+    installed_as(monkeypatch, direct_url)
+    assert init.installed_requirement().line == line
+    init.init_pool(tmp_path, ORIGIN, "Pool")
+    assert (tmp_path / "requirements.txt").read_text().splitlines()[-1] == line
+
+
+@pytest.mark.parametrize(
+    ("direct_url", "says"),
+    [
+        ({"url": "file:///home/me/dreampool", "dir_info": {"editable": True}}, "the folder"),
+        ({"url": "file:///home/me/dreampool", "dir_info": {}}, "/home/me/dreampool, which"),
+        (
+            {"url": "file:///tmp/dreampool-0.1.0-py3-none-any.whl", "archive_info": {}},
+            "a file on this machine",
+        ),
+        (
+            {"url": "file:///srv/git/dreampool", "vcs_info": {"vcs": "git", "commit_id": COMMIT}},
+            "which a runner cannot reach",
+        ),
+        (
+            {
+                "url": "ssh://git@github.com/example/dreampool",
+                "vcs_info": {"vcs": "git", "commit_id": COMMIT},
+            },
+            "which a runner cannot reach",
+        ),
+        (
+            {"url": "https://hg.example/dreampool", "vcs_info": {"vcs": "hg", "commit_id": "1"}},
+            "not a git commit",
+        ),
+        ("{not json", "unreadable"),
+    ],
+)
+def test_requirement_is_never_a_pin_a_runner_cannot_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, direct_url: Any, says: str
+) -> None:
+    """Installed from this machine, or from where a runner cannot reach: init
+    refuses, before writing anything, and says to pass --requirement."""
+    installed_as(monkeypatch, direct_url)
+    with pytest.raises(InputError) as caught:
+        init.init_pool(tmp_path / "pool", ORIGIN, "Pool")
+    (problem,) = caught.value.problems
+    assert problem.file == "--requirement" and says in problem.rule, problem.rule
+    assert "pass --requirement 'dreampool @ git+https://" in (caught.value.hint or "")
+    assert not (tmp_path / "pool").exists()
+
+
+def test_a_checkouts_commit_is_the_requirement_suggested(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`pip install -e .` in a clone: the hint names the clone's commit at its origin."""
+    clone = tmp_path / "dreampool"
+    env = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    for args in (
+        ["init", "-q", "-b", "main", str(clone)],
+        ["-C", str(clone), "remote", "add", "origin", "https://github.com/example/dreampool"],
+        ["-C", str(clone), "-c", "user.name=T", "-c", "user.email=t@example.invalid",
+         "commit", "-q", "--allow-empty", "-m", "x"],
+    ):  # fmt: skip
+        subprocess.run(["git", *args], check=True, env={**os.environ, **env})
+    head = subprocess.run(
+        ["git", "-C", str(clone), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    installed_as(monkeypatch, {"url": clone.as_uri(), "dir_info": {"editable": True}})
+    with pytest.raises(InputError) as caught:
+        init.installed_requirement()
+    assert f"pass --requirement 'dreampool @ git+https://github.com/example/dreampool@{head}'" in (
+        caught.value.hint or ""
+    )
+
+
+def test_this_editable_install_is_refused_not_pinned_to_an_unpublished_release(
+    tmp_path: Path, run: Any
+) -> None:
+    """The defect: init wrote `dreampool==0.1.0`, which no index serves, so a new
+    pool's workflows could not install their own builder. Run from this checkout
+    (`pip install -e .`), init now says to pass --requirement and writes nothing."""
+    result = run("init", tmp_path / "p", "--origin", ORIGIN, "--title", "Pool")
+    assert result.code == 1, result
+    assert "dreampool: error: --requirement: not given" in result.err
+    assert "dreampool: hint: pass --requirement 'dreampool @ git+https://" in result.err
+    assert not (tmp_path / "p").exists()
+
+
+def test_init_says_which_requirement_it_wrote_and_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run: Any
+) -> None:
+    installed_as(
+        monkeypatch,
+        {
+            "url": "https://github.com/example/dreampool",
+            "vcs_info": {"vcs": "git", "commit_id": COMMIT},
+        },
+    )
+    result = run("init", tmp_path / "p", "--origin", ORIGIN, "--title", "Pool")
+    assert result.code == 0, result
+    line = f"dreampool @ git+https://github.com/example/dreampool@{COMMIT}"
+    assert (
+        f"dreampool: requirements.txt installs {line}: this dreampool was installed from "
+        f"https://github.com/example/dreampool at commit {COMMIT}" in result.err
+    )
 
 
 # --- the workflows --------------------------------------------------------------------

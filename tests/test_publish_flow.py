@@ -332,6 +332,9 @@ def world(tmp_path: Path) -> World:
     shell.run(
         "dreampool", "init", maintainer, "--origin", ORIGIN, "--title", "Flow pool",
         "--owner", "@maintainers",
+        # The replay skips the install step (this tree's dreampool is on PATH); what
+        # a pool's requirement installs is tests/test_wheel.py's to prove.
+        "--requirement", "dreampool @ git+https://github.com/example/dreampool@" + "0" * 40,
         cwd=tmp_path,
     )  # fmt: skip
     shell.git("init", "--quiet", "--initial-branch", "main", cwd=maintainer)

@@ -401,6 +401,56 @@ def test_a_full_disk_is_a_clear_error_and_keeps_the_site(
     assert tree(site) == before
 
 
+def test_a_failed_build_leaves_no_folder_it_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A build that fails before its site goes live leaves no `.<out>.builds/`, nor a
+    parent it made for --out: not for a folder that is no pool, not for a first build
+    without the log key, not for one that fails writing its first site. A live site
+    and its folder stay when a later build fails."""
+    import errno
+
+    from builder import cli, writer
+
+    def names() -> list[str]:
+        return sorted(p.name for p in tmp_path.iterdir())
+
+    def build(content: Path, out: Path) -> tuple[int, str]:
+        code = cli.main(["build", "--content", str(content), "--out", str(out), "--quiet"])
+        return code, capsys.readouterr().err
+
+    tp = make_pool(tmp_path)
+    tp.add("ada", 1)
+    monkeypatch.delenv("DREAMPOOL_LOG_KEY", raising=False)
+    before = names()
+    code, err = build(tmp_path / "nowhere", tmp_path / "site")
+    assert code == 1 and "is not a pool" in err
+    assert names() == before
+    for out in (tmp_path / "site", tmp_path / "new" / "dir" / "site"):
+        code, err = build(tp.content, out)
+        assert code == 1 and "the first build needs the log key" in err
+        assert names() == before, out
+
+    def broken(self: writer.SiteWriter, rel: str, data: bytes) -> None:
+        raise OSError(errno.EIO, "Input/output error", f"{self.gen}/{rel}")
+
+    monkeypatch.setenv("DREAMPOOL_LOG_KEY", tp.log_key)
+    with monkeypatch.context() as m:
+        m.setattr(writer.SiteWriter, "store", broken)
+        code, err = build(tp.content, tmp_path / "site")
+    assert code == 1 and "Input/output error" in err
+    assert names() == before  # the log state it signed is in content/, as always
+    assert (tp.content / "log" / "policy").is_file()
+
+    assert build(tp.content, tmp_path / "site")[0] == 0
+    live = tree(tmp_path / "site")
+    tp.add("bob", 1)
+    monkeypatch.setattr(writer.SiteWriter, "store", broken)
+    assert build(tp.content, tmp_path / "site")[0] == 1
+    assert tree(tmp_path / "site") == live
+    assert (tmp_path / ".site.builds" / "cache").is_dir()
+
+
 def test_an_emptied_manifest_costs_a_full_rewrite_only(tmp_path: Path) -> None:
     """A power cut can leave the generation not live with a zero-length
     manifest. Read as an empty one, the generation kept an erased dream's
@@ -425,3 +475,65 @@ def test_an_emptied_manifest_costs_a_full_rewrite_only(tmp_path: Path) -> None:
     cold = tmp_path / "cold"
     buildmod.build(tp.content, cold, signer=None, quiet=True)
     assert tree(site) == tree(cold)
+
+
+def test_the_policy_gains_the_logs_url_when_a_build_first_learns_it(tmp_path: Path) -> None:
+    """A first build without an https base URL (a local one, or pool.yaml's `/`)
+    writes `log <vkey>` alone; the first later build given `--base-url https://…`
+    adds `<url>log/` to that line, as docs/operators.md and verifiers.md show, and
+    says so. The key stays, so a policy pinned before still verifies every proof,
+    and a URL once there is never replaced by a build."""
+    from builder import lightclient
+
+    tp = make_pool(tmp_path)
+    (ada,) = tp.add("ada", 1)
+    policy = tp.content / "log" / "policy"
+    buildmod.build(tp.content, tmp_path / "site", signer=parse_private_key(tp.log_key))
+    pinned = policy.read_bytes()
+    assert pinned == f"log {tp.vkey}\nquorum none\n".encode()
+    # A preview's http address never goes into the policy.
+    buildmod.build(tp.content, tmp_path / "site", signer=None, base_url="http://127.0.0.1:8000/")
+    assert policy.read_bytes() == pinned
+
+    report = buildmod.build(
+        tp.content, tmp_path / "site", signer=None, base_url="https://dreams.example/pool"
+    )
+    learned = f"log {tp.vkey} https://dreams.example/pool/log/\nquorum none\n".encode()
+    assert policy.read_bytes() == learned
+    assert (tmp_path / "site" / "log" / "policy").read_bytes() == learned
+    assert [n for n in report.notes if "added the log's URL" in n], report.notes
+    page = tmp_path / "site" / "dreams" / ada
+    for trusted in (pinned, learned):
+        result = lightclient.verify_proof(
+            (page / "proof.tlog-proof").read_bytes(), (page / "record.json").read_bytes(), trusted
+        )
+        assert result.id == ada
+
+    again = buildmod.build(
+        tp.content, tmp_path / "site", signer=None, base_url="https://elsewhere.example/"
+    )
+    assert policy.read_bytes() == learned
+    assert not [n for n in again.notes if "added the log's URL" in n]
+
+
+def test_only_this_origins_log_lines_without_a_url_gain_it() -> None:
+    from builder.logbuild import _with_log_url
+
+    text = (
+        "# the pool's log; the old key stays after a rotation\n"
+        "log a.example/p+01+AAA\n"
+        "  log\ta.example/p+02+BBB  \n"
+        "log a.example/p+03+CCC https://old.example/log/\n"
+        "log other.example/q+04+DDD\n"
+        "# log a.example/p+05+EEE\n"
+        "quorum none\n"
+    )
+    assert _with_log_url(text, "a.example/p", "https://a.example/p/log/") == (
+        "# the pool's log; the old key stays after a rotation\n"
+        "log a.example/p+01+AAA https://a.example/p/log/\n"
+        "  log\ta.example/p+02+BBB https://a.example/p/log/\n"
+        "log a.example/p+03+CCC https://old.example/log/\n"
+        "log other.example/q+04+DDD\n"
+        "# log a.example/p+05+EEE\n"
+        "quorum none\n"
+    )

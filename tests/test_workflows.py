@@ -68,9 +68,9 @@ def test_every_workflow_passes_actionlint_and_zizmor() -> None:
     assert result.returncode == 0, output
     assert "actionlint: 0 finding(s)" in output
     assert "No findings to report" in output
-    # This repository's three workflows and the two a new pool gets.
+    # This repository's four workflows and the two a new pool gets.
     linted = re.search(r"^actionlint: (.+\.yml)$", result.stdout, re.M)
-    assert linted and len(linted[1].split()) == 5, output
+    assert linted and len(linted[1].split()) == 6, output
 
 
 def test_the_linters_do_find_things(tmp_path: Path) -> None:
@@ -205,7 +205,9 @@ def test_ci_runs_the_checkouts_code_with_nothing_to_steal() -> None:
     what holds is that a pull request gains nothing but the verdict: a read-only
     token, no secret, no trigger that runs with the target's rights."""
     names = {p.name for p in (REPO / ".github" / "workflows").glob("*")}
-    assert names == {*init.WORKFLOWS, "ci.yml"}, "a new workflow: decide which rule it follows"
+    assert names == {*init.WORKFLOWS, "ci.yml", "release.yml"}, (
+        "a new workflow: decide which rule it follows"
+    )
     text = (REPO / ".github" / "workflows" / "ci.yml").read_text()
     ci = yaml.safe_load(text)
     assert ci["permissions"] == {"contents": "read"}
@@ -392,7 +394,7 @@ def test_dreampool_the_console_script_imports_nothing_from_the_folder(tmp_path: 
             pytest.fail(f"{script} is missing: pip install -e .")
         pytest.skip(f"{script} is missing: dreampool is not installed in this environment")
     pool = tmp_path / "pool"
-    init.init_pool(pool, "plant.example/pool", "Pool")
+    init.init_pool(pool, "plant.example/pool", "Pool", requirement="dreampool")
     marks = tmp_path / "marks"
     marks.mkdir()
     planted = ("builder/__init__.py", "yaml.py", "json.py", "sitecustomize.py", "usercustomize.py")
@@ -411,3 +413,78 @@ def test_dreampool_the_console_script_imports_nothing_from_the_folder(tmp_path: 
         cwd=pool, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert (marks / "builder.__init__.py").exists(), control.stdout + control.stderr
+
+
+# --- the release ------------------------------------------------------------------------
+
+RELEASE = REPO / ".github" / "workflows" / "release.yml"
+
+
+def test_release_builds_isolated_and_only_its_publish_job_can_mint_a_token() -> None:
+    """release.yml runs the checkout's build (setuptools, as pyproject.toml says), so
+    it follows ci.yml's rule, nothing to steal, and more: only a pushed tag or a
+    maintainer's dispatch starts it; the build job reads, with Python isolated in
+    the runner's temporary folder as in the pool's workflows; the publish job alone
+    may ask for an OIDC token (trusted publishing, in environment pypi, for a tag
+    only), holds no secret, and runs nothing of the repository: it downloads the
+    checked files and hands them to the pinned PyPI action."""
+    text = RELEASE.read_text(encoding="utf-8")
+    flow = yaml.safe_load(text)
+    assert flow["permissions"] == {}
+    assert flow[True] == {"push": {"tags": ["v*"]}, "workflow_dispatch": None}
+    assert "secrets." not in text and "github.token" not in text and "password" not in text
+    build, publish = flow["jobs"]["build"], flow["jobs"]["publish"]
+    assert build["permissions"] == {"contents": "read"}
+    assert publish["permissions"] == {"id-token": "write"}
+    assert text.count("id-token") == 1
+    assert publish["needs"] == "build" and publish["environment"]["name"] == "pypi"
+    assert publish["if"] == "github.ref_type == 'tag' && startsWith(github.ref_name, 'v')"
+    assert [s["uses"].split("@")[0] for s in publish["steps"]] == [
+        "actions/download-artifact",
+        "pypa/gh-action-pypi-publish",
+    ]
+    assert set(publish["steps"][1]["with"]) == {"packages-dir"}  # no user, no token
+
+    (checkout,) = [s for s in build["steps"] if s.get("uses", "").startswith("actions/checkout@")]
+    assert checkout["with"]["persist-credentials"] is False
+    ran = []
+    for step, where in steps_of(text):
+        assert not re.search(r"\bGITHUB_(?:ENV|PATH)\b", step.get("run", ""))
+        for words in commands(step.get("run", "")):
+            program = words[0].rsplit("/", 1)[-1]
+            assert not _PIP.fullmatch(program), words
+            if _PYTHON.fullmatch(program):
+                assert "-I" in python_options(words), words
+                assert where == "${{ runner.temp }}", words
+                ran.append(shlex.join(words))
+    assert "python -I -m build --outdir dist '$GITHUB_WORKSPACE'" in ran
+    assert "python -I -m twine check --strict 'dist/*'" in ran
+
+
+@pytest.mark.parametrize(
+    ("ref_type", "ref_name", "ok"),
+    [("tag", "v0.1.0", True), ("tag", "v0.2.0", False), ("branch", "main", True)],
+)
+def test_release_refuses_a_tag_that_is_not_the_version_built(
+    tmp_path: Path, ref_type: str, ref_name: str, ok: bool
+) -> None:
+    """The check step, as written, on a dist/ holding dreampool 0.1.0 (twine stood in
+    for: it is not a test dependency). A dispatch from a branch only builds."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").write_text('#!/bin/sh\necho "python $*"\n')
+    (bin_dir / "python").chmod(0o755)
+    temp = tmp_path / "temp"
+    (temp / "dist").mkdir(parents=True)
+    (temp / "dist" / "dreampool-0.1.0-py3-none-any.whl").write_bytes(b"")
+    (temp / "dist" / "dreampool-0.1.0.tar.gz").write_bytes(b"")
+    env = {
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "GITHUB_REF_TYPE": ref_type,
+        "GITHUB_REF_NAME": ref_name,
+    }
+    result = run_step(RELEASE.read_text(encoding="utf-8"), "Check them", tmp_path, temp, env)
+    assert "python -I -m twine check --strict dist/dreampool-0.1.0" in result.stdout
+    assert (result.returncode == 0) is ok, result.stdout + result.stderr
+    if not ok:
+        assert f"::error::tag {ref_name} does not match the version built" in result.stdout
