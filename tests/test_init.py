@@ -356,8 +356,8 @@ def test_requirement_is_what_installed_this_dreampool(
 @pytest.mark.parametrize(
     ("direct_url", "says"),
     [
-        ({"url": "file:///home/me/dreampool", "dir_info": {"editable": True}}, "the folder"),
-        ({"url": "file:///home/me/dreampool", "dir_info": {}}, "/home/me/dreampool, which"),
+        ({"url": "file:///srv/src/dreampool", "dir_info": {"editable": True}}, "the folder"),
+        ({"url": "file:///srv/src/dreampool", "dir_info": {}}, "/srv/src/dreampool, which"),
         (
             {"url": "file:///tmp/dreampool-0.1.0-py3-none-any.whl", "archive_info": {}},
             "a file on this machine",
