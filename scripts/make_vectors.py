@@ -116,6 +116,7 @@ def make(out: Path) -> None:
         site = Path(tmp) / "site"
         files = _collect(site, content, [a, b])
         files["vectors.json"] = _json(_values(content, signer, author_seed, [a, b]))
+        files["negative/ed25519-keys.json"] = _json(refused_keys())
         files["README.md"] = _readme(json.loads(files["vectors.json"])).encode("utf-8")
     if out.exists():
         shutil.rmtree(out)
@@ -144,6 +145,41 @@ def _admit(
         logbuild.new_salt = drawn
     assert report.admitted == [dream_id] and not report.refused, report
     return {"id": dream_id, "dream": signed, "submitted": submitted}
+
+
+_P = 2**255 - 19
+# The y of the 8 points of small order (two of them have x = 0).
+_SMALL_ORDER_Y = (
+    "0100000000000000000000000000000000000000000000000000000000000000",
+    "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+    "0000000000000000000000000000000000000000000000000000000000000000",
+    "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
+    "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",
+)
+
+
+def refused_keys() -> dict[str, Any]:
+    """docs/protocol.md §1's refused public keys, each with the universal
+    signature (R = the identity, S = 0) that plain OpenSSL accepts under the
+    ones that decode: every y >= p and every small-order y, both sign bits."""
+    sign = 1 << 255
+    ys = [(y, "y >= p: not a canonical encoding") for y in range(_P, 2**255)]
+    ys += [
+        (int.from_bytes(bytes.fromhex(h), "little"), "small order: [8]A is the identity")
+        for h in _SMALL_ORDER_Y
+    ]
+    keys = [
+        {"publicKey": (y | (sign * bit)).to_bytes(32, "little").hex(), "why": why}
+        for y, why in ys
+        for bit in (0, 1)
+    ]
+    return {
+        "about": "public keys every verifier MUST refuse (docs/protocol.md §1), with the "
+        "signature that verifies every message under them in a verifier that does not",
+        "signature": (bytes([1]) + bytes(63)).hex(),
+        "message": "any message at all",
+        "keys": keys,
+    }
 
 
 def _collect(site: Path, content: Path, dreams: list[dict[str, Any]]) -> dict[str, bytes]:
@@ -306,6 +342,7 @@ commitment hashes (`commitmentInput`).
 | `site/log/consistency/{first["size"]}` | RFC 6962 consistency proof, one base64 hash a line (§4) |
 | `site/log/tile/…` | c2sp.org/tlog-tiles, partial tiles included (§4) |
 | `vectors.json` | every value above, for both dreams |
+| `negative/ed25519-keys.json` | the 48 public keys §1 refuses, with the universal signature (R = identity, S = 0) that plain OpenSSL accepts under them |
 
 ## Checking an implementation
 

@@ -42,6 +42,9 @@ SMALL_ORDER_Y = [
 ]
 UNIVERSAL = bytes([1]) + bytes(63)  # R = the identity, S = 0
 MESSAGE = b"any message at all"
+# The published negative vectors (scripts/make_vectors.py): what a stranger's
+# verifier is tested with, and what this test runs the project's three through.
+NEGATIVE = json.loads((REPO / "docs" / "vectors" / "negative" / "ed25519-keys.json").read_text())
 
 
 def _encode(y: int, sign: int) -> bytes:
@@ -52,6 +55,12 @@ REFUSED = sorted(
     {_encode(y, s) for y in range(P, 2**255) for s in (0, 1)}
     | {_encode(y, s) for y in SMALL_ORDER_Y for s in (0, 1)}
 )
+
+
+def test_the_published_negative_vectors_are_exactly_these() -> None:
+    assert sorted(bytes.fromhex(k["publicKey"]) for k in NEGATIVE["keys"]) == REFUSED
+    assert bytes.fromhex(NEGATIVE["signature"]) == UNIVERSAL
+    assert NEGATIVE["message"].encode() == MESSAGE
 
 
 def test_the_rule_covers_38_non_canonical_and_every_small_order_encoding() -> None:
