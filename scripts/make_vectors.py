@@ -37,9 +37,12 @@ from typing import Any
 
 from builder import build, logbuild, merkle, pool, strictjson
 from builder import dream as dreamfmt
-from builder.b64 import b64_encode, b64url_encode
+from builder.b64 import b64_encode, b64url_decode, b64url_encode
+from builder.checkpoint import Checkpoint, sign_checkpoint
 from builder.ed25519 import public_key_of
 from builder.note import Signer
+from builder.policy import Policy, PolicyLog, format_policy
+from builder.tlogproof import TlogProof, format_tlog_proof
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "vectors"
@@ -51,6 +54,35 @@ LABELS = {
     "log seed": "dreampool test vectors: log key",
     "salt A": "dreampool test vectors: salt A",
     "salt B": "dreampool test vectors: salt B",
+    "negative log seed": "dreampool test vectors: negative log key",
+    "negative salt": "dreampool test vectors: negative salt",
+}
+NEGATIVE_ORIGIN = "vectors.dreampool.example/negative"
+
+# docs/protocol.md §1's refused public keys: every y >= p (a non-canonical
+# encoding), in both signs, and the 8 points of small order, in both signs.
+_P = 2**255 - 19
+_SMALL_ORDER_Y = (
+    1,
+    _P - 1,
+    0,
+    int.from_bytes(
+        bytes.fromhex("c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a"), "little"
+    ),
+    int.from_bytes(
+        bytes.fromhex("26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05"), "little"
+    ),
+)
+REFUSED_KEYS = sorted(
+    {(y | (s << 255)).to_bytes(32, "little") for y in range(_P, 2**255) for s in (0, 1)}
+    | {(y | (s << 255)).to_bytes(32, "little") for y in _SMALL_ORDER_Y for s in (0, 1)}
+)
+UNIVERSAL_SIGNATURE = bytes([1]) + bytes(63)  # R = the identity 01 00…00, S = 0
+# Three of them get a record and a proof in the negative log (step 4 must refuse).
+LOGGED_BAD_KEYS = {
+    "key-non-canonical": (_P + 1).to_bytes(32, "little"),  # eeff…ff7f, y = p + 1
+    "key-identity": (1).to_bytes(32, "little"),  # 0100…00, order 1
+    "key-order-4": (0).to_bytes(32, "little"),  # y = 0, order 4
 }
 POOL_YAML = f"title: dreampool test vectors\norigin: {ORIGIN}\nbase_url: {BASE_URL}\nk: 3\n"
 
@@ -115,8 +147,11 @@ def make(out: Path) -> None:
                 os.environ["SOURCE_DATE_EPOCH"] = previous
         site = Path(tmp) / "site"
         files = _collect(site, content, [a, b])
-        files["vectors.json"] = _json(_values(content, signer, author_seed, [a, b]))
-        files["negative/ed25519-keys.json"] = _json(refused_keys())
+        negative_files, negative = _negative(a)
+        files.update(negative_files)
+        values = _values(content, signer, author_seed, [a, b])
+        values["negative"] = negative
+        files["vectors.json"] = _json(values)
         files["README.md"] = _readme(json.loads(files["vectors.json"])).encode("utf-8")
     if out.exists():
         shutil.rmtree(out)
@@ -145,41 +180,6 @@ def _admit(
         logbuild.new_salt = drawn
     assert report.admitted == [dream_id] and not report.refused, report
     return {"id": dream_id, "dream": signed, "submitted": submitted}
-
-
-_P = 2**255 - 19
-# The y of the 8 points of small order (two of them have x = 0).
-_SMALL_ORDER_Y = (
-    "0100000000000000000000000000000000000000000000000000000000000000",
-    "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
-    "0000000000000000000000000000000000000000000000000000000000000000",
-    "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
-    "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",
-)
-
-
-def refused_keys() -> dict[str, Any]:
-    """docs/protocol.md §1's refused public keys, each with the universal
-    signature (R = the identity, S = 0) that plain OpenSSL accepts under the
-    ones that decode: every y >= p and every small-order y, both sign bits."""
-    sign = 1 << 255
-    ys = [(y, "y >= p: not a canonical encoding") for y in range(_P, 2**255)]
-    ys += [
-        (int.from_bytes(bytes.fromhex(h), "little"), "small order: [8]A is the identity")
-        for h in _SMALL_ORDER_Y
-    ]
-    keys = [
-        {"publicKey": (y | (sign * bit)).to_bytes(32, "little").hex(), "why": why}
-        for y, why in ys
-        for bit in (0, 1)
-    ]
-    return {
-        "about": "public keys every verifier MUST refuse (docs/protocol.md §1), with the "
-        "signature that verifies every message under them in a verifier that does not",
-        "signature": (bytes([1]) + bytes(63)).hex(),
-        "message": "any message at all",
-        "keys": keys,
-    }
 
 
 def _collect(site: Path, content: Path, dreams: list[dict[str, Any]]) -> dict[str, bytes]:
@@ -265,6 +265,102 @@ def _values(
     }
 
 
+def _negative(a: dict[str, Any]) -> tuple[dict[str, bytes], dict[str, Any]]:
+    """Inputs every verifier must refuse, each at one docs/protocol.md §5 step.
+
+    A separate log (its own origin and key, so no checkpoint of the vector log
+    is contradicted) holds one leaf per case, so that steps 1-3 pass and the
+    refusal is for the reason the case names. Also every refused public key
+    with the universal signature, as dreams in ``negative/universal-forgery.json``.
+    """
+    signer = Signer.from_seed(NEGATIVE_ORIGIN, label_bytes("negative log seed"))
+    salt = b64url_encode(label_bytes("negative salt"))
+    dream_a = a["dream"]
+
+    def forged(public_key: bytes) -> dict[str, Any]:
+        body = {k: dream_a[k] for k in dreamfmt.SIGNED_FIELDS if k in dream_a}
+        body["sig"] = {
+            "alg": "ed25519",
+            "keyId": dreamfmt.key_id(public_key),
+            "publicKey": b64url_encode(public_key),
+            "value": b64url_encode(UNIVERSAL_SIGNATURE),
+        }
+        return body
+
+    with_field = dreamfmt.sign(
+        {**DRAFT_A, "title": "A signed dream with a field the protocol does not name"},
+        label_bytes("author seed"),
+    )
+    with_field["mood"] = "hopeful"  # not signed: the signature still verifies
+    cases: list[tuple[str, str, int, dict[str, Any], dict[str, Any]]] = [
+        (
+            "record-unknown-field",
+            "record.json holds a member beyond format, id, index, salt, dream (§2)",
+            2,
+            dream_a,
+            {"note": "not a record field"},
+        ),
+        (
+            "dream-unknown-field",
+            "the dream holds a field §1 does not name; its signature verifies (§1)",
+            4,
+            with_field,
+            {},
+        ),
+    ]
+    for name, key in LOGGED_BAD_KEYS.items():
+        cases.append(
+            (
+                name,
+                f"sig.publicKey {key.hex()} (§1 key validity) with the universal signature",
+                4,
+                forged(key),
+                {},
+            )
+        )
+    leaves = []
+    records = []
+    for index, (_, _, _, dream, extra_members) in enumerate(cases):
+        dream_id = dreamfmt.dream_id(b64url_decode(dream["sig"]["value"]))
+        leaves.append(logbuild.dream_leaf(dream_id, logbuild.commitment(dream, salt)))
+        record = {
+            "format": "dreampool-record/v1",
+            "id": dream_id,
+            "index": index,
+            "salt": salt,
+            "dream": dream,
+            **extra_members,
+        }
+        records.append((json.dumps(record, ensure_ascii=False, indent=2) + "\n").encode("utf-8"))
+    tree = merkle.MerkleTree.from_leaf_hashes(merkle.leaf_hash(leaf) for leaf in leaves)
+    note = sign_checkpoint(Checkpoint(NEGATIVE_ORIGIN, tree.size, tree.root()), signer)
+    files: dict[str, bytes] = {
+        "negative/log/policy": format_policy(
+            Policy((PolicyLog(signer.verifier, None),), (), (), "none")
+        ).encode(),
+        "negative/log/checkpoint": note,
+    }
+    listed = []
+    for index, (name, what, step, _, _) in enumerate(cases):
+        files[f"negative/{name}/record.json"] = records[index]
+        files[f"negative/{name}/proof.tlog-proof"] = format_tlog_proof(
+            TlogProof(index, leaves[index], tuple(tree.inclusion_proof(index, tree.size)), note)
+        )
+        listed.append({"name": name, "what": what, "refusedAtStep": step})
+    forgeries = [{"publicKeyHex": key.hex(), "dream": forged(key)} for key in REFUSED_KEYS]
+    files["negative/universal-forgery.json"] = _json(forgeries)
+    summary = {
+        "origin": NEGATIVE_ORIGIN,
+        "logSeedLabel": LABELS["negative log seed"],
+        "vkey": signer.verifier.vkey,
+        "saltLabel": LABELS["negative salt"],
+        "universalSignatureHex": UNIVERSAL_SIGNATURE.hex(),
+        "cases": listed,
+        "refusedPublicKeysHex": [key.hex() for key in REFUSED_KEYS],
+    }
+    return files, summary
+
+
 def _json(obj: Any) -> bytes:
     return (json.dumps(obj, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
 
@@ -272,6 +368,8 @@ def _json(obj: Any) -> bytes:
 def _readme(v: dict[str, Any]) -> str:
     a, b = v["dreams"]
     first, last = v["checkpoints"][0], v["checkpoints"][-1]
+    n = v["negative"]
+    cases = "\n".join(f"| `{c['name']}` | {c['what']} | {c['refusedAtStep']} |" for c in n["cases"])
     leaves = "\n".join(
         f"| {leaf['index']} | `{leaf['data']}` | `{leaf['hash']}` |" for leaf in v["leaves"]
     )
@@ -342,7 +440,6 @@ commitment hashes (`commitmentInput`).
 | `site/log/consistency/{first["size"]}` | RFC 6962 consistency proof, one base64 hash a line (§4) |
 | `site/log/tile/…` | c2sp.org/tlog-tiles, partial tiles included (§4) |
 | `vectors.json` | every value above, for both dreams |
-| `negative/ed25519-keys.json` | the 48 public keys §1 refuses, with the universal signature (R = identity, S = 0) that plain OpenSSL accepts under them |
 
 ## Checking an implementation
 
@@ -363,6 +460,26 @@ commitment hashes (`commitmentInput`).
 
 * Sign the checkpoint texts with the log seed: Ed25519 is deterministic, so
   your signature lines must equal the ones in `site/log/checkpoints/`.
+
+## Negative vectors: what a verifier must refuse
+
+`negative/` is a second log, of origin `{n["origin"]}` (its key's seed is
+SHA-256(`{n["logSeedLabel"]}`), vkey `{n["vkey"]}`, policy
+`negative/log/policy`), so none of its checkpoints contradicts the log
+above. Each leaf is one case: its `negative/<case>/proof.tlog-proof` and
+`record.json` pass every §5 step before the one given, with that policy,
+and a verifier MUST refuse the case at that step.
+
+| case | what is wrong | refused at §5 step |
+|---|---|---|
+{cases}
+
+`negative/universal-forgery.json` lists every public key docs/protocol.md §1
+refuses ({len(n["refusedPublicKeysHex"])} encodings: each y ≥ p and each of the 8 small-order points, in
+both signs), each in a copy of dream A whose `sig.value` is the universal
+signature R = `01` followed by 31 zero bytes, S = 0 (hex `{n["universalSignatureHex"][:8]}…`).
+Plain OpenSSL accepts that signature on any message under the keys that
+decode; a verifier MUST refuse every one of these dreams.
 """  # noqa: E501
 
 

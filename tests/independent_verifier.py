@@ -25,13 +25,17 @@ The steps, numbered as in the code:
    its root at every published size equals that checkpoint's root; every tile
    and bundle any published size needs is present, and every file under
    ``log/tile/`` holds exactly the hashes (or entries) recomputed here.
-4. Every leaf is JCS-canonical and one of docs/protocol.md §3's kinds.
+4. Every leaf is JCS-canonical and one of docs/protocol.md §3's kinds; each
+   dream id and each keyId is logged once, each erasure names an earlier
+   dream leaf, once.
 5. ``log/consistency/<m>`` proves (RFC 9162 §2.1.4.2) each earlier published
    checkpoint consistent with the current one.
 6. Every ``dreams/<id>/proof.tlog-proof`` (c2sp.org/tlog-proof) proves its
-   leaf (RFC 9162 §2.1.3.2) under a published checkpoint; its record, if
+   leaf (RFC 9162 §2.1.3.2) under the first published checkpoint holding it,
+   embedded byte for byte as ``log/checkpoints/<size>``; its record, if
    present, recomputes that leaf and carries a valid dream signature whose
-   key leaf came earlier; an absent record has a later erasure leaf.
+   key leaf came earlier and names the dream's author; an absent record has
+   a later erasure leaf.
 7. Every dream leaf has its proof file.
 
 Run as ``python tests/independent_verifier.py SITE [VKEY]``.
@@ -762,6 +766,7 @@ def parse_leaf(index: int, data: bytes) -> Leaf:
         _keys(obj, {"v", "kind", "keyId", "publicKey", "author"}, set(), where)
         pub = b64url_decode_strict(obj["publicKey"], f"{where}: publicKey")
         _check(len(pub) == 32, f"{where}: publicKey is {len(pub)} bytes, want 32")
+        _check(_decode_point(pub) is not None, f"{where}: publicKey is not a curve point")
         _check(not is_small_order(pub), f"{where}: publicKey has small order")
         _check(
             obj["keyId"] == key_id_of(pub),
@@ -1045,10 +1050,11 @@ def verify_site(site: Path | str, vkey: str | None = None) -> Report:
             report.key_leaves += 1
             prev = key_at.get(o["keyId"])
             _check(
-                prev is None or prev.obj["publicKey"] == o["publicKey"],
-                f"leaf {leaf.index}: keyId {o['keyId']} already logged with another key",
+                prev is None,
+                f"leaf {leaf.index}: keyId {o['keyId']} already logged at leaf "
+                f"{prev.index if prev else ''} (docs/protocol.md §3: each keyId once)",
             )
-            key_at.setdefault(o["keyId"], leaf)
+            key_at[o["keyId"]] = leaf
         else:
             report.erasure_leaves += 1
             _check(
@@ -1100,6 +1106,11 @@ def verify_site(site: Path | str, vkey: str | None = None) -> Report:
         _check(
             cp.size in published and cp.text == published[cp.size].text,
             f"{w}: its checkpoint (size {cp.size}) is not a published one",
+        )
+        _check(
+            cp_bytes == (log / "checkpoints" / str(cp.size)).read_bytes(),
+            f"{w}: its checkpoint is not byte for byte log/checkpoints/{cp.size} "
+            "(docs/protocol.md §5)",
         )
         _check(index < cp.size, f"{w}: index {index} not below size {cp.size}")
         admitted = min(s for s in sizes if s > index)
@@ -1156,6 +1167,11 @@ def verify_site(site: Path | str, vkey: str | None = None) -> Report:
             _check(
                 key.obj["publicKey"] == b64url(pub),
                 f"{w}: key leaf {key.index} holds another public key for {kid}",
+            )
+            _check(
+                dream["author"] == key.obj["author"],
+                f"{w}: author {dream['author']!r}, but key leaf {key.index} of {kid} is "
+                f"author {key.obj['author']!r} (docs/protocol.md §3: one key, one author)",
             )
             report.records += 1
         else:

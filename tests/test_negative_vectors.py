@@ -1,0 +1,96 @@
+"""The project's verifiers over every vector: each positive one passes, each negative one fails.
+
+docs/vectors/negative/ (written by scripts/make_vectors.py) holds inputs a
+verifier MUST refuse: a record with an unknown member, a dream with an
+unknown field whose signature verifies, and dreams signed with the universal
+signature (R = 01 00…00, S = 0) under every public key docs/protocol.md §1
+refuses. Both ``builder.lightclient`` and ``tests/independent_verifier.py``
+run over each: if either accepts a negative vector, or refuses a positive
+one, this fails. Each logged case must also pass the steps before the one
+that refuses it, so it is refused for the reason it names.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from builder import dream as dreamfmt
+from builder import lightclient
+from builder.errors import SignatureError, VerificationError
+from tests import independent_verifier as iv
+
+VECTORS = Path(__file__).resolve().parent.parent / "docs" / "vectors"
+NEGATIVE = VECTORS / "negative"
+VALUES: dict[str, Any] = json.loads((VECTORS / "vectors.json").read_text(encoding="utf-8"))
+CASES = VALUES["negative"]["cases"]
+FORGERIES = json.loads((NEGATIVE / "universal-forgery.json").read_text(encoding="utf-8"))
+
+
+def independent_record(record: bytes, proof: bytes, policy: bytes) -> str:
+    """tests/independent_verifier.py's checks of one proof and its record; the dream id."""
+    trust = iv.parse_policy(policy, "policy")
+    extra, index, hashes, cp_bytes = iv.parse_tlog_proof(proof, "proof")
+    cp = iv.verify_checkpoint(cp_bytes, trust, "proof checkpoint")
+    assert extra is not None
+    iv.verify_inclusion(index, cp.size, iv.leaf_hash(extra), hashes, cp.root)
+    rec = iv.load_json_strict(record, "record")
+    iv._keys(rec, {"format", "id", "index", "salt", "dream"}, set(), "record")
+    iv._check(rec["format"] == "dreampool-record/v1", "record: format")
+    iv._check(rec["index"] == index, "record: index")
+    commitment = iv.sha256(iv.jcs({"dream": rec["dream"], "salt": rec["salt"]})).hex()
+    leaf = iv.jcs({"v": 1, "kind": "dream", "id": rec["id"], "commitment": commitment})
+    iv._check(leaf == extra, "record: leaf data")
+    iv.check_dream(rec["dream"], "record: dream")
+    got_id, _ = iv.verify_dream_signature(rec["dream"], "record: dream")
+    iv._check(got_id == rec["id"], "record: id")
+    return got_id
+
+
+def test_there_are_negative_vectors() -> None:
+    assert {c["name"] for c in CASES} >= {
+        "record-unknown-field",
+        "dream-unknown-field",
+        "key-non-canonical",
+        "key-identity",
+    }
+    assert len(FORGERIES) == 48 == len(VALUES["negative"]["refusedPublicKeysHex"])
+
+
+@pytest.mark.parametrize("d", VALUES["dreams"], ids=lambda d: d["id"])
+def test_both_verifiers_accept_every_positive_vector(d: dict[str, Any]) -> None:
+    site = VECTORS / "site"
+    record = (site / "dreams" / d["id"] / "record.json").read_bytes()
+    proof = (site / "dreams" / d["id"] / "proof.tlog-proof").read_bytes()
+    policy = (site / "log" / "policy").read_bytes()
+    assert lightclient.verify_proof(proof, record, policy).id == d["id"]
+    assert independent_record(record, proof, policy) == d["id"]
+    assert iv.verify_site(site).records == len(VALUES["dreams"])
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c["name"])
+def test_both_verifiers_refuse_every_logged_negative_case(case: dict[str, Any]) -> None:
+    record = (NEGATIVE / case["name"] / "record.json").read_bytes()
+    proof = (NEGATIVE / case["name"] / "proof.tlog-proof").read_bytes()
+    policy = (NEGATIVE / "log" / "policy").read_bytes()
+    steps: list[lightclient.Step] = []
+    with pytest.raises(VerificationError) as refused:
+        lightclient.verify_proof(proof, record, policy, on_step=steps.append)
+    assert refused.value.step == case["refusedAtStep"], refused.value.message
+    assert [s.ok for s in steps] == [True] * (case["refusedAtStep"] - 1) + [False]
+    with pytest.raises(iv.VerificationError):
+        independent_record(record, proof, policy)
+
+
+@pytest.mark.parametrize("forgery", FORGERIES, ids=lambda f: f["publicKeyHex"][:8])
+def test_both_verifiers_refuse_every_universal_forgery(forgery: dict[str, Any]) -> None:
+    dream = forgery["dream"]
+    data = json.dumps(dream).encode()
+    with pytest.raises(SignatureError):  # the key, not the schema
+        dreamfmt.parse(data, "forgery.json")
+    iv.check_dream(dream, "forgery")  # well formed: only the key is wrong
+    with pytest.raises(iv.VerificationError):
+        iv.verify_dream_signature(dream, "forgery")
