@@ -35,7 +35,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from builder import build, logbuild, merkle, pool, strictjson
+from builder import build, logbuild, merkle, pool, strictjson, tiles
 from builder import dream as dreamfmt
 from builder.b64 import b64_encode, b64url_decode, b64url_encode
 from builder.checkpoint import Checkpoint, sign_checkpoint
@@ -56,8 +56,19 @@ LABELS = {
     "salt B": "dreampool test vectors: salt B",
     "negative log seed": "dreampool test vectors: negative log key",
     "negative salt": "dreampool test vectors: negative salt",
+    "large log seed": "dreampool test vectors: large log key",
+    "large salt": "dreampool test vectors: large salt",
 }
 NEGATIVE_ORIGIN = "vectors.dreampool.example/negative"
+LARGE_ORIGIN = "vectors.dreampool.example/large"
+# The large log: 260 leaves, checkpoints at sizes 200 and 260, so its tiles
+# include a kept partial tile (0/000.p/200), a full level-0 tile, a level-1
+# tile and the entry bundles of each. Dreams (record and proof) at these
+# indices; every other leaf announces a filler key, whose seed is SHA-256 of
+# LARGE_FILLER_LABEL with the leaf index in decimal appended.
+LARGE_SIZES = (200, 260)
+LARGE_DREAMS = (1, 257, 259)
+LARGE_FILLER_LABEL = "dreampool test vectors: large filler key "
 
 # docs/protocol.md §1's refused public keys: every y >= p (a non-canonical
 # encoding), in both signs, and the 8 points of small order, in both signs.
@@ -149,8 +160,11 @@ def make(out: Path) -> None:
         files = _collect(site, content, [a, b])
         negative_files, negative = _negative(a)
         files.update(negative_files)
+        large_files, large = _large()
+        files.update(large_files)
         values = _values(content, signer, author_seed, [a, b])
         values["negative"] = negative
+        values["large"] = large
         files["vectors.json"] = _json(values)
         files["README.md"] = _readme(json.loads(files["vectors.json"])).encode("utf-8")
     if out.exists():
@@ -361,6 +375,102 @@ def _negative(a: dict[str, Any]) -> tuple[dict[str, bytes], dict[str, Any]]:
     return files, summary
 
 
+def _large() -> tuple[dict[str, bytes], dict[str, Any]]:
+    """A second positive log, ``large/`` (a site's ``log/`` and ``dreams/``), past one tile.
+
+    Leaf 0 announces the author's key; the leaves at LARGE_DREAMS are dreams by
+    that author; every other leaf announces a filler key. Two checkpoints
+    (LARGE_SIZES), each dream's proof against the first one holding it, a
+    consistency proof between them and every tile either size is served as,
+    the earlier size's partial tiles kept (docs/protocol.md §4).
+    """
+    signer = Signer.from_seed(LARGE_ORIGIN, label_bytes("large log seed"))
+    salt = b64url_encode(label_bytes("large salt"))
+    author_seed = label_bytes("author seed")
+    author_key = public_key_of(author_seed)
+    size = LARGE_SIZES[-1]
+    leaves: list[bytes] = []
+    dreams: dict[int, dict[str, Any]] = {}
+    for index in range(size):
+        if index == 0:
+            key = author_key
+            author = DRAFT_A["author"]
+        elif index in LARGE_DREAMS:
+            draft = {
+                **DRAFT_B,
+                "title": f"Leaf {index} of the large vector log",
+                "summary": f"Dream at leaf {index}: its proof is checked against the tiles "
+                "of a log past one full tile.",
+            }
+            del draft["lineage"]
+            dream = dreamfmt.sign(draft, author_seed)
+            dream_id = dreamfmt.dream_id(b64url_decode(dream["sig"]["value"]))
+            dreams[index] = {"id": dream_id, "dream": dream}
+            leaves.append(logbuild.dream_leaf(dream_id, logbuild.commitment(dream, salt)))
+            continue
+        else:
+            seed = hashlib.sha256(f"{LARGE_FILLER_LABEL}{index}".encode("ascii")).digest()
+            key = public_key_of(seed)
+            author = f"filler-{index:03d}"
+        leaves.append(logbuild.key_leaf(dreamfmt.key_id(key), key, author))
+    tree = merkle.MerkleTree.from_leaf_hashes(merkle.leaf_hash(leaf) for leaf in leaves)
+    notes = {
+        m: sign_checkpoint(Checkpoint(LARGE_ORIGIN, m, tree.root(m)), signer) for m in LARGE_SIZES
+    }
+    files: dict[str, bytes] = {
+        "large/log/policy": format_policy(
+            Policy((PolicyLog(signer.verifier, None),), (), (), "none")
+        ).encode(),
+        "large/log/checkpoint": notes[size],
+    }
+    refs: set[tiles.TileRef] = set()
+    before = 0
+    for m in LARGE_SIZES:
+        files[f"large/log/checkpoints/{m}"] = notes[m]
+        if m < size:
+            files[f"large/log/consistency/{m}"] = "".join(
+                b64_encode(h) + "\n" for h in tree.consistency_proof(m, size)
+            ).encode()
+        refs.update(tiles.new_tiles(before, m))
+        before = m
+    for ref in sorted(refs):
+        span = ref.hash_indices
+        files[f"large/log/{ref.path}"] = (
+            tiles.encode_entry_bundle(leaves[span.start : span.stop])
+            if ref.is_entry_bundle
+            else tiles.tile_data(tree, ref)
+        )
+    listed = []
+    for index, d in dreams.items():
+        holding = min(m for m in LARGE_SIZES if m > index)
+        record = {
+            "format": "dreampool-record/v1",
+            "id": d["id"],
+            "index": index,
+            "salt": salt,
+            "dream": d["dream"],
+        }
+        files[f"large/dreams/{d['id']}/record.json"] = _json(record)
+        files[f"large/dreams/{d['id']}/proof.tlog-proof"] = format_tlog_proof(
+            TlogProof(index, leaves[index], tuple(tree.inclusion_proof(index, holding)), notes[holding])
+        )
+        listed.append({"id": d["id"], "index": index, "checkpointSize": holding})
+    summary = {
+        "origin": LARGE_ORIGIN,
+        "logSeedLabel": LABELS["large log seed"],
+        "vkey": signer.verifier.vkey,
+        "saltLabel": LABELS["large salt"],
+        "fillerSeedLabel": LARGE_FILLER_LABEL + "<index>",
+        "size": size,
+        "checkpoints": [
+            {"size": m, "rootBase64": b64_encode(tree.root(m))} for m in LARGE_SIZES
+        ],
+        "dreams": listed,
+        "tiles": sorted(f"log/{ref.path}" for ref in refs),
+    }
+    return files, summary
+
+
 def _json(obj: Any) -> bytes:
     return (json.dumps(obj, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
 
@@ -369,6 +479,12 @@ def _readme(v: dict[str, Any]) -> str:
     a, b = v["dreams"]
     first, last = v["checkpoints"][0], v["checkpoints"][-1]
     n = v["negative"]
+    g = v["large"]
+    large_dreams = "\n".join(
+        f"| `large/dreams/{d['id']}/` | {d['index']} | {d['checkpointSize']} |" for d in g["dreams"]
+    )
+    large_cps = ", ".join(f"{c['size']} (root `{c['rootBase64']}`)" for c in g["checkpoints"])
+    large_tiles = "\n".join(f"* `large/{t}`" for t in g["tiles"])
     cases = "\n".join(f"| `{c['name']}` | {c['what']} | {c['refusedAtStep']} |" for c in n["cases"])
     leaves = "\n".join(
         f"| {leaf['index']} | `{leaf['data']}` | `{leaf['hash']}` |" for leaf in v["leaves"]
@@ -439,6 +555,8 @@ commitment hashes (`commitmentInput`).
 | `site/log/checkpoint`, `site/log/checkpoints/<size>` | c2sp.org/tlog-checkpoint signed notes (§4) |
 | `site/log/consistency/{first["size"]}` | RFC 6962 consistency proof, one base64 hash a line (§4) |
 | `site/log/tile/…` | c2sp.org/tlog-tiles, partial tiles included (§4) |
+| `large/…` | a second log of {g["size"]} leaves, laid out as a site (below) |
+| `negative/…` | what a verifier must refuse (below) |
 | `vectors.json` | every value above, for both dreams |
 
 ## Checking an implementation
@@ -460,6 +578,29 @@ commitment hashes (`commitmentInput`).
 
 * Sign the checkpoint texts with the log seed: Ed25519 is deterministic, so
   your signature lines must equal the ones in `site/log/checkpoints/`.
+
+## A log past one tile: `large/`
+
+`large/` is another log, laid out as a site (`large/log/`, `large/dreams/`),
+of origin `{g["origin"]}` (its key's seed is SHA-256(`{g["logSeedLabel"]}`),
+vkey `{g["vkey"]}`, policy `large/log/policy`). It has {g["size"]} leaves:
+leaf 0 announces the author's key above; the dreams below are by that author,
+with salt SHA-256(`{g["saltLabel"]}`); every other leaf announces a filler key
+of author `filler-<index>` (3 digits), whose seed is
+SHA-256(`{g["fillerSeedLabel"]}`), the index in decimal. Checkpoints
+were published at sizes {large_cps}; `large/log/consistency/{g["checkpoints"][0]["size"]}` links them.
+
+| dream | leaf index | its proof's checkpoint size |
+|---|---|---|
+{large_dreams}
+
+Its tiles (c2sp.org/tlog-tiles, docs/protocol.md §4): a full level-0 tile
+and its entry bundle, a level-1 tile, the partial tiles of the last size, and
+the partial tile and bundle of size {g["checkpoints"][0]["size"]}, kept after
+the full tile replaced them. A verifier of the whole site recomputes every one
+from the entry bundles:
+
+{large_tiles}
 
 ## Negative vectors: what a verifier must refuse
 

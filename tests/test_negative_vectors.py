@@ -8,11 +8,17 @@ refuses. Both ``builder.lightclient`` and ``tests/independent_verifier.py``
 run over each: if either accepts a negative vector, or refuses a positive
 one, this fails. Each logged case must also pass the steps before the one
 that refuses it, so it is refused for the reason it names.
+
+docs/vectors/large/ is a second positive log past one tile (a full level-0
+tile, a level-1 tile, a partial tile kept after its full tile): the
+independent verifier recomputes every tile, and a changed byte in any one is
+refused.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -94,3 +100,63 @@ def test_both_verifiers_refuse_every_universal_forgery(forgery: dict[str, Any]) 
     iv.check_dream(dream, "forgery")  # well formed: only the key is wrong
     with pytest.raises(iv.VerificationError):
         iv.verify_dream_signature(dream, "forgery")
+
+
+LARGE = VECTORS / "large"
+
+
+def test_the_large_log_has_every_kind_of_tile() -> None:
+    g = VALUES["large"]
+    assert g["size"] >= 256 + 1
+    tiles = set(g["tiles"])
+    assert "log/tile/0/000" in tiles  # a full level-0 tile
+    assert any(t.startswith("log/tile/1/") for t in tiles)  # a level-1 tile
+    first = g["checkpoints"][0]["size"]
+    assert first < 256 and f"log/tile/0/000.p/{first}" in tiles  # kept after 0/000 exists
+    assert any(d["index"] > 256 for d in g["dreams"])
+    on_disk = {
+        p.relative_to(LARGE).as_posix() for p in (LARGE / "log" / "tile").rglob("*") if p.is_file()
+    }
+    assert on_disk == tiles
+
+
+def test_the_independent_verifier_recomputes_every_tile_of_the_large_log() -> None:
+    report = iv.verify_site(LARGE)
+    g = VALUES["large"]
+    assert (report.size, report.leaves, report.records) == (g["size"], g["size"], len(g["dreams"]))
+    tiles = [t for t in g["tiles"] if "/entries/" not in t]
+    assert (report.tiles, report.entry_bundles) == (len(tiles), len(g["tiles"]) - len(tiles))
+    assert report.published_sizes == [c["size"] for c in g["checkpoints"]]
+    assert report.consistency_proofs == 1 and not report.ignored
+
+
+@pytest.mark.parametrize("tile", VALUES["large"]["tiles"])
+def test_a_changed_tile_of_the_large_log_is_refused(tile: str, tmp_path: Path) -> None:
+    site = tmp_path / "large"
+    shutil.copytree(LARGE, site)
+    data = bytearray((site / tile).read_bytes())
+    data[-1] ^= 0x01
+    (site / tile).write_bytes(bytes(data))
+    with pytest.raises(iv.VerificationError):
+        iv.verify_site(site)
+
+
+@pytest.mark.parametrize("d", VALUES["large"]["dreams"], ids=lambda d: str(d["index"]))
+def test_both_verifiers_accept_every_dream_of_the_large_log(d: dict[str, Any]) -> None:
+    record = (LARGE / "dreams" / d["id"] / "record.json").read_bytes()
+    proof = (LARGE / "dreams" / d["id"] / "proof.tlog-proof").read_bytes()
+    policy = (LARGE / "log" / "policy").read_bytes()
+    current = (LARGE / "log" / "checkpoint").read_bytes()
+    result = lightclient.verify_proof(proof, record, policy)
+    assert (result.id, result.index, result.checkpoint.size) == (
+        d["id"],
+        d["index"],
+        d["checkpointSize"],
+    )
+    assert independent_record(record, proof, policy) == d["id"]
+    if d["checkpointSize"] < VALUES["large"]["size"]:
+        consistency = (LARGE / "log" / "consistency" / str(d["checkpointSize"])).read_bytes()
+        newer = lightclient.verify_proof(
+            proof, record, policy, newer=current, consistency=consistency
+        ).newer
+        assert newer is not None and newer.size == VALUES["large"]["size"]
