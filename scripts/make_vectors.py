@@ -35,7 +35,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from builder import build, logbuild, merkle, pool, strictjson, tiles
+from builder import build, logbuild, merkle, pool, statement, strictjson, tiles
 from builder import dream as dreamfmt
 from builder.b64 import b64_encode, b64url_decode, b64url_encode
 from builder.checkpoint import Checkpoint, sign_checkpoint
@@ -67,7 +67,12 @@ LARGE_ORIGIN = "vectors.dreampool.example/large"
 # indices; every other leaf announces a filler key, whose seed is SHA-256 of
 # LARGE_FILLER_LABEL with the leaf index in decimal appended.
 LARGE_SIZES = (200, 260)
-LARGE_DREAMS = (1, 257, 259)
+LARGE_DREAMS = (1, 2, 257, 259)
+# The dream at leaf 2 is erased at its author's signed request
+# (docs/protocol.md §7): the erasure leaf is leaf 258; its folder keeps the
+# proof and has no record.
+LARGE_ERASED = 2
+LARGE_ERASURE = 258
 LARGE_FILLER_LABEL = "dreampool test vectors: large filler key "
 
 # docs/protocol.md §1's refused public keys: every y >= p (a non-canonical
@@ -391,7 +396,16 @@ def _large() -> tuple[dict[str, bytes], dict[str, Any]]:
     size = LARGE_SIZES[-1]
     leaves: list[bytes] = []
     dreams: dict[int, dict[str, Any]] = {}
+    request: dict[str, Any] = {}
     for index in range(size):
+        if index == LARGE_ERASURE:
+            erased_id = dreams[LARGE_ERASED]["id"]
+            request = statement.sign(
+                {"type": statement.ERASE, "id": erased_id, "reason": "author-request"},
+                author_seed,
+            )
+            leaves.append(logbuild.erasure_leaf(erased_id, request["reason"]))
+            continue
         if index == 0:
             key = author_key
             author = DRAFT_A["author"]
@@ -450,11 +464,23 @@ def _large() -> tuple[dict[str, bytes], dict[str, Any]]:
             "salt": salt,
             "dream": d["dream"],
         }
-        files[f"large/dreams/{d['id']}/record.json"] = _json(record)
+        if index != LARGE_ERASED:
+            files[f"large/dreams/{d['id']}/record.json"] = _json(record)
         files[f"large/dreams/{d['id']}/proof.tlog-proof"] = format_tlog_proof(
-            TlogProof(index, leaves[index], tuple(tree.inclusion_proof(index, holding)), notes[holding])
+            TlogProof(
+                index, leaves[index], tuple(tree.inclusion_proof(index, holding)), notes[holding]
+            )
         )
-        listed.append({"id": d["id"], "index": index, "checkpointSize": holding})
+        listed.append(
+            {
+                "id": d["id"],
+                "index": index,
+                "checkpointSize": holding,
+                "erased": index == LARGE_ERASED,
+            }
+        )
+    erased_id = dreams[LARGE_ERASED]["id"]
+    files[f"statements/erase-{erased_id}.json"] = _json(request)
     summary = {
         "origin": LARGE_ORIGIN,
         "logSeedLabel": LABELS["large log seed"],
@@ -462,10 +488,17 @@ def _large() -> tuple[dict[str, bytes], dict[str, Any]]:
         "saltLabel": LABELS["large salt"],
         "fillerSeedLabel": LARGE_FILLER_LABEL + "<index>",
         "size": size,
-        "checkpoints": [
-            {"size": m, "rootBase64": b64_encode(tree.root(m))} for m in LARGE_SIZES
-        ],
+        "checkpoints": [{"size": m, "rootBase64": b64_encode(tree.root(m))} for m in LARGE_SIZES],
         "dreams": listed,
+        "erasure": {
+            "id": erased_id,
+            "index": LARGE_ERASURE,
+            "leafData": leaves[LARGE_ERASURE].decode(),
+            "request": f"statements/erase-{erased_id}.json",
+            "requestSignedBytes": strictjson.canonical(
+                {k: v for k, v in request.items() if k != "sig"}
+            ).decode(),
+        },
         "tiles": sorted(f"log/{ref.path}" for ref in refs),
     }
     return files, summary
@@ -481,8 +514,11 @@ def _readme(v: dict[str, Any]) -> str:
     n = v["negative"]
     g = v["large"]
     large_dreams = "\n".join(
-        f"| `large/dreams/{d['id']}/` | {d['index']} | {d['checkpointSize']} |" for d in g["dreams"]
+        f"| `large/dreams/{d['id']}/` | {d['index']} | {d['checkpointSize']} | "
+        f"{'erased: proof only' if d['erased'] else 'record and proof'} |"
+        for d in g["dreams"]
     )
+    e = g["erasure"]
     large_cps = ", ".join(f"{c['size']} (root `{c['rootBase64']}`)" for c in g["checkpoints"])
     large_tiles = "\n".join(f"* `large/{t}`" for t in g["tiles"])
     cases = "\n".join(f"| `{c['name']}` | {c['what']} | {c['refusedAtStep']} |" for c in n["cases"])
@@ -556,6 +592,7 @@ commitment hashes (`commitmentInput`).
 | `site/log/consistency/{first["size"]}` | RFC 6962 consistency proof, one base64 hash a line (§4) |
 | `site/log/tile/…` | c2sp.org/tlog-tiles, partial tiles included (§4) |
 | `large/…` | a second log of {g["size"]} leaves, laid out as a site (below) |
+| `statements/erase-<id>.json` | a signed `dreampool.erase/v1` request (§7) for an erased dream of `large/` |
 | `negative/…` | what a verifier must refuse (below) |
 | `vectors.json` | every value above, for both dreams |
 
@@ -590,9 +627,18 @@ of author `filler-<index>` (3 digits), whose seed is
 SHA-256(`{g["fillerSeedLabel"]}`), the index in decimal. Checkpoints
 were published at sizes {large_cps}; `large/log/consistency/{g["checkpoints"][0]["size"]}` links them.
 
-| dream | leaf index | its proof's checkpoint size |
-|---|---|---|
+| dream | leaf index | its proof's checkpoint size | files |
+|---|---|---|---|
 {large_dreams}
+
+Dream `{e["id"]}` is erased: leaf {e["index"]} is
+`{e["leafData"]}`,
+and `{e["request"]}` is the author's signed `dreampool.erase/v1` request
+(docs/protocol.md §7; the pool keeps it as `content/erasures/{e["id"]}.json`,
+never on the site), signed by the dream's key over
+`{e["requestSignedBytes"]}`.
+Its folder keeps `proof.tlog-proof` and has no `record.json` (§3, §5): only
+§5 steps 1 and 3 can be run on it, with the proof's `extra` as the leaf data.
 
 Its tiles (c2sp.org/tlog-tiles, docs/protocol.md §4): a full level-0 tile
 and its entry bundle, a level-1 tile, the partial tiles of the last size, and

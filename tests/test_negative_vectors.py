@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 
 from builder import dream as dreamfmt
-from builder import lightclient
-from builder.errors import SignatureError, VerificationError
+from builder import lightclient, merkle, statement, tlogproof
+from builder.errors import InputError, SignatureError, VerificationError
 from tests import independent_verifier as iv
 
 VECTORS = Path(__file__).resolve().parent.parent / "docs" / "vectors"
@@ -123,7 +123,8 @@ def test_the_large_log_has_every_kind_of_tile() -> None:
 def test_the_independent_verifier_recomputes_every_tile_of_the_large_log() -> None:
     report = iv.verify_site(LARGE)
     g = VALUES["large"]
-    assert (report.size, report.leaves, report.records) == (g["size"], g["size"], len(g["dreams"]))
+    kept = [d for d in g["dreams"] if not d["erased"]]
+    assert (report.size, report.leaves, report.records) == (g["size"], g["size"], len(kept))
     tiles = [t for t in g["tiles"] if "/entries/" not in t]
     assert (report.tiles, report.entry_bundles) == (len(tiles), len(g["tiles"]) - len(tiles))
     assert report.published_sizes == [c["size"] for c in g["checkpoints"]]
@@ -141,7 +142,9 @@ def test_a_changed_tile_of_the_large_log_is_refused(tile: str, tmp_path: Path) -
         iv.verify_site(site)
 
 
-@pytest.mark.parametrize("d", VALUES["large"]["dreams"], ids=lambda d: str(d["index"]))
+@pytest.mark.parametrize(
+    "d", [d for d in VALUES["large"]["dreams"] if not d["erased"]], ids=lambda d: str(d["index"])
+)
 def test_both_verifiers_accept_every_dream_of_the_large_log(d: dict[str, Any]) -> None:
     record = (LARGE / "dreams" / d["id"] / "record.json").read_bytes()
     proof = (LARGE / "dreams" / d["id"] / "proof.tlog-proof").read_bytes()
@@ -160,3 +163,79 @@ def test_both_verifiers_accept_every_dream_of_the_large_log(d: dict[str, Any]) -
             proof, record, policy, newer=current, consistency=consistency
         ).newer
         assert newer is not None and newer.size == VALUES["large"]["size"]
+
+
+ERASURE = VALUES["large"]["erasure"]
+
+
+def test_the_erased_dream_keeps_its_proof_and_has_no_record() -> None:
+    folder = LARGE / "dreams" / ERASURE["id"]
+    assert not (folder / "record.json").exists()
+    proof = (folder / "proof.tlog-proof").read_bytes()
+    policy = (LARGE / "log" / "policy").read_bytes()
+    # The light client's steps 1 and 3, with the proof's extra as the leaf data.
+    (_, checkpoint, _), _ = lightclient._check_checkpoint(policy, proof)
+    parsed = tlogproof.parse_tlog_proof(proof)
+    assert parsed.extra is not None
+    merkle.verify_inclusion(
+        merkle.leaf_hash(parsed.extra), parsed.index, checkpoint.size, parsed.proof, checkpoint.root
+    )
+    assert iv.parse_leaf(parsed.index, parsed.extra).obj["id"] == ERASURE["id"]
+    # The independent verifier, the same steps, then the whole site.
+    trust = iv.parse_policy(policy, "policy")
+    extra, index, hashes, cp_bytes = iv.parse_tlog_proof(proof, "proof")
+    cp = iv.verify_checkpoint(cp_bytes, trust, "proof checkpoint")
+    assert extra is not None and index < ERASURE["index"]
+    iv.verify_inclusion(index, cp.size, iv.leaf_hash(extra), hashes, cp.root)
+    report = iv.verify_site(LARGE)
+    assert (report.erased, report.erasure_leaves) == (1, 1)
+    entries = (LARGE / "log" / "tile" / "entries" / "001.p" / "4").read_bytes()
+    assert ERASURE["leafData"].encode() in entries
+
+
+def test_the_erase_request_is_signed_by_the_dream_key() -> None:
+    data = (VECTORS / ERASURE["request"]).read_bytes()
+    request = json.loads(data)
+    leaf = json.loads(ERASURE["leafData"])
+    assert (
+        (request["id"], request["reason"])
+        == (leaf["id"], leaf["reason"])
+        == (
+            ERASURE["id"],
+            "author-request",
+        )
+    )
+    # builder.statement, as `dreampool erase --request` checks it.
+    assert statement.verify(request, "request", statement.ERASE) == VALUES["author"]["keyId"]
+    # Independently: Ed25519 over JCS of all but sig, keyId that of publicKey.
+    body = {k: v for k, v in request.items() if k != "sig"}
+    assert iv.jcs(body).decode() == ERASURE["requestSignedBytes"]
+    pub = iv.b64url_decode_strict(request["sig"]["publicKey"], "publicKey")
+    signature = iv.b64url_decode_strict(request["sig"]["value"], "sig")
+    iv.ed25519_verify(pub, signature, iv.jcs(body), "request")
+    assert iv.key_id_of(pub) == request["sig"]["keyId"] == VALUES["author"]["keyId"]
+
+
+def test_a_changed_erase_request_is_refused() -> None:
+    request = json.loads((VECTORS / ERASURE["request"]).read_bytes())
+    request["reason"] = "legal"
+    with pytest.raises((SignatureError, InputError)):
+        statement.verify(request, "request", statement.ERASE)
+    body = {k: v for k, v in request.items() if k != "sig"}
+    pub = iv.b64url_decode_strict(request["sig"]["publicKey"], "publicKey")
+    with pytest.raises(iv.VerificationError):
+        iv.ed25519_verify(
+            pub, iv.b64url_decode_strict(request["sig"]["value"], "sig"), iv.jcs(body), "r"
+        )
+
+
+def test_a_record_of_the_erased_dream_is_refused(tmp_path: Path) -> None:
+    site = tmp_path / "large"
+    shutil.copytree(LARGE, site)
+    kept = next(d for d in VALUES["large"]["dreams"] if not d["erased"])
+    shutil.copy(
+        site / "dreams" / kept["id"] / "record.json",
+        site / "dreams" / ERASURE["id"] / "record.json",
+    )
+    with pytest.raises(iv.VerificationError, match="erased"):
+        iv.verify_site(site)
