@@ -58,6 +58,7 @@ LABELS = {
     "negative salt": "dreampool test vectors: negative salt",
     "large log seed": "dreampool test vectors: large log key",
     "large salt": "dreampool test vectors: large salt",
+    "rotated author seed": "dreampool test vectors: rotated author key",
 }
 NEGATIVE_ORIGIN = "vectors.dreampool.example/negative"
 LARGE_ORIGIN = "vectors.dreampool.example/large"
@@ -73,6 +74,10 @@ LARGE_DREAMS = (1, 2, 257, 259)
 # proof and has no record.
 LARGE_ERASED = 2
 LARGE_ERASURE = 258
+# The author rotates to a new key (a dreampool.rotate/v1 statement signed by
+# the old key): leaf 256 announces the new key, and the dreams after it are
+# signed by it.
+LARGE_ROTATION = 256
 LARGE_FILLER_LABEL = "dreampool test vectors: large filler key "
 
 # docs/protocol.md §1's refused public keys: every y >= p (a non-canonical
@@ -397,6 +402,18 @@ def _large() -> tuple[dict[str, bytes], dict[str, Any]]:
     leaves: list[bytes] = []
     dreams: dict[int, dict[str, Any]] = {}
     request: dict[str, Any] = {}
+    new_seed = label_bytes("rotated author seed")
+    new_key = public_key_of(new_seed)
+    rotation = statement.sign(
+        {
+            "type": statement.ROTATE,
+            "author": DRAFT_A["author"],
+            "oldKeyId": dreamfmt.key_id(author_key),
+            "newKeyId": dreamfmt.key_id(new_key),
+            "newPublicKey": b64url_encode(new_key),
+        },
+        author_seed,
+    )
     for index in range(size):
         if index == LARGE_ERASURE:
             erased_id = dreams[LARGE_ERASED]["id"]
@@ -409,6 +426,9 @@ def _large() -> tuple[dict[str, bytes], dict[str, Any]]:
         if index == 0:
             key = author_key
             author = DRAFT_A["author"]
+        elif index == LARGE_ROTATION:
+            key = new_key
+            author = DRAFT_A["author"]
         elif index in LARGE_DREAMS:
             draft = {
                 **DRAFT_B,
@@ -417,7 +437,7 @@ def _large() -> tuple[dict[str, bytes], dict[str, Any]]:
                 "of a log past one full tile.",
             }
             del draft["lineage"]
-            dream = dreamfmt.sign(draft, author_seed)
+            dream = dreamfmt.sign(draft, new_seed if index > LARGE_ROTATION else author_seed)
             dream_id = dreamfmt.dream_id(b64url_decode(dream["sig"]["value"]))
             dreams[index] = {"id": dream_id, "dream": dream}
             leaves.append(logbuild.dream_leaf(dream_id, logbuild.commitment(dream, salt)))
@@ -481,6 +501,8 @@ def _large() -> tuple[dict[str, bytes], dict[str, Any]]:
         )
     erased_id = dreams[LARGE_ERASED]["id"]
     files[f"statements/erase-{erased_id}.json"] = _json(request)
+    rotation_path = f"statements/rotate-{rotation['newKeyId'].removeprefix('sha256:')}.json"
+    files[rotation_path] = _json(rotation)
     summary = {
         "origin": LARGE_ORIGIN,
         "logSeedLabel": LABELS["large log seed"],
@@ -497,6 +519,17 @@ def _large() -> tuple[dict[str, bytes], dict[str, Any]]:
             "request": f"statements/erase-{erased_id}.json",
             "requestSignedBytes": strictjson.canonical(
                 {k: v for k, v in request.items() if k != "sig"}
+            ).decode(),
+        },
+        "rotation": {
+            "seedLabel": LABELS["rotated author seed"],
+            "newKeyId": rotation["newKeyId"],
+            "newPublicKey": rotation["newPublicKey"],
+            "keyLeafIndex": LARGE_ROTATION,
+            "keyLeafData": leaves[LARGE_ROTATION].decode(),
+            "statement": rotation_path,
+            "statementSignedBytes": strictjson.canonical(
+                {k: v for k, v in rotation.items() if k != "sig"}
             ).decode(),
         },
         "tiles": sorted(f"log/{ref.path}" for ref in refs),
@@ -519,6 +552,7 @@ def _readme(v: dict[str, Any]) -> str:
         for d in g["dreams"]
     )
     e = g["erasure"]
+    r = g["rotation"]
     large_cps = ", ".join(f"{c['size']} (root `{c['rootBase64']}`)" for c in g["checkpoints"])
     large_tiles = "\n".join(f"* `large/{t}`" for t in g["tiles"])
     cases = "\n".join(f"| `{c['name']}` | {c['what']} | {c['refusedAtStep']} |" for c in n["cases"])
@@ -592,6 +626,7 @@ commitment hashes (`commitmentInput`).
 | `site/log/consistency/{first["size"]}` | RFC 6962 consistency proof, one base64 hash a line (§4) |
 | `site/log/tile/…` | c2sp.org/tlog-tiles, partial tiles included (§4) |
 | `large/…` | a second log of {g["size"]} leaves, laid out as a site (below) |
+| `statements/rotate-<16 hex of keyId>.json` | a `dreampool.rotate/v1` statement (§7): `large/`'s author moves to a new key |
 | `statements/erase-<id>.json` | a signed `dreampool.erase/v1` request (§7) for an erased dream of `large/` |
 | `negative/…` | what a verifier must refuse (below) |
 | `vectors.json` | every value above, for both dreams |
@@ -639,6 +674,15 @@ never on the site), signed by the dream's key over
 `{e["requestSignedBytes"]}`.
 Its folder keeps `proof.tlog-proof` and has no `record.json` (§3, §5): only
 §5 steps 1 and 3 can be run on it, with the proof's `extra` as the leaf data.
+
+The author rotates to a new key, whose seed is SHA-256(`{r["seedLabel"]}`):
+`{r["statement"]}` is the `dreampool.rotate/v1` statement (§7; the pool keeps
+it as `content/rotations/<16 hex of the new keyId>.json`, never on the site),
+signed by the old key over
+`{r["statementSignedBytes"]}`.
+Leaf {r["keyLeafIndex"]} announces the new key for the same author,
+`{r["keyLeafData"]}`;
+the dreams after it are signed by the new key.
 
 Its tiles (c2sp.org/tlog-tiles, docs/protocol.md §4): a full level-0 tile
 and its entry bundle, a level-1 tile, the partial tiles of the last size, and

@@ -17,6 +17,7 @@ refused.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -26,6 +27,7 @@ import pytest
 
 from builder import dream as dreamfmt
 from builder import lightclient, merkle, statement, tlogproof
+from builder.ed25519 import public_key_of
 from builder.errors import InputError, SignatureError, VerificationError
 from tests import independent_verifier as iv
 
@@ -239,3 +241,51 @@ def test_a_record_of_the_erased_dream_is_refused(tmp_path: Path) -> None:
     )
     with pytest.raises(iv.VerificationError, match="erased"):
         iv.verify_site(site)
+
+
+ROTATION = VALUES["large"]["rotation"]
+
+
+def test_the_rotation_is_signed_by_the_old_key_and_its_key_leaf_is_logged() -> None:
+    rotation = json.loads((VECTORS / ROTATION["statement"]).read_bytes())
+    old = VALUES["author"]["keyId"]
+    assert (rotation["author"], rotation["oldKeyId"]) == ("vector-author", old)
+    # builder.statement, as the pool checks a rotation.
+    assert statement.verify(rotation, "rotation", statement.ROTATE) == old
+    # Independently: the old key's signature, the new key from its seed label.
+    body = {k: v for k, v in rotation.items() if k != "sig"}
+    assert iv.jcs(body).decode() == ROTATION["statementSignedBytes"]
+    pub = iv.b64url_decode_strict(rotation["sig"]["publicKey"], "publicKey")
+    assert iv.key_id_of(pub) == old
+    signature = iv.b64url_decode_strict(rotation["sig"]["value"], "sig")
+    iv.ed25519_verify(pub, signature, iv.jcs(body), "rotation")
+    new_pub = iv.b64url_decode_strict(rotation["newPublicKey"], "newPublicKey")
+    assert iv.key_id_of(new_pub) == rotation["newKeyId"] == ROTATION["newKeyId"]
+    seed = hashlib.sha256(ROTATION["seedLabel"].encode()).digest()
+    assert dreamfmt.key_id(public_key_of(seed)) == rotation["newKeyId"]
+    # The new key's key leaf, same author, in the log (the entry bundle of leaves 256…).
+    index = ROTATION["keyLeafIndex"]
+    bundle = (LARGE / "log" / "tile" / "entries" / "001.p" / "4").read_bytes()
+    leaves = iv.decode_bundle(bundle, 4, "entries/001.p/4")
+    leaf = iv.parse_leaf(index, leaves[index - 256])
+    assert leaf.kind == "key" and leaves[index - 256].decode() == ROTATION["keyLeafData"]
+    assert (leaf.obj["keyId"], leaf.obj["author"]) == (rotation["newKeyId"], rotation["author"])
+    # Dreams after it are signed by the new key and verify (both verifiers, above).
+    after = [d for d in VALUES["large"]["dreams"] if d["index"] > index]
+    assert after
+    for d in after:
+        record = json.loads((LARGE / "dreams" / d["id"] / "record.json").read_bytes())
+        assert record["dream"]["sig"]["keyId"] == rotation["newKeyId"]
+
+
+def test_a_changed_rotation_is_refused() -> None:
+    rotation = json.loads((VECTORS / ROTATION["statement"]).read_bytes())
+    rotation["newPublicKey"] = VALUES["author"]["publicKey"]
+    with pytest.raises((SignatureError, InputError)):
+        statement.verify(rotation, "rotation", statement.ROTATE)
+    body = {k: v for k, v in rotation.items() if k != "sig"}
+    pub = iv.b64url_decode_strict(rotation["sig"]["publicKey"], "publicKey")
+    with pytest.raises(iv.VerificationError):
+        iv.ed25519_verify(
+            pub, iv.b64url_decode_strict(rotation["sig"]["value"], "sig"), iv.jcs(body), "r"
+        )
