@@ -38,17 +38,17 @@ from typing import Any
 from builder import build, logbuild, merkle, pool, statement, strictjson, tiles
 from builder import dream as dreamfmt
 from builder.b64 import b64_encode, b64url_decode, b64url_encode
-from builder.checkpoint import Checkpoint, sign_checkpoint
+from builder.checkpoint import Checkpoint, Cosigner, cosign, cosigned_message, sign_checkpoint
 from builder.ed25519 import public_key_of
 from builder.note import Signer
-from builder.policy import Policy, PolicyLog, format_policy
-from builder.tlogproof import TlogProof, format_tlog_proof
+from builder.policy import Policy, PolicyLog, PolicyWitness, format_policy
+from builder.tlogproof import TlogProof, format_tlog_proof, parse_tlog_proof
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "vectors"
 ORIGIN = "vectors.dreampool.example/log"
 BASE_URL = "https://vectors.dreampool.example/"
-EPOCH = 1794819600  # 2026-11-16T09:00:00Z: history times only; no vector file holds one
+EPOCH = 1794819600  # 2026-11-16T09:00:00Z: history times, and WITNESS_TIME below
 LABELS = {
     "author seed": "dreampool test vectors: author key",
     "log seed": "dreampool test vectors: log key",
@@ -59,6 +59,7 @@ LABELS = {
     "large log seed": "dreampool test vectors: large log key",
     "large salt": "dreampool test vectors: large salt",
     "rotated author seed": "dreampool test vectors: rotated author key",
+    "witness seed": "dreampool test vectors: witness key",
 }
 NEGATIVE_ORIGIN = "vectors.dreampool.example/negative"
 LARGE_ORIGIN = "vectors.dreampool.example/large"
@@ -78,6 +79,8 @@ LARGE_ERASURE = 258
 # the old key): leaf 256 announces the new key, and the dreams after it are
 # signed by it.
 LARGE_ROTATION = 256
+WITNESS_NAME = "witness.dreampool.example"
+WITNESS_TIME = EPOCH + 2 * 86400  # the cosignature's timestamp (cosignature/v1)
 LARGE_FILLER_LABEL = "dreampool test vectors: large filler key "
 
 # docs/protocol.md §1's refused public keys: every y >= p (a non-canonical
@@ -175,6 +178,9 @@ def make(out: Path) -> None:
         values = _values(content, signer, author_seed, [a, b])
         values["negative"] = negative
         values["large"] = large
+        witnessed_files, witnessed = _witnessed(files, signer, b)
+        files.update(witnessed_files)
+        values["witnessed"] = witnessed
         files["vectors.json"] = _json(values)
         files["README.md"] = _readme(json.loads(files["vectors.json"])).encode("utf-8")
     if out.exists():
@@ -537,6 +543,44 @@ def _large() -> tuple[dict[str, bytes], dict[str, Any]]:
     return files, summary
 
 
+def _witnessed(
+    files: dict[str, bytes], signer: Signer, b: dict[str, Any]
+) -> tuple[dict[str, bytes], dict[str, Any]]:
+    """The vector log's last checkpoint cosigned by a witness (c2sp.org/tlog-cosignature,
+    type 0x04), a policy naming that witness as its quorum, and dream B's proof
+    carrying the cosigned checkpoint."""
+    cosigner = Cosigner.from_seed(WITNESS_NAME, label_bytes("witness seed"))
+    note = files["site/log/checkpoint"]
+    text = note.split(b"\n\n", 1)[0] + b"\n"
+    line = cosign(text.decode("utf-8"), cosigner, WITNESS_TIME)
+    cosigned = note + line.encode("utf-8")
+    policy = Policy(
+        (PolicyLog(signer.verifier, None),),
+        (PolicyWitness("w1", cosigner.verifier, None),),
+        (),
+        "w1",
+    )
+    proof = parse_tlog_proof(files[f"site/dreams/{b['id']}/proof.tlog-proof"])
+    assert proof.checkpoint == note
+    out = {
+        "witnessed/policy": format_policy(policy).encode(),
+        "witnessed/checkpoint": cosigned,
+        "witnessed/proof.tlog-proof": format_tlog_proof(
+            TlogProof(proof.index, proof.extra, proof.proof, cosigned)
+        ),
+    }
+    summary = {
+        "seedLabel": LABELS["witness seed"],
+        "name": WITNESS_NAME,
+        "vkey": cosigner.verifier.vkey,
+        "timestamp": WITNESS_TIME,
+        "cosignedMessage": cosigned_message(text, WITNESS_TIME).decode("utf-8"),
+        "signatureLine": line,
+        "dream": b["id"],
+    }
+    return out, summary
+
+
 def _json(obj: Any) -> bytes:
     return (json.dumps(obj, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
 
@@ -553,6 +597,7 @@ def _readme(v: dict[str, Any]) -> str:
     )
     e = g["erasure"]
     r = g["rotation"]
+    w = v["witnessed"]
     large_cps = ", ".join(f"{c['size']} (root `{c['rootBase64']}`)" for c in g["checkpoints"])
     large_tiles = "\n".join(f"* `large/{t}`" for t in g["tiles"])
     cases = "\n".join(f"| `{c['name']}` | {c['what']} | {c['refusedAtStep']} |" for c in n["cases"])
@@ -629,6 +674,7 @@ commitment hashes (`commitmentInput`).
 | `statements/rotate-<16 hex of keyId>.json` | a `dreampool.rotate/v1` statement (§7): `large/`'s author moves to a new key |
 | `statements/erase-<id>.json` | a signed `dreampool.erase/v1` request (§7) for an erased dream of `large/` |
 | `negative/…` | what a verifier must refuse (below) |
+| `witnessed/policy`, `witnessed/checkpoint`, `witnessed/proof.tlog-proof` | a checkpoint cosigned by a witness, and a policy whose quorum is that witness (below) |
 | `vectors.json` | every value above, for both dreams |
 
 ## Checking an implementation
@@ -691,6 +737,27 @@ the full tile replaced them. A verifier of the whole site recomputes every one
 from the entry bundles:
 
 {large_tiles}
+
+## A witnessed checkpoint: `witnessed/`
+
+`witnessed/checkpoint` is the vector log's checkpoint of size {last["size"]}
+(`site/log/checkpoint`) with a c2sp.org/tlog-cosignature line (type 0x04,
+cosignature/v1) appended by the witness `{w["name"]}`, whose seed is
+SHA-256(`{w["seedLabel"]}`), vkey `{w["vkey"]}`, at timestamp {w["timestamp"]}:
+
+```text
+{w["signatureLine"]}```
+
+It signs the bytes
+
+```text
+{w["cosignedMessage"]}```
+
+`witnessed/policy` names the log key, that witness as `w1`, and `quorum w1`
+(§4.2). `witnessed/proof.tlog-proof` is dream B's proof carrying the
+cosigned checkpoint; with dream B's record it passes §5 steps 1–4 under
+that policy, step 1 with the quorum met, while dream B's proof from
+`site/` (no cosignature) fails step 1 under it.
 
 ## Negative vectors: what a verifier must refuse
 

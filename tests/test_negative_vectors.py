@@ -17,6 +17,7 @@ refused.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import shutil
@@ -289,3 +290,52 @@ def test_a_changed_rotation_is_refused() -> None:
         iv.ed25519_verify(
             pub, iv.b64url_decode_strict(rotation["sig"]["value"], "sig"), iv.jcs(body), "r"
         )
+
+
+WITNESSED = VECTORS / "witnessed"
+WITNESS = VALUES["witnessed"]
+
+
+def _dream_b_record() -> bytes:
+    return (VECTORS / "site" / "dreams" / WITNESS["dream"] / "record.json").read_bytes()
+
+
+def test_both_verifiers_accept_the_witnessed_proof() -> None:
+    policy = (WITNESSED / "policy").read_bytes()
+    proof = (WITNESSED / "proof.tlog-proof").read_bytes()
+    steps: list[lightclient.Step] = []
+    result = lightclient.verify_proof(proof, _dream_b_record(), policy, on_step=steps.append)
+    assert result.id == WITNESS["dream"]
+    assert "quorum w1 met" in steps[0].detail and WITNESS["name"] in steps[0].detail
+    assert independent_record(_dream_b_record(), proof, policy) == WITNESS["dream"]
+    cp = iv.verify_checkpoint(
+        (WITNESSED / "checkpoint").read_bytes(), iv.parse_policy(policy, "p"), "c"
+    )
+    assert cp.cosigners == {"w1"}  # the policy's name for the witness
+    assert (WITNESSED / "checkpoint").read_bytes().endswith(WITNESS["signatureLine"].encode())
+
+
+def _refused_at_step_1(proof: bytes) -> None:
+    policy = (WITNESSED / "policy").read_bytes()
+    with pytest.raises(VerificationError) as refused:
+        lightclient.verify_proof(proof, _dream_b_record(), policy)
+    assert refused.value.step == 1, refused.value.message
+    with pytest.raises(iv.VerificationError):
+        independent_record(_dream_b_record(), proof, policy)
+
+
+def test_the_proof_without_the_cosignature_misses_the_quorum() -> None:
+    _refused_at_step_1(
+        (VECTORS / "site" / "dreams" / WITNESS["dream"] / "proof.tlog-proof").read_bytes()
+    )
+
+
+def test_a_cosignature_with_another_timestamp_is_refused() -> None:
+    proof = (WITNESSED / "proof.tlog-proof").read_bytes()
+    line = WITNESS["signatureLine"]
+    name, b64 = line.rstrip("\n").removeprefix("— ").split(" ")
+    raw = bytearray(base64.b64decode(b64))
+    raw[4 + 7] ^= 0x01  # key ID (4 bytes), then the 8-byte big-endian timestamp
+    changed = f"— {name} {base64.b64encode(bytes(raw)).decode()}\n"
+    assert proof.count(line.encode()) == 1
+    _refused_at_step_1(proof.replace(line.encode(), changed.encode()))
