@@ -35,20 +35,20 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from builder import build, logbuild, merkle, pool, strictjson
+from builder import build, logbuild, merkle, pool, statement, strictjson, tiles
 from builder import dream as dreamfmt
 from builder.b64 import b64_encode, b64url_decode, b64url_encode
-from builder.checkpoint import Checkpoint, sign_checkpoint
+from builder.checkpoint import Checkpoint, Cosigner, cosign, cosigned_message, sign_checkpoint
 from builder.ed25519 import public_key_of
 from builder.note import Signer
-from builder.policy import Policy, PolicyLog, format_policy
-from builder.tlogproof import TlogProof, format_tlog_proof
+from builder.policy import Policy, PolicyLog, PolicyWitness, format_policy
+from builder.tlogproof import TlogProof, format_tlog_proof, parse_tlog_proof
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "vectors"
 ORIGIN = "vectors.dreampool.example/log"
 BASE_URL = "https://vectors.dreampool.example/"
-EPOCH = 1794819600  # 2026-11-16T09:00:00Z: history times only; no vector file holds one
+EPOCH = 1794819600  # 2026-11-16T09:00:00Z: history times, and WITNESS_TIME below
 LABELS = {
     "author seed": "dreampool test vectors: author key",
     "log seed": "dreampool test vectors: log key",
@@ -56,8 +56,32 @@ LABELS = {
     "salt B": "dreampool test vectors: salt B",
     "negative log seed": "dreampool test vectors: negative log key",
     "negative salt": "dreampool test vectors: negative salt",
+    "large log seed": "dreampool test vectors: large log key",
+    "large salt": "dreampool test vectors: large salt",
+    "rotated author seed": "dreampool test vectors: rotated author key",
+    "witness seed": "dreampool test vectors: witness key",
 }
 NEGATIVE_ORIGIN = "vectors.dreampool.example/negative"
+LARGE_ORIGIN = "vectors.dreampool.example/large"
+# The large log: 260 leaves, checkpoints at sizes 200 and 260, so its tiles
+# include a kept partial tile (0/000.p/200), a full level-0 tile, a level-1
+# tile and the entry bundles of each. Dreams (record and proof) at these
+# indices; every other leaf announces a filler key, whose seed is SHA-256 of
+# LARGE_FILLER_LABEL with the leaf index in decimal appended.
+LARGE_SIZES = (200, 260)
+LARGE_DREAMS = (1, 2, 257, 259)
+# The dream at leaf 2 is erased at its author's signed request
+# (docs/protocol.md §7): the erasure leaf is leaf 258; its folder keeps the
+# proof and has no record.
+LARGE_ERASED = 2
+LARGE_ERASURE = 258
+# The author rotates to a new key (a dreampool.rotate/v1 statement signed by
+# the old key): leaf 256 announces the new key, and the dreams after it are
+# signed by it.
+LARGE_ROTATION = 256
+WITNESS_NAME = "witness.dreampool.example"
+WITNESS_TIME = EPOCH + 2 * 86400  # the cosignature's timestamp (cosignature/v1)
+LARGE_FILLER_LABEL = "dreampool test vectors: large filler key "
 
 # docs/protocol.md §1's refused public keys: every y >= p (a non-canonical
 # encoding), in both signs, and the 8 points of small order, in both signs.
@@ -149,8 +173,14 @@ def make(out: Path) -> None:
         files = _collect(site, content, [a, b])
         negative_files, negative = _negative(a)
         files.update(negative_files)
+        large_files, large = _large()
+        files.update(large_files)
         values = _values(content, signer, author_seed, [a, b])
         values["negative"] = negative
+        values["large"] = large
+        witnessed_files, witnessed = _witnessed(files, signer, b)
+        files.update(witnessed_files)
+        values["witnessed"] = witnessed
         files["vectors.json"] = _json(values)
         files["README.md"] = _readme(json.loads(files["vectors.json"])).encode("utf-8")
     if out.exists():
@@ -361,6 +391,196 @@ def _negative(a: dict[str, Any]) -> tuple[dict[str, bytes], dict[str, Any]]:
     return files, summary
 
 
+def _large() -> tuple[dict[str, bytes], dict[str, Any]]:
+    """A second positive log, ``large/`` (a site's ``log/`` and ``dreams/``), past one tile.
+
+    Leaf 0 announces the author's key; the leaves at LARGE_DREAMS are dreams by
+    that author; every other leaf announces a filler key. Two checkpoints
+    (LARGE_SIZES), each dream's proof against the first one holding it, a
+    consistency proof between them and every tile either size is served as,
+    the earlier size's partial tiles kept (docs/protocol.md §4).
+    """
+    signer = Signer.from_seed(LARGE_ORIGIN, label_bytes("large log seed"))
+    salt = b64url_encode(label_bytes("large salt"))
+    author_seed = label_bytes("author seed")
+    author_key = public_key_of(author_seed)
+    size = LARGE_SIZES[-1]
+    leaves: list[bytes] = []
+    dreams: dict[int, dict[str, Any]] = {}
+    request: dict[str, Any] = {}
+    new_seed = label_bytes("rotated author seed")
+    new_key = public_key_of(new_seed)
+    rotation = statement.sign(
+        {
+            "type": statement.ROTATE,
+            "author": DRAFT_A["author"],
+            "oldKeyId": dreamfmt.key_id(author_key),
+            "newKeyId": dreamfmt.key_id(new_key),
+            "newPublicKey": b64url_encode(new_key),
+        },
+        author_seed,
+    )
+    for index in range(size):
+        if index == LARGE_ERASURE:
+            erased_id = dreams[LARGE_ERASED]["id"]
+            request = statement.sign(
+                {"type": statement.ERASE, "id": erased_id, "reason": "author-request"},
+                author_seed,
+            )
+            leaves.append(logbuild.erasure_leaf(erased_id, request["reason"]))
+            continue
+        if index == 0:
+            key = author_key
+            author = DRAFT_A["author"]
+        elif index == LARGE_ROTATION:
+            key = new_key
+            author = DRAFT_A["author"]
+        elif index in LARGE_DREAMS:
+            draft = {
+                **DRAFT_B,
+                "title": f"Leaf {index} of the large vector log",
+                "summary": f"Dream at leaf {index}: its proof is checked against the tiles "
+                "of a log past one full tile.",
+            }
+            del draft["lineage"]
+            dream = dreamfmt.sign(draft, new_seed if index > LARGE_ROTATION else author_seed)
+            dream_id = dreamfmt.dream_id(b64url_decode(dream["sig"]["value"]))
+            dreams[index] = {"id": dream_id, "dream": dream}
+            leaves.append(logbuild.dream_leaf(dream_id, logbuild.commitment(dream, salt)))
+            continue
+        else:
+            seed = hashlib.sha256(f"{LARGE_FILLER_LABEL}{index}".encode("ascii")).digest()
+            key = public_key_of(seed)
+            author = f"filler-{index:03d}"
+        leaves.append(logbuild.key_leaf(dreamfmt.key_id(key), key, author))
+    tree = merkle.MerkleTree.from_leaf_hashes(merkle.leaf_hash(leaf) for leaf in leaves)
+    notes = {
+        m: sign_checkpoint(Checkpoint(LARGE_ORIGIN, m, tree.root(m)), signer) for m in LARGE_SIZES
+    }
+    files: dict[str, bytes] = {
+        "large/log/policy": format_policy(
+            Policy((PolicyLog(signer.verifier, None),), (), (), "none")
+        ).encode(),
+        "large/log/checkpoint": notes[size],
+    }
+    refs: set[tiles.TileRef] = set()
+    before = 0
+    for m in LARGE_SIZES:
+        files[f"large/log/checkpoints/{m}"] = notes[m]
+        if m < size:
+            files[f"large/log/consistency/{m}"] = "".join(
+                b64_encode(h) + "\n" for h in tree.consistency_proof(m, size)
+            ).encode()
+        refs.update(tiles.new_tiles(before, m))
+        before = m
+    for ref in sorted(refs):
+        span = ref.hash_indices
+        files[f"large/log/{ref.path}"] = (
+            tiles.encode_entry_bundle(leaves[span.start : span.stop])
+            if ref.is_entry_bundle
+            else tiles.tile_data(tree, ref)
+        )
+    listed = []
+    for index, d in dreams.items():
+        holding = min(m for m in LARGE_SIZES if m > index)
+        record = {
+            "format": "dreampool-record/v1",
+            "id": d["id"],
+            "index": index,
+            "salt": salt,
+            "dream": d["dream"],
+        }
+        if index != LARGE_ERASED:
+            files[f"large/dreams/{d['id']}/record.json"] = _json(record)
+        files[f"large/dreams/{d['id']}/proof.tlog-proof"] = format_tlog_proof(
+            TlogProof(
+                index, leaves[index], tuple(tree.inclusion_proof(index, holding)), notes[holding]
+            )
+        )
+        listed.append(
+            {
+                "id": d["id"],
+                "index": index,
+                "checkpointSize": holding,
+                "erased": index == LARGE_ERASED,
+            }
+        )
+    erased_id = dreams[LARGE_ERASED]["id"]
+    files[f"statements/erase-{erased_id}.json"] = _json(request)
+    rotation_path = f"statements/rotate-{rotation['newKeyId'].removeprefix('sha256:')}.json"
+    files[rotation_path] = _json(rotation)
+    summary = {
+        "origin": LARGE_ORIGIN,
+        "logSeedLabel": LABELS["large log seed"],
+        "vkey": signer.verifier.vkey,
+        "saltLabel": LABELS["large salt"],
+        "fillerSeedLabel": LARGE_FILLER_LABEL + "<index>",
+        "size": size,
+        "checkpoints": [{"size": m, "rootBase64": b64_encode(tree.root(m))} for m in LARGE_SIZES],
+        "dreams": listed,
+        "erasure": {
+            "id": erased_id,
+            "index": LARGE_ERASURE,
+            "leafData": leaves[LARGE_ERASURE].decode(),
+            "request": f"statements/erase-{erased_id}.json",
+            "requestSignedBytes": strictjson.canonical(
+                {k: v for k, v in request.items() if k != "sig"}
+            ).decode(),
+        },
+        "rotation": {
+            "seedLabel": LABELS["rotated author seed"],
+            "newKeyId": rotation["newKeyId"],
+            "newPublicKey": rotation["newPublicKey"],
+            "keyLeafIndex": LARGE_ROTATION,
+            "keyLeafData": leaves[LARGE_ROTATION].decode(),
+            "statement": rotation_path,
+            "statementSignedBytes": strictjson.canonical(
+                {k: v for k, v in rotation.items() if k != "sig"}
+            ).decode(),
+        },
+        "tiles": sorted(f"log/{ref.path}" for ref in refs),
+    }
+    return files, summary
+
+
+def _witnessed(
+    files: dict[str, bytes], signer: Signer, b: dict[str, Any]
+) -> tuple[dict[str, bytes], dict[str, Any]]:
+    """The vector log's last checkpoint cosigned by a witness (c2sp.org/tlog-cosignature,
+    type 0x04), a policy naming that witness as its quorum, and dream B's proof
+    carrying the cosigned checkpoint."""
+    cosigner = Cosigner.from_seed(WITNESS_NAME, label_bytes("witness seed"))
+    note = files["site/log/checkpoint"]
+    text = note.split(b"\n\n", 1)[0] + b"\n"
+    line = cosign(text.decode("utf-8"), cosigner, WITNESS_TIME)
+    cosigned = note + line.encode("utf-8")
+    policy = Policy(
+        (PolicyLog(signer.verifier, None),),
+        (PolicyWitness("w1", cosigner.verifier, None),),
+        (),
+        "w1",
+    )
+    proof = parse_tlog_proof(files[f"site/dreams/{b['id']}/proof.tlog-proof"])
+    assert proof.checkpoint == note
+    out = {
+        "witnessed/policy": format_policy(policy).encode(),
+        "witnessed/checkpoint": cosigned,
+        "witnessed/proof.tlog-proof": format_tlog_proof(
+            TlogProof(proof.index, proof.extra, proof.proof, cosigned)
+        ),
+    }
+    summary = {
+        "seedLabel": LABELS["witness seed"],
+        "name": WITNESS_NAME,
+        "vkey": cosigner.verifier.vkey,
+        "timestamp": WITNESS_TIME,
+        "cosignedMessage": cosigned_message(text, WITNESS_TIME).decode("utf-8"),
+        "signatureLine": line,
+        "dream": b["id"],
+    }
+    return out, summary
+
+
 def _json(obj: Any) -> bytes:
     return (json.dumps(obj, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
 
@@ -369,6 +589,17 @@ def _readme(v: dict[str, Any]) -> str:
     a, b = v["dreams"]
     first, last = v["checkpoints"][0], v["checkpoints"][-1]
     n = v["negative"]
+    g = v["large"]
+    large_dreams = "\n".join(
+        f"| `large/dreams/{d['id']}/` | {d['index']} | {d['checkpointSize']} | "
+        f"{'erased: proof only' if d['erased'] else 'record and proof'} |"
+        for d in g["dreams"]
+    )
+    e = g["erasure"]
+    r = g["rotation"]
+    w = v["witnessed"]
+    large_cps = ", ".join(f"{c['size']} (root `{c['rootBase64']}`)" for c in g["checkpoints"])
+    large_tiles = "\n".join(f"* `large/{t}`" for t in g["tiles"])
     cases = "\n".join(f"| `{c['name']}` | {c['what']} | {c['refusedAtStep']} |" for c in n["cases"])
     leaves = "\n".join(
         f"| {leaf['index']} | `{leaf['data']}` | `{leaf['hash']}` |" for leaf in v["leaves"]
@@ -439,6 +670,11 @@ commitment hashes (`commitmentInput`).
 | `site/log/checkpoint`, `site/log/checkpoints/<size>` | c2sp.org/tlog-checkpoint signed notes (§4) |
 | `site/log/consistency/{first["size"]}` | RFC 6962 consistency proof, one base64 hash a line (§4) |
 | `site/log/tile/…` | c2sp.org/tlog-tiles, partial tiles included (§4) |
+| `large/…` | a second log of {g["size"]} leaves, laid out as a site (below) |
+| `statements/rotate-<16 hex of keyId>.json` | a `dreampool.rotate/v1` statement (§7): `large/`'s author moves to a new key |
+| `statements/erase-<id>.json` | a signed `dreampool.erase/v1` request (§7) for an erased dream of `large/` |
+| `negative/…` | what a verifier must refuse (below) |
+| `witnessed/policy`, `witnessed/checkpoint`, `witnessed/proof.tlog-proof` | a checkpoint cosigned by a witness, and a policy whose quorum is that witness (below) |
 | `vectors.json` | every value above, for both dreams |
 
 ## Checking an implementation
@@ -460,6 +696,68 @@ commitment hashes (`commitmentInput`).
 
 * Sign the checkpoint texts with the log seed: Ed25519 is deterministic, so
   your signature lines must equal the ones in `site/log/checkpoints/`.
+
+## A log past one tile: `large/`
+
+`large/` is another log, laid out as a site (`large/log/`, `large/dreams/`),
+of origin `{g["origin"]}` (its key's seed is SHA-256(`{g["logSeedLabel"]}`),
+vkey `{g["vkey"]}`, policy `large/log/policy`). It has {g["size"]} leaves:
+leaf 0 announces the author's key above; the dreams below are by that author,
+with salt SHA-256(`{g["saltLabel"]}`); every other leaf announces a filler key
+of author `filler-<index>` (3 digits), whose seed is
+SHA-256(`{g["fillerSeedLabel"]}`), the index in decimal. Checkpoints
+were published at sizes {large_cps}; `large/log/consistency/{g["checkpoints"][0]["size"]}` links them.
+
+| dream | leaf index | its proof's checkpoint size | files |
+|---|---|---|---|
+{large_dreams}
+
+Dream `{e["id"]}` is erased: leaf {e["index"]} is
+`{e["leafData"]}`,
+and `{e["request"]}` is the author's signed `dreampool.erase/v1` request
+(docs/protocol.md §7; the pool keeps it as `content/erasures/{e["id"]}.json`,
+never on the site), signed by the dream's key over
+`{e["requestSignedBytes"]}`.
+Its folder keeps `proof.tlog-proof` and has no `record.json` (§3, §5): only
+§5 steps 1 and 3 can be run on it, with the proof's `extra` as the leaf data.
+
+The author rotates to a new key, whose seed is SHA-256(`{r["seedLabel"]}`):
+`{r["statement"]}` is the `dreampool.rotate/v1` statement (§7; the pool keeps
+it as `content/rotations/<16 hex of the new keyId>.json`, never on the site),
+signed by the old key over
+`{r["statementSignedBytes"]}`.
+Leaf {r["keyLeafIndex"]} announces the new key for the same author,
+`{r["keyLeafData"]}`;
+the dreams after it are signed by the new key.
+
+Its tiles (c2sp.org/tlog-tiles, docs/protocol.md §4): a full level-0 tile
+and its entry bundle, a level-1 tile, the partial tiles of the last size, and
+the partial tile and bundle of size {g["checkpoints"][0]["size"]}, kept after
+the full tile replaced them. A verifier of the whole site recomputes every one
+from the entry bundles:
+
+{large_tiles}
+
+## A witnessed checkpoint: `witnessed/`
+
+`witnessed/checkpoint` is the vector log's checkpoint of size {last["size"]}
+(`site/log/checkpoint`) with a c2sp.org/tlog-cosignature line (type 0x04,
+cosignature/v1) appended by the witness `{w["name"]}`, whose seed is
+SHA-256(`{w["seedLabel"]}`), vkey `{w["vkey"]}`, at timestamp {w["timestamp"]}:
+
+```text
+{w["signatureLine"]}```
+
+It signs the bytes
+
+```text
+{w["cosignedMessage"]}```
+
+`witnessed/policy` names the log key, that witness as `w1`, and `quorum w1`
+(§4.2). `witnessed/proof.tlog-proof` is dream B's proof carrying the
+cosigned checkpoint; with dream B's record it passes §5 steps 1–4 under
+that policy, step 1 with the quorum met, while dream B's proof from
+`site/` (no cosignature) fails step 1 under it.
 
 ## Negative vectors: what a verifier must refuse
 

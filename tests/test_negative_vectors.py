@@ -8,19 +8,28 @@ refuses. Both ``builder.lightclient`` and ``tests/independent_verifier.py``
 run over each: if either accepts a negative vector, or refuses a positive
 one, this fails. Each logged case must also pass the steps before the one
 that refuses it, so it is refused for the reason it names.
+
+docs/vectors/large/ is a second positive log past one tile (a full level-0
+tile, a level-1 tile, a partial tile kept after its full tile): the
+independent verifier recomputes every tile, and a changed byte in any one is
+refused.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from builder import dream as dreamfmt
-from builder import lightclient
-from builder.errors import SignatureError, VerificationError
+from builder import lightclient, merkle, statement, tlogproof
+from builder.ed25519 import public_key_of
+from builder.errors import InputError, SignatureError, VerificationError
 from tests import independent_verifier as iv
 
 VECTORS = Path(__file__).resolve().parent.parent / "docs" / "vectors"
@@ -94,3 +103,239 @@ def test_both_verifiers_refuse_every_universal_forgery(forgery: dict[str, Any]) 
     iv.check_dream(dream, "forgery")  # well formed: only the key is wrong
     with pytest.raises(iv.VerificationError):
         iv.verify_dream_signature(dream, "forgery")
+
+
+LARGE = VECTORS / "large"
+
+
+def test_the_large_log_has_every_kind_of_tile() -> None:
+    g = VALUES["large"]
+    assert g["size"] >= 256 + 1
+    tiles = set(g["tiles"])
+    assert "log/tile/0/000" in tiles  # a full level-0 tile
+    assert any(t.startswith("log/tile/1/") for t in tiles)  # a level-1 tile
+    first = g["checkpoints"][0]["size"]
+    assert first < 256 and f"log/tile/0/000.p/{first}" in tiles  # kept after 0/000 exists
+    assert any(d["index"] > 256 for d in g["dreams"])
+    on_disk = {
+        p.relative_to(LARGE).as_posix() for p in (LARGE / "log" / "tile").rglob("*") if p.is_file()
+    }
+    assert on_disk == tiles
+
+
+def test_the_independent_verifier_recomputes_every_tile_of_the_large_log() -> None:
+    report = iv.verify_site(LARGE)
+    g = VALUES["large"]
+    kept = [d for d in g["dreams"] if not d["erased"]]
+    assert (report.size, report.leaves, report.records) == (g["size"], g["size"], len(kept))
+    tiles = [t for t in g["tiles"] if "/entries/" not in t]
+    assert (report.tiles, report.entry_bundles) == (len(tiles), len(g["tiles"]) - len(tiles))
+    assert report.published_sizes == [c["size"] for c in g["checkpoints"]]
+    assert report.consistency_proofs == 1 and not report.ignored
+
+
+@pytest.mark.parametrize("tile", VALUES["large"]["tiles"])
+def test_a_changed_tile_of_the_large_log_is_refused(tile: str, tmp_path: Path) -> None:
+    site = tmp_path / "large"
+    shutil.copytree(LARGE, site)
+    data = bytearray((site / tile).read_bytes())
+    data[-1] ^= 0x01
+    (site / tile).write_bytes(bytes(data))
+    with pytest.raises(iv.VerificationError):
+        iv.verify_site(site)
+
+
+@pytest.mark.parametrize(
+    "d", [d for d in VALUES["large"]["dreams"] if not d["erased"]], ids=lambda d: str(d["index"])
+)
+def test_both_verifiers_accept_every_dream_of_the_large_log(d: dict[str, Any]) -> None:
+    record = (LARGE / "dreams" / d["id"] / "record.json").read_bytes()
+    proof = (LARGE / "dreams" / d["id"] / "proof.tlog-proof").read_bytes()
+    policy = (LARGE / "log" / "policy").read_bytes()
+    current = (LARGE / "log" / "checkpoint").read_bytes()
+    result = lightclient.verify_proof(proof, record, policy)
+    assert (result.id, result.index, result.checkpoint.size) == (
+        d["id"],
+        d["index"],
+        d["checkpointSize"],
+    )
+    assert independent_record(record, proof, policy) == d["id"]
+    if d["checkpointSize"] < VALUES["large"]["size"]:
+        consistency = (LARGE / "log" / "consistency" / str(d["checkpointSize"])).read_bytes()
+        newer = lightclient.verify_proof(
+            proof, record, policy, newer=current, consistency=consistency
+        ).newer
+        assert newer is not None and newer.size == VALUES["large"]["size"]
+
+
+ERASURE = VALUES["large"]["erasure"]
+
+
+def test_the_erased_dream_keeps_its_proof_and_has_no_record() -> None:
+    folder = LARGE / "dreams" / ERASURE["id"]
+    assert not (folder / "record.json").exists()
+    proof = (folder / "proof.tlog-proof").read_bytes()
+    policy = (LARGE / "log" / "policy").read_bytes()
+    # The light client's steps 1 and 3, with the proof's extra as the leaf data.
+    (_, checkpoint, _), _ = lightclient._check_checkpoint(policy, proof)
+    parsed = tlogproof.parse_tlog_proof(proof)
+    assert parsed.extra is not None
+    merkle.verify_inclusion(
+        merkle.leaf_hash(parsed.extra), parsed.index, checkpoint.size, parsed.proof, checkpoint.root
+    )
+    assert iv.parse_leaf(parsed.index, parsed.extra).obj["id"] == ERASURE["id"]
+    # The independent verifier, the same steps, then the whole site.
+    trust = iv.parse_policy(policy, "policy")
+    extra, index, hashes, cp_bytes = iv.parse_tlog_proof(proof, "proof")
+    cp = iv.verify_checkpoint(cp_bytes, trust, "proof checkpoint")
+    assert extra is not None and index < ERASURE["index"]
+    iv.verify_inclusion(index, cp.size, iv.leaf_hash(extra), hashes, cp.root)
+    report = iv.verify_site(LARGE)
+    assert (report.erased, report.erasure_leaves) == (1, 1)
+    entries = (LARGE / "log" / "tile" / "entries" / "001.p" / "4").read_bytes()
+    assert ERASURE["leafData"].encode() in entries
+
+
+def test_the_erase_request_is_signed_by_the_dream_key() -> None:
+    data = (VECTORS / ERASURE["request"]).read_bytes()
+    request = json.loads(data)
+    leaf = json.loads(ERASURE["leafData"])
+    assert (
+        (request["id"], request["reason"])
+        == (leaf["id"], leaf["reason"])
+        == (
+            ERASURE["id"],
+            "author-request",
+        )
+    )
+    # builder.statement, as `dreampool erase --request` checks it.
+    assert statement.verify(request, "request", statement.ERASE) == VALUES["author"]["keyId"]
+    # Independently: Ed25519 over JCS of all but sig, keyId that of publicKey.
+    body = {k: v for k, v in request.items() if k != "sig"}
+    assert iv.jcs(body).decode() == ERASURE["requestSignedBytes"]
+    pub = iv.b64url_decode_strict(request["sig"]["publicKey"], "publicKey")
+    signature = iv.b64url_decode_strict(request["sig"]["value"], "sig")
+    iv.ed25519_verify(pub, signature, iv.jcs(body), "request")
+    assert iv.key_id_of(pub) == request["sig"]["keyId"] == VALUES["author"]["keyId"]
+
+
+def test_a_changed_erase_request_is_refused() -> None:
+    request = json.loads((VECTORS / ERASURE["request"]).read_bytes())
+    request["reason"] = "legal"
+    with pytest.raises((SignatureError, InputError)):
+        statement.verify(request, "request", statement.ERASE)
+    body = {k: v for k, v in request.items() if k != "sig"}
+    pub = iv.b64url_decode_strict(request["sig"]["publicKey"], "publicKey")
+    with pytest.raises(iv.VerificationError):
+        iv.ed25519_verify(
+            pub, iv.b64url_decode_strict(request["sig"]["value"], "sig"), iv.jcs(body), "r"
+        )
+
+
+def test_a_record_of_the_erased_dream_is_refused(tmp_path: Path) -> None:
+    site = tmp_path / "large"
+    shutil.copytree(LARGE, site)
+    kept = next(d for d in VALUES["large"]["dreams"] if not d["erased"])
+    shutil.copy(
+        site / "dreams" / kept["id"] / "record.json",
+        site / "dreams" / ERASURE["id"] / "record.json",
+    )
+    with pytest.raises(iv.VerificationError, match="erased"):
+        iv.verify_site(site)
+
+
+ROTATION = VALUES["large"]["rotation"]
+
+
+def test_the_rotation_is_signed_by_the_old_key_and_its_key_leaf_is_logged() -> None:
+    rotation = json.loads((VECTORS / ROTATION["statement"]).read_bytes())
+    old = VALUES["author"]["keyId"]
+    assert (rotation["author"], rotation["oldKeyId"]) == ("vector-author", old)
+    # builder.statement, as the pool checks a rotation.
+    assert statement.verify(rotation, "rotation", statement.ROTATE) == old
+    # Independently: the old key's signature, the new key from its seed label.
+    body = {k: v for k, v in rotation.items() if k != "sig"}
+    assert iv.jcs(body).decode() == ROTATION["statementSignedBytes"]
+    pub = iv.b64url_decode_strict(rotation["sig"]["publicKey"], "publicKey")
+    assert iv.key_id_of(pub) == old
+    signature = iv.b64url_decode_strict(rotation["sig"]["value"], "sig")
+    iv.ed25519_verify(pub, signature, iv.jcs(body), "rotation")
+    new_pub = iv.b64url_decode_strict(rotation["newPublicKey"], "newPublicKey")
+    assert iv.key_id_of(new_pub) == rotation["newKeyId"] == ROTATION["newKeyId"]
+    seed = hashlib.sha256(ROTATION["seedLabel"].encode()).digest()
+    assert dreamfmt.key_id(public_key_of(seed)) == rotation["newKeyId"]
+    # The new key's key leaf, same author, in the log (the entry bundle of leaves 256…).
+    index = ROTATION["keyLeafIndex"]
+    bundle = (LARGE / "log" / "tile" / "entries" / "001.p" / "4").read_bytes()
+    leaves = iv.decode_bundle(bundle, 4, "entries/001.p/4")
+    leaf = iv.parse_leaf(index, leaves[index - 256])
+    assert leaf.kind == "key" and leaves[index - 256].decode() == ROTATION["keyLeafData"]
+    assert (leaf.obj["keyId"], leaf.obj["author"]) == (rotation["newKeyId"], rotation["author"])
+    # Dreams after it are signed by the new key and verify (both verifiers, above).
+    after = [d for d in VALUES["large"]["dreams"] if d["index"] > index]
+    assert after
+    for d in after:
+        record = json.loads((LARGE / "dreams" / d["id"] / "record.json").read_bytes())
+        assert record["dream"]["sig"]["keyId"] == rotation["newKeyId"]
+
+
+def test_a_changed_rotation_is_refused() -> None:
+    rotation = json.loads((VECTORS / ROTATION["statement"]).read_bytes())
+    rotation["newPublicKey"] = VALUES["author"]["publicKey"]
+    with pytest.raises((SignatureError, InputError)):
+        statement.verify(rotation, "rotation", statement.ROTATE)
+    body = {k: v for k, v in rotation.items() if k != "sig"}
+    pub = iv.b64url_decode_strict(rotation["sig"]["publicKey"], "publicKey")
+    with pytest.raises(iv.VerificationError):
+        iv.ed25519_verify(
+            pub, iv.b64url_decode_strict(rotation["sig"]["value"], "sig"), iv.jcs(body), "r"
+        )
+
+
+WITNESSED = VECTORS / "witnessed"
+WITNESS = VALUES["witnessed"]
+
+
+def _dream_b_record() -> bytes:
+    return (VECTORS / "site" / "dreams" / WITNESS["dream"] / "record.json").read_bytes()
+
+
+def test_both_verifiers_accept_the_witnessed_proof() -> None:
+    policy = (WITNESSED / "policy").read_bytes()
+    proof = (WITNESSED / "proof.tlog-proof").read_bytes()
+    steps: list[lightclient.Step] = []
+    result = lightclient.verify_proof(proof, _dream_b_record(), policy, on_step=steps.append)
+    assert result.id == WITNESS["dream"]
+    assert "quorum w1 met" in steps[0].detail and WITNESS["name"] in steps[0].detail
+    assert independent_record(_dream_b_record(), proof, policy) == WITNESS["dream"]
+    cp = iv.verify_checkpoint(
+        (WITNESSED / "checkpoint").read_bytes(), iv.parse_policy(policy, "p"), "c"
+    )
+    assert cp.cosigners == {"w1"}  # the policy's name for the witness
+    assert (WITNESSED / "checkpoint").read_bytes().endswith(WITNESS["signatureLine"].encode())
+
+
+def _refused_at_step_1(proof: bytes) -> None:
+    policy = (WITNESSED / "policy").read_bytes()
+    with pytest.raises(VerificationError) as refused:
+        lightclient.verify_proof(proof, _dream_b_record(), policy)
+    assert refused.value.step == 1, refused.value.message
+    with pytest.raises(iv.VerificationError):
+        independent_record(_dream_b_record(), proof, policy)
+
+
+def test_the_proof_without_the_cosignature_misses_the_quorum() -> None:
+    _refused_at_step_1(
+        (VECTORS / "site" / "dreams" / WITNESS["dream"] / "proof.tlog-proof").read_bytes()
+    )
+
+
+def test_a_cosignature_with_another_timestamp_is_refused() -> None:
+    proof = (WITNESSED / "proof.tlog-proof").read_bytes()
+    line = WITNESS["signatureLine"]
+    name, b64 = line.rstrip("\n").removeprefix("— ").split(" ")
+    raw = bytearray(base64.b64decode(b64))
+    raw[4 + 7] ^= 0x01  # key ID (4 bytes), then the 8-byte big-endian timestamp
+    changed = f"— {name} {base64.b64encode(bytes(raw)).decode()}\n"
+    assert proof.count(line.encode()) == 1
+    _refused_at_step_1(proof.replace(line.encode(), changed.encode()))
