@@ -1009,6 +1009,42 @@ def test_the_browser_client_over_every_protocol_vector(module_page: Any) -> None
             }
         )
         want.append(None)
+    large = docs / "large"
+    for d in values["large"]["dreams"]:
+        if d["erased"]:
+            continue  # an erased dream has a proof and no record: nothing to verify here
+        folder = large / "dreams" / d["id"]
+        cases.append(
+            {
+                "proof": (folder / "proof.tlog-proof").read_bytes(),
+                "record": (folder / "record.json").read_bytes(),
+                "policy": (large / "log" / "policy").read_bytes(),
+                "newer": None,
+                "consistency": None,
+            }
+        )
+        want.append(None)
+    witnessed_id = values["witnessed"]["dream"]
+    cases.append(  # a proof under a witness-cosigned checkpoint, policy quorum w1
+        {
+            "proof": (docs / "witnessed" / "proof.tlog-proof").read_bytes(),
+            "record": (site / "dreams" / witnessed_id / "record.json").read_bytes(),
+            "policy": (docs / "witnessed" / "policy").read_bytes(),
+            "newer": None,
+            "consistency": None,
+        }
+    )
+    want.append(None)
+    cases.append(  # the same dream's uncosigned proof under that policy: quorum not met
+        {
+            "proof": (site / "dreams" / witnessed_id / "proof.tlog-proof").read_bytes(),
+            "record": (site / "dreams" / witnessed_id / "record.json").read_bytes(),
+            "policy": (docs / "witnessed" / "policy").read_bytes(),
+            "newer": None,
+            "consistency": None,
+        }
+    )
+    want.append(1)
     negative = docs / "negative"
     for case in values["negative"]["cases"]:
         cases.append(
@@ -1021,7 +1057,7 @@ def test_the_browser_client_over_every_protocol_vector(module_page: Any) -> None
             }
         )
         want.append(case["refusedAtStep"])
-    assert len(want) >= 6
+    assert len(want) >= 11
     assert js_steps(module_page, cases) == want
     assert [py_step(c) for c in cases] == want
     keys = values["negative"]["refusedPublicKeysHex"]
