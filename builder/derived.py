@@ -41,27 +41,27 @@ def secure(out: Path) -> list[str]:
     notes: list[str] = []
     planted = gitrepo.tracked(out.parent, [out.name, root.name])
     if planted is None:
-        notes.append(
-            f"{out.parent} is in a git checkout, but git could not say which paths it "
-            f"tracks: a build trusts none of its own state then, so it discarded "
-            f"{root.name}/ and {out.name} and built afresh (check that git runs here)"
-        )
-        remove_entry(root)
-        if out.is_symlink() or out.exists():
-            remove_entry(out)
-        return notes
+        return [
+            _discard(
+                root,
+                out,
+                f"{out.parent} is in a git checkout, but git could not say which paths it "
+                "tracks: a build trusts none of its own state then",
+                "check that git runs here",
+            )
+        ]
     if planted:
         more = len(planted) - 3
         shown = ", ".join(planted[:3]) + (f" and {more} more" if more > 0 else "")
-        notes.append(
-            f"git tracks {len(planted)} path(s) of the build's own state ({shown}): a build "
-            f"never trusts them, so it discarded {root.name}/ and {out.name} and built "
-            f"afresh; remove them from git (git rm -r --cached {root.name} {out.name})"
-        )
-        remove_entry(root)
-        if out.is_symlink() or out.exists():
-            remove_entry(out)
-        return notes
+        return [
+            _discard(
+                root,
+                out,
+                f"git tracks {len(planted)} path(s) of the build's own state ({shown}): a "
+                "build never trusts them",
+                f"remove them from git (git rm -r --cached {root.name} {out.name})",
+            )
+        ]
     if _kind(root) not in (None, "dir"):
         notes.append(f"{root} was not a plain folder (a link?); removed it, not what it names")
         remove_entry(root)
@@ -105,6 +105,15 @@ def forget_new(folders: list[Path], out: Path) -> None:
             os.rmdir(parent)
         except OSError:
             return
+
+
+def _discard(root: Path, out: Path, why: str, then: str) -> str:
+    """Remove the builds folder and the output link (never what a link names);
+    the line that says so."""
+    remove_entry(root)
+    if out.is_symlink() or out.exists():
+        remove_entry(out)
+    return f"{why}, so it discarded {root.name}/ and {out.name} and built afresh; {then}"
 
 
 def _kind(path: Path) -> str | None:
