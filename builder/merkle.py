@@ -68,6 +68,7 @@ __all__ = [
     "root_from",
     "root_from_consistency_proof",
     "root_from_inclusion_proof",
+    "roots_from_consistency_proof",
     "subtree_hash_from",
     "verify_consistency",
     "verify_inclusion",
@@ -168,6 +169,28 @@ def root_from_consistency_proof(
     a proof proves nothing (transparency-dev/merkle refuses it the same way).
     If size1 == size2 the proof must be empty and ``root1`` is returned.
     """
+    calculated1, calculated2 = roots_from_consistency_proof(size1, size2, root1, proof)
+    if calculated1 != root1:
+        raise VerificationError(
+            f"consistency proof from size {size1} to {size2} gives old root "
+            f"{calculated1.hex()}, want {root1.hex()}"
+        )
+    return calculated2
+
+
+def roots_from_consistency_proof(
+    size1: int, size2: int, root1: bytes, proof: Sequence[bytes]
+) -> tuple[bytes, bytes]:
+    """The roots for ``size1`` and ``size2`` that ``proof`` gives, compared with nothing.
+
+    RFC 9162 §2.1.4.2 steps 1–7 without the two comparisons. When size1 is a
+    power of two the proof leaves out the old root and ``root1`` stands in for it
+    (and comes back as the old root); otherwise ``root1`` is not used. Raises
+    VerificationError only for a proof of the wrong shape (see
+    :func:`root_from_consistency_proof`). Whoever holds a proof whose new root is a
+    signed root holds the true nodes of that tree: if its old root differs from
+    another signed root of size1, the two signed trees are inconsistent.
+    """
     if size1 < 0 or size2 < size1:
         raise VerificationError(f"tree sizes go backwards: {size1} to {size2}")
     if size2 > MAX_TREE_SIZE:
@@ -181,7 +204,7 @@ def root_from_consistency_proof(
             raise VerificationError(
                 f"consistency proof between equal sizes {size1} has {len(proof)} hashes, want 0"
             )
-        return root1
+        return root1, root1
     if not proof:
         raise VerificationError(f"consistency proof from size {size1} to {size2} is empty")
     _check_proof_hashes(proof)
@@ -207,14 +230,9 @@ def root_from_consistency_proof(
     # RFC 9162 §2.1.4.2 step 6: the hashes left of the path rebuild root1 ...
     calculated1 = _chain_inner_right(seed, path[:inner], node_index)
     calculated1 = _chain_border_right(calculated1, path[inner:])
-    if calculated1 != root1:
-        raise VerificationError(
-            f"consistency proof from size {size1} to {size2} gives old root "
-            f"{calculated1.hex()}, want {root1.hex()}"
-        )
     # ... and all of them rebuild root2.
     calculated2 = _chain_inner(seed, path[:inner], node_index)
-    return _chain_border_right(calculated2, path[inner:])
+    return calculated1, _chain_border_right(calculated2, path[inner:])
 
 
 def verify_consistency(
