@@ -311,7 +311,26 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_monitor(args: argparse.Namespace) -> int:
     from builder import monitor
 
-    return monitor.run_monitor(args.policy, args.state, args.site)
+    try:
+        report = monitor.run_monitor(
+            args.policy, args.state, args.site, sample=None if args.all else args.sample
+        )
+    except monitor.CouldNotCheck as exc:
+        # Not a verdict: the site gave nothing to decide on (docs/verifiers.md).
+        err(f"{PROG}: error: could not check: {exc.message}")
+        if exc.hint:
+            err(f"{PROG}: hint: {exc.hint}")
+        return monitor.EXIT_UNCHECKED
+    for line in report.lines:
+        out(printable(line))  # the lines carry the site's URLs and signed notes
+    return report.code
+
+
+def _count(text: str) -> int:
+    """A whole number ≥ 0 on the command line (argparse reports the error)."""
+    if not text.isdigit() or len(text) > 9:
+        raise argparse.ArgumentTypeError(f"want a whole number 0 or more, not {printable(text)}")
+    return int(text)
 
 
 # --- plumbing ------------------------------------------------------------------
@@ -343,9 +362,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     def add(
-        name: str, func: Callable[[argparse.Namespace], int], help: str
+        name: str, func: Callable[[argparse.Namespace], int], help: str, epilog: str | None = None
     ) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help, description=help)
+        p = sub.add_parser(name, help=help, description=help, epilog=epilog)
         p.set_defaults(func=func, command_parser=p)
         return p
 
@@ -504,8 +523,28 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--entry", metavar="ID", help="the diary_id or task_id to import from a list")
     q.add_argument("-o", "--output", metavar="OUT", help="write here instead of stdout")
 
-    p = add("monitor", cmd_monitor, "check a pool's new checkpoint against the last one seen")
+    p = add(
+        "monitor",
+        cmd_monitor,
+        "check a pool's new checkpoint against the last one seen, and its dreams' records",
+        epilog="exit status: 0 history unchanged and every dream checked present (the state "
+        "is stored); 2 a verdict, printed with its evidence: a fork (two signed checkpoints "
+        "that a proof shows inconsistent) or a logged dream missing (no record, no erasure "
+        "leaf); 3 could not check (a file missing, garbled, unverifiable, stale or slow: run "
+        "again later); 1 a local problem (policy, state file, arguments). The state file is "
+        "written only on 0.",
+    )
     p.add_argument("site", metavar="SITE", help="a site directory or http(s) URL")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument(
+        "--sample",
+        type=_count,
+        default=4,
+        metavar="N",
+        help="besides the dreams logged since the state, check the records of N entry "
+        "bundles (up to 256 dreams each) drawn at random from the older ones (default 4)",
+    )
+    group.add_argument("--all", action="store_true", help="check the record of every logged dream")
     p.add_argument(
         "--policy", required=True, type=Path, metavar="POLICY", help="your pinned log policy"
     )

@@ -1,11 +1,12 @@
-"""Watching a pool's log for rollbacks and forks: ``dreampool monitor``.
+"""Watching a pool's log for forks and dropped dreams: ``dreampool monitor``.
 
-A log can lie to one reader by showing them a history others never see (a *fork*)
-or by taking back entries it published (a *rollback*). A monitor catches both: it
-keeps the last checkpoint it accepted and, on every run, checks that the site's
-current checkpoint extends it (docs/protocol.md §4–§5)::
+A log can lie to one reader by showing them a history others never see (a *fork*),
+by taking back entries it published (a *rollback*), or a site can drop a logged
+dream's record. A monitor keeps the last checkpoint it accepted and, on every run,
+checks that the site's current checkpoint extends it (docs/protocol.md §4–§5) and
+that the logged dreams are still there::
 
-    dreampool monitor --policy POLICY --state FILE SITE
+    dreampool monitor --policy POLICY --state FILE [--sample N | --all] SITE
 
 SITE is a site directory or an http(s) URL of the site root; the log is at
 ``SITE/log/``. Each run:
@@ -14,61 +15,72 @@ SITE is a site directory or an http(s) URL of the site root; the log is at
    the policy's log key, origin = key name, quorum met (docs/protocol.md §5 step 1);
 2. reads FILE, the signed note of the checkpoint accepted last, and verifies it the
    same way. With no FILE it trusts the site's checkpoint on first use;
-3. compares the two. A smaller size is a **rollback**; the same size with another
-   root is a **fork**; a larger size needs the RFC 6962 consistency proof from the
-   old size to the new one, computed from the site's tiles (c2sp.org/tlog-tiles,
-   :class:`builder.tiles.TileHashReader` at the new size) or, where tiles are
-   missing, read from ``log/consistency/<old size>``. It must verify against both
-   signed roots (RFC 9162 §2.1.4.2); if none does, that is a **fork**;
-4. stores the new checkpoint in FILE atomically (temporary file, then rename), and
-   prints ``history unchanged: size m → n``.
+3. compares the two (:func:`check_site`);
+4. checks that every dream leaf it reads has its record or an erasure leaf
+   (:mod:`builder.presence`: the leaves added since FILE's checkpoint and a random
+   sample of ``N`` older entry bundles, or all of them);
+5. only if all of that held, stores the new checkpoint in FILE atomically
+   (temporary file, then rename) and prints ``history unchanged: size m → n``.
 
-Exit status 0: history unchanged. 2: rollback or fork; both signed checkpoints are
-printed in full as evidence (two notes signed by the same log key that no
-append-only log can have both published), and FILE keeps the old one. A run that
-cannot decide (site unreachable, checkpoint not signed as the policy wants, no
-consistency proof to be had) raises a :class:`~builder.errors.DreampoolError`, which
-the CLI reports with exit status 1.
+**Only a proof makes a verdict.** Exit status 2 is printed with evidence anyone can
+check against the policy: two checkpoints signed for the same size with different
+roots; or a consistency proof (from ``log/consistency/<m>`` or computed from the
+tiles, c2sp.org/tlog-tiles) that reproduces the NEW signed root but gives an old root
+other than the one signed before (RFC 9162 §2.1.4.2: its nodes are then the new
+tree's own, so the two signed trees differ in their first m leaves); or a logged
+dream, not erased, whose record the site says it does not have. Anything else the
+site does — files missing, garbled, unverifiable, stale (a smaller checkpoint, which
+the log did once sign), slow or refused — is exit 3, *could not check*: it says what
+could not be fetched or verified, and FILE keeps the old checkpoint. Exit 1 is a
+local problem (the policy, FILE, the arguments).
 
 Tile bytes are not trusted: a proof computed from them means something only once it
-verifies against the signed roots. A proof that verifies, from any source, proves
-the old tree is a prefix of the new one, so the monitor tries the tiles first and
-the consistency file second, and calls a fork only when no proof it could get
-verifies.
+reproduces a signed root. The monitor tries the tiles first and the consistency
+file second, and the first that verifies (or proves a fork) decides.
 
-Fetching is bounded: HTTP(S) with a timeout, a size cap per file and redirects
-followed only on the same host (never from https to http); a directory is read only
-below its root, symlinks included.
+Fetching is bounded (:mod:`builder.fetch`): a total deadline per file, a size cap
+per kind of file, redirects only on the same host (never from https to http); a
+directory is read only below its root, symlinks included.
 """
 
 from __future__ import annotations
 
-import http.client
 import os
-import sys
 import tempfile
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Literal, Protocol
+from typing import Literal, Protocol
 
+from builder import fetch
+from builder.b64 import b64_encode
 from builder.checkpoint import Checkpoint
 from builder.errors import DreampoolError, LogError, VerificationError
 from builder.lightclient import MAX_CONSISTENCY_SIZE, parse_consistency_proof
-from builder.merkle import EMPTY_ROOT, HASH_SIZE, consistency_proof_from, verify_consistency
+from builder.merkle import (
+    EMPTY_ROOT,
+    HASH_SIZE,
+    consistency_proof_from,
+    roots_from_consistency_proof,
+)
 from builder.note import MAX_NOTE_SIZE
 from builder.policy import MAX_POLICY_SIZE, Policy, parse_policy, verify_checkpoint
+from builder.presence import Presence, UncheckedError, bundles_to_check, check_presence
 from builder.tiles import TILE_WIDTH, TileHashReader
 
 __all__ = [
+    "DEFAULT_SAMPLE",
+    "EXIT_EVIDENCE",
+    "EXIT_OK",
+    "EXIT_UNCHECKED",
+    "CouldNotCheck",
     "DirectorySite",
     "HttpSite",
     "MonitorError",
     "NotFoundError",
+    "Report",
     "Site",
     "SiteError",
     "Verdict",
@@ -79,18 +91,26 @@ __all__ = [
 
 CHECKPOINT_PATH = "log/checkpoint"
 TILE_SIZE_LIMIT = TILE_WIDTH * HASH_SIZE
-HTTP_TIMEOUT = 20.0
-MAX_REDIRECTS = 5
 
 EXIT_OK = 0
 EXIT_EVIDENCE = 2
+"""A verdict, printed with its evidence: a fork, or a logged dream missing."""
+EXIT_UNCHECKED = 3
+"""Could not check: something could not be fetched or verified; run again later."""
+
+DEFAULT_SAMPLE = 4
+"""Entry bundles older than the state drawn at random on each run (up to 1,024 dreams)."""
 
 
 class MonitorError(DreampoolError):
-    """The monitor could not decide: a file is missing, unreadable or not acceptable."""
+    """The monitor could not run: a local file (policy, state) is missing or not acceptable."""
 
 
-class SiteError(MonitorError):
+class CouldNotCheck(MonitorError):
+    """The site gave nothing to decide on: a file missing, garbled, unverifiable or stale."""
+
+
+class SiteError(CouldNotCheck):
     """A site file could not be fetched."""
 
 
@@ -153,7 +173,8 @@ class DirectorySite:
     def describe(self, path: str) -> str:
         return str(self._root / path)
 
-    def fetch(self, path: str, limit: int) -> bytes:
+    def _target(self, path: str) -> Path:
+        """The regular file ``path`` names below the root; NotFoundError if there is none."""
         _check_site_path(path)
         root = self._resolve_root()
         try:
@@ -171,6 +192,10 @@ class DirectorySite:
             )
         if not target.is_file():
             raise SiteError(f"{self.describe(path)} is not a regular file")
+        return target
+
+    def fetch(self, path: str, limit: int) -> bytes:
+        target = self._target(path)
         try:
             with target.open("rb") as f:
                 data = f.read(limit + 1)
@@ -180,89 +205,57 @@ class DirectorySite:
             raise SiteError(f"{self.describe(path)} is over {limit} bytes, too big for its kind")
         return data
 
-
-class _SameHostRedirects(urllib.request.HTTPRedirectHandler):
-    """Follow a redirect only to the same host, and never from https to http."""
-
-    max_redirections = MAX_REDIRECTS
-
-    def redirect_request(
-        self,
-        req: urllib.request.Request,
-        fp: IO[bytes],
-        code: int,
-        msg: str,
-        headers: http.client.HTTPMessage,
-        newurl: str,
-    ) -> urllib.request.Request | None:
-        old = urllib.parse.urlsplit(req.full_url)
-        new = urllib.parse.urlsplit(urllib.parse.urljoin(req.full_url, newurl))
-        downgrade = old.scheme == "https" and new.scheme != "https"
-        if new.scheme not in ("http", "https") or new.hostname != old.hostname or downgrade:
-            raise SiteError(
-                f"{req.full_url} redirects to another host or scheme ({new.scheme}://"
-                f"{new.hostname}); the monitor does not follow it",
-                hint="give the URL the site is served from",
-            )
-        return super().redirect_request(req, fp, code, msg, headers, newurl)
+    def exists(self, path: str) -> bool:
+        """Whether ``path`` is a regular file below the root (:meth:`fetch`'s rules)."""
+        try:
+            self._target(path)
+        except NotFoundError:
+            return False
+        return True
 
 
 class HttpSite:
-    """A site served over http(s); ``base`` is the site root URL."""
+    """A site served over http(s); ``base`` is the site root URL. Every read goes
+    through :mod:`builder.fetch` (total deadline, size cap, checked redirects)."""
 
-    __slots__ = ("_base", "_opener", "_timeout")
+    __slots__ = ("_base", "_deadline")
 
-    def __init__(self, base: str, *, timeout: float = HTTP_TIMEOUT) -> None:
-        parts = urllib.parse.urlsplit(base)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise SiteError("site URL must be http(s)://host/path", hint="give the site root URL")
+    def __init__(self, base: str, *, deadline: float | None = None) -> None:
+        try:
+            parts = fetch.check_url(base)
+        except fetch.FetchError:
+            raise SiteError(
+                "site URL must be http(s)://host/path", hint="give the site root URL"
+            ) from None
         if parts.query or parts.fragment or parts.username or parts.password:
             raise SiteError(
                 "site URL must not carry a query, fragment or credentials",
                 hint="give the site root URL, e.g. https://example.org/dreams/",
             )
         self._base = base if base.endswith("/") else base + "/"
-        self._timeout = timeout
-        self._opener = urllib.request.build_opener(_SameHostRedirects())
+        self._deadline = deadline
 
     def describe(self, path: str) -> str:
-        return self._base + path
+        return self._base + urllib.parse.quote(path)
 
     def fetch(self, path: str, limit: int) -> bytes:
         _check_site_path(path)
-        url = self.describe(path)
-        request = urllib.request.Request(
-            url,
-            headers={
-                "User-Agent": "dreampool-monitor",
-                "Accept-Encoding": "identity",
-                # A stale cached checkpoint would look like a rollback.
-                "Cache-Control": "no-cache",
-            },
-        )
         try:
-            with self._opener.open(request, timeout=self._timeout) as response:
-                length = response.headers.get("Content-Length")
-                if length is not None and length.isdigit() and int(length) > limit:
-                    raise SiteError(f"{url} is {length} bytes, over {limit} for its kind")
-                data: bytes = response.read(limit + 1)
-        except urllib.error.HTTPError as exc:
-            exc.close()
-            if exc.code in (404, 410):
-                raise NotFoundError(f"{url}: HTTP {exc.code}") from None
-            raise SiteError(f"{url}: HTTP {exc.code} {exc.reason}") from None
-        except urllib.error.URLError as exc:
-            raise SiteError(
-                f"{url}: {exc.reason}", hint="check the URL and the network; run again later"
-            ) from None
-        except (OSError, http.client.HTTPException) as exc:
-            raise SiteError(f"{url}: {exc}", hint="run again later") from None
-        if len(data) > limit:
-            raise SiteError(f"{url} is over {limit} bytes, too big for its kind")
-        return data
+            return fetch.get(self.describe(path), limit, deadline=self._deadline)
+        except fetch.NotFound as exc:
+            raise NotFoundError(exc.message, hint=exc.hint) from None
+        except fetch.FetchError as exc:
+            raise SiteError(exc.message, hint=exc.hint) from None
+
+    def exists(self, path: str) -> bool:
+        _check_site_path(path)
+        try:
+            return fetch.exists(self.describe(path), deadline=self._deadline)
+        except fetch.FetchError as exc:
+            raise SiteError(exc.message, hint=exc.hint) from None
 
 
-def open_site(site: str) -> Site:
+def open_site(site: str) -> DirectorySite | HttpSite:
     """A :class:`HttpSite` for an http(s) URL, a :class:`DirectorySite` for anything else."""
     if site.startswith(("http://", "https://")):
         return HttpSite(site)
@@ -276,11 +269,13 @@ def open_site(site: str) -> Site:
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """What one monitor run found.
+    """What comparing the site's checkpoint with the one accepted last found.
 
     ``status`` is ``first-use`` (no earlier checkpoint), ``consistent`` (the new
-    checkpoint extends the old one: same tree or a proven prefix), ``rollback`` or
-    ``fork``. For the last two, ``old_note`` and ``new_note`` are the evidence.
+    checkpoint extends the old one: same tree or a proven prefix), ``rollback`` (the
+    site serves a smaller checkpoint: stale or withheld, *not* a verdict) or ``fork``
+    (proved: ``old_note`` and ``new_note`` are the evidence, with ``proof`` — the
+    consistency proof whose nodes reproduce the new root — when the sizes differ).
     """
 
     status: Literal["first-use", "consistent", "rollback", "fork"]
@@ -290,21 +285,24 @@ class Verdict:
     old_note: bytes | None = None
     reason: str = ""
     warnings: tuple[str, ...] = ()
+    proof: tuple[bytes, ...] = ()
 
 
 def check_site(policy: Policy, state: bytes | None, site: Site) -> Verdict:
     """Steps 1–3 of a monitor run: fetch and verify the site's checkpoint, compare it.
 
     ``state`` is the note of the checkpoint accepted last, or None. Raises
-    :class:`MonitorError` (or another DreampoolError) when it cannot decide; returns
-    the verdict otherwise. Stores nothing.
+    :class:`CouldNotCheck` when the site gives nothing to decide on, and
+    :class:`MonitorError` when ``state`` is not acceptable; returns the verdict
+    otherwise. Stores nothing.
     """
-    # 1. The site's checkpoint, by docs/protocol.md §5 step 1 rules.
+    # 1. The site's checkpoint, by docs/protocol.md §5 step 1 rules. One the policy
+    # does not accept proves nothing (anyone can serve one): could not check.
     new_note = site.fetch(CHECKPOINT_PATH, MAX_NOTE_SIZE)
     try:
         new, _ = verify_checkpoint(policy, new_note)
     except DreampoolError as exc:
-        raise MonitorError(
+        raise CouldNotCheck(
             f"{site.describe(CHECKPOINT_PATH)}: {exc.message}",
             hint=exc.hint or "the site's checkpoint is not signed as the policy requires",
         ) from exc
@@ -330,14 +328,15 @@ def check_site(policy: Policy, state: bytes | None, site: Site) -> Verdict:
         status: Literal["consistent", "rollback", "fork"],
         reason: str = "",
         warnings: tuple[str, ...] = (),
+        proof: tuple[bytes, ...] = (),
     ) -> Verdict:
-        return Verdict(status, new, new_note, old, state, reason, warnings)
+        return Verdict(status, new, new_note, old, state, reason, warnings, proof)
 
     if new.size < old.size:
         return verdict(
             "rollback",
-            f"the site's checkpoint has size {new.size}, smaller than size {old.size} "
-            "accepted before: the log took back published entries",
+            f"the site serves an older checkpoint, size {new.size}, than size {old.size} "
+            "accepted before: a stale copy, or the log withholding its newer entries",
         )
     if new.size == old.size:
         if new.root != old.root:
@@ -348,107 +347,207 @@ def check_site(policy: Policy, state: bytes | None, site: Site) -> Verdict:
         if old.root != EMPTY_ROOT:
             return verdict("fork", "a checkpoint of size 0 signs a root other than SHA-256()")
         return verdict("consistent")
-    failures, warnings = _prove_consistency(site, old, new)
-    if failures:
-        return verdict(
-            "fork",
-            f"no consistency proof from size {old.size} to {new.size} verifies: "
-            + "; ".join(failures),
-        )
-    return verdict("consistent", warnings=warnings)
+    return _prove_consistency(site, old, new, verdict)
 
 
-def _prove_consistency(
-    site: Site, old: Checkpoint, new: Checkpoint
-) -> tuple[list[str], tuple[str, ...]]:
-    """Find a consistency proof from ``old`` to ``new`` that verifies against both roots.
+def _prove_consistency(site: Site, old: Checkpoint, new: Checkpoint, verdict: _Make) -> Verdict:
+    """Step 3 for a larger size: the first proof that reproduces the new signed root decides.
 
     Tries the proof computed from the tiles at the new size, then
-    ``log/consistency/<old size>``. Returns ([], warnings) once one verifies, and
-    (why each failed, ()) when none does. A proof that could not be obtained (the
-    files are missing or unreachable) does not count as failed; if no proof could be
-    obtained at all, raises MonitorError: without one, nothing can be decided.
+    ``log/consistency/<old size>``. A proof whose new root is the signed one and whose
+    old root is the signed old one proves consistency; one whose old root is another
+    proves a fork (RFC 9162 §2.1.4.2). A proof that cannot be had, does not parse or
+    does not reproduce the new signed root proves nothing; if no proof decides,
+    raises :class:`CouldNotCheck` naming each source and what went wrong.
     """
-    failed: list[str] = []
-    unavailable: list[str] = []
-    proofs: list[tuple[str, Sequence[bytes]]] = []
+    problems: list[str] = []
+    for source, get in (("tiles", _proof_from_tiles), (None, _proof_from_file)):
+        name = source or site.describe(f"log/consistency/{old.size}")
+        try:
+            seed, proof = get(site, old, new)
+            old_root, new_root = roots_from_consistency_proof(old.size, new.size, seed, proof)
+        except (SiteError, LogError, VerificationError, ValueError) as exc:
+            problems.append(f"{name}: {exc}")
+            continue
+        if new_root != new.root:
+            problems.append(
+                f"{name}: the proof gives new root {new_root.hex()}, not the signed "
+                f"{new.root.hex()}, so it proves nothing"
+            )
+            continue
+        warnings = tuple(f"{problem} (but {name} verifies)" for problem in problems)
+        if old_root == old.root:
+            return verdict("consistent", warnings=warnings)
+        full = tuple(proof) if old.size & (old.size - 1) else (seed, *proof)
+        return verdict(
+            "fork",
+            f"the {source or 'consistency file'} reproduce{'' if source else 's'} the new "
+            f"root of size {new.size}, and with it the root of its first {old.size} leaves, "
+            f"{old_root.hex()}, which is not the root {old.root.hex()} signed before",
+            warnings=warnings,
+            proof=full,
+        )
+    raise CouldNotCheck(
+        f"no proof that size {old.size} → {new.size} only appended: " + "; ".join(problems),
+        hint="no consistency proof the site serves reproduces its signed root (files "
+        "missing, garbled or stale); run again later, or report it to the pool's operators",
+    )
+
+
+class _Make(Protocol):
+    def __call__(
+        self,
+        status: Literal["consistent", "rollback", "fork"],
+        reason: str = "",
+        warnings: tuple[str, ...] = (),
+        proof: tuple[bytes, ...] = (),
+    ) -> Verdict: ...
+
+
+def _proof_from_tiles(
+    site: Site, old: Checkpoint, new: Checkpoint
+) -> tuple[bytes, Sequence[bytes]]:
+    """The consistency proof computed from the tiles of the new size, and the old root
+    they give (the seed a proof from a power-of-two size leaves out)."""
 
     def fetch_tile(path: str) -> bytes:
         return site.fetch("log/" + path, TILE_SIZE_LIMIT)
 
-    try:
-        reader = TileHashReader(fetch_tile, new.size)
-        proofs.append(("tiles", consistency_proof_from(reader.read_hash, old.size, new.size)))
-    except LogError as exc:  # a tile of the wrong size: served, and wrong
-        failed.append(f"tiles: {exc.message}")
-    except SiteError as exc:
-        unavailable.append(f"tiles: {exc.message}")
-    consistency_path = f"log/consistency/{old.size}"
-    try:
-        data = site.fetch(consistency_path, MAX_CONSISTENCY_SIZE)
-        proofs.append((consistency_path, parse_consistency_proof(data)))
-    except VerificationError as exc:  # malformed: served, and wrong
-        failed.append(f"{consistency_path}: {exc.message}")
-    except SiteError as exc:
-        unavailable.append(f"{consistency_path}: {exc.message}")
-    for source, proof in proofs:
-        try:
-            # RFC 9162 §2.1.4.2, against both signed roots.
-            verify_consistency(old.size, new.size, old.root, new.root, proof)
-        except VerificationError as exc:
-            failed.append(f"{source}: {exc.message}")
-            continue
-        return [], tuple(f"{failure} (but {source} verifies)" for failure in failed)
-    if not failed:
-        raise MonitorError(
-            f"cannot check that size {old.size} → {new.size} only appended: "
-            + "; ".join(unavailable),
-            hint="the site serves neither the tiles nor the consistency proof; run again "
-            "later, or report it to the pool's operators",
-        )
-    return failed, ()
+    reader = TileHashReader(fetch_tile, new.size)
+    proof = consistency_proof_from(reader.read_hash, old.size, new.size)
+    if old.size & (old.size - 1):
+        return proof[0], proof
+    return reader.read_hash(old.size.bit_length() - 1, 0), proof
+
+
+def _proof_from_file(site: Site, old: Checkpoint, new: Checkpoint) -> tuple[bytes, Sequence[bytes]]:
+    """``log/consistency/<m>`` (docs/protocol.md §4); for a power-of-two m, the signed old
+    root stands in for the old tree's node, which the proof leaves out."""
+    path = f"log/consistency/{old.size}"
+    proof = parse_consistency_proof(site.fetch(path, MAX_CONSISTENCY_SIZE))
+    return (old.root if not old.size & (old.size - 1) else proof[0] if proof else b""), proof
 
 
 # --- the command ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """What a run prints (stdout lines, each to pass :func:`builder.errors.printable`)
+    and its exit status."""
+
+    code: int
+    lines: tuple[str, ...]
 
 
 def run_monitor(
     policy_path: str | os.PathLike[str],
     state_path: str | os.PathLike[str],
     site: str | os.PathLike[str],
-) -> int:
-    """``dreampool monitor``: check SITE's checkpoint against FILE, store it if it extends it.
+    *,
+    sample: int | None = DEFAULT_SAMPLE,
+) -> Report:
+    """``dreampool monitor``: check SITE against FILE, store its checkpoint if all holds.
 
-    Returns 0 when history is unchanged (or on first use), 2 on rollback or fork after
-    printing the evidence. Raises a DreampoolError when it cannot decide.
+    ``sample`` is the number of older entry bundles whose dreams are checked for
+    presence (None: all). Returns a report of status 0 (history unchanged, every
+    checked dream present, checkpoint stored) or 2 (a proved fork, or logged dreams
+    missing: the evidence is in the lines). Raises :class:`CouldNotCheck` (exit 3)
+    when the site gave nothing to decide on, and :class:`MonitorError` (exit 1) for a
+    local problem. FILE is written only with status 0.
     """
     policy = parse_policy(_read_local(policy_path, MAX_POLICY_SIZE, "policy"))
     state_file = Path(state_path)
     state = _read_state(state_file)
-    source = open_site(os.fspath(site))
+    try:
+        source = open_site(os.fspath(site))
+    except SiteError as exc:  # the argument itself: a local problem
+        raise MonitorError(exc.message, hint=exc.hint) from None
     verdict = check_site(policy, state, source)
-    for warning in verdict.warnings:
-        print(f"warning: {warning}")
+    warnings = [f"warning: {warning}" for warning in verdict.warnings]
+    lines: list[str] = []
     new = verdict.new
-    if verdict.status in ("rollback", "fork"):
-        assert verdict.old_note is not None
-        print(f"{verdict.status}: {verdict.reason}")
-        print(f"evidence: the checkpoint accepted before, from {state_file}:")
-        sys.stdout.write(verdict.old_note.decode("utf-8"))
-        print(f"evidence: the checkpoint the site serves now, {source.describe(CHECKPOINT_PATH)}:")
-        sys.stdout.write(verdict.new_note.decode("utf-8"))
-        print(f"the state file {state_file} is unchanged; keep both checkpoints as evidence")
-        return EXIT_EVIDENCE
-    _store(state_file, verdict.new_note)
-    if verdict.status == "first-use":
-        print(
-            f"no state file: trusting {new.origin} at size {new.size} on first use; "
-            f"stored its checkpoint in {state_file}"
+    if verdict.status == "rollback":
+        raise CouldNotCheck(
+            verdict.reason,
+            hint=f"run again later; {state_file} is unchanged. If the site keeps serving "
+            "the older checkpoint, it is withholding entries",
         )
+    if verdict.status == "fork":
+        assert verdict.old_note is not None
+        lines += [f"fork: {verdict.reason}", *warnings]
+        lines += [f"evidence: the checkpoint accepted before, from {state_file}:"]
+        lines += _note_lines(verdict.old_note)
+        lines += [
+            f"evidence: the checkpoint the site serves now, {source.describe(CHECKPOINT_PATH)}:"
+        ]
+        lines += _note_lines(verdict.new_note)
+        if verdict.proof:
+            assert verdict.old is not None
+            lines += [
+                f"evidence: consistency proof from size {verdict.old.size} to {new.size} "
+                "(RFC 9162 §2.1.4.2; for a power-of-two size the first hash is the old "
+                "tree's root, which a proof leaves out):"
+            ]
+            lines += [b64_encode(h) for h in verdict.proof]
+        lines += [f"the state file {state_file} is unchanged; keep this evidence"]
+        return Report(EXIT_EVIDENCE, tuple(lines))
+    lines += warnings
+    # 4. Presence of every dream leaf checked (docs/protocol.md §5).
+    since = new.size if verdict.old is None else verdict.old.size
+    presence = _presence(source, new, bundles_to_check(since, new.size, sample))
+    if presence.missing:
+        lines += [
+            f"missing: dream {dream_id} (leaf {index}) has no record on the site "
+            f"({source.describe(f'dreams/{dream_id}/record.json')}) and no erasure leaf"
+            for index, dream_id in presence.missing
+        ]
+        lines += [f"unchecked: {why}" for why in presence.unchecked]
+        lines += [
+            f"evidence: the signed checkpoint of size {new.size} whose entry bundles log "
+            f"{'these dreams' if len(presence.missing) > 1 else 'this dream'}, "
+            f"{source.describe(CHECKPOINT_PATH)}:"
+        ]
+        lines += _note_lines(verdict.new_note)
+        lines += [f"the state file {state_file} is unchanged"]
+        return Report(EXIT_EVIDENCE, tuple(lines))
+    if presence.unchecked:
+        raise CouldNotCheck(
+            f"{len(presence.unchecked)} of {presence.checked} dream record(s) could not "
+            f"be asked for: {presence.unchecked[0]}"
+            + (f" (and {len(presence.unchecked) - 1} more)" if len(presence.unchecked) > 1 else ""),
+            hint=f"run again later; {state_file} is unchanged",
+        )
+    # 5. All held: store.
+    _store(state_file, verdict.new_note)
+    found = (
+        f"{presence.checked} dream records present"
+        if not presence.erased
+        else f"{presence.checked} dream records present, {presence.erased} erased"
+    )
+    if verdict.old is None:
+        lines += [
+            f"no state file: trusting {new.origin} at size {new.size} on first use; "
+            f"stored its checkpoint in {state_file}; {found}"
+        ]
     else:
-        assert verdict.old is not None
-        print(f"history unchanged: size {verdict.old.size} → {new.size}")
-    return EXIT_OK
+        lines += [f"history unchanged: size {verdict.old.size} → {new.size}; {found}"]
+    return Report(EXIT_OK, tuple(lines))
+
+
+def _presence(site: DirectorySite | HttpSite, new: Checkpoint, bundles: Sequence[int]) -> Presence:
+    def fetch_tile(path: str) -> bytes:
+        return site.fetch("log/" + path, TILE_SIZE_LIMIT)
+
+    reader = TileHashReader(fetch_tile, new.size)
+    try:
+        return check_presence(site, new, bundles, reader.read_hash)
+    except (UncheckedError, SiteError) as exc:
+        raise CouldNotCheck(f"the dreams' records: {exc.message}", hint=exc.hint) from None
+
+
+def _note_lines(note: bytes) -> list[str]:
+    return note.decode("utf-8", "replace").splitlines()
 
 
 def _read_local(path: str | os.PathLike[str], limit: int, what: str) -> bytes:

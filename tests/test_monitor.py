@@ -11,15 +11,17 @@ import functools
 import hashlib
 import shutil
 import threading
+import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from builder import monitor
+from builder import cli, monitor
+from builder.b64 import b64_decode, b64_encode
 from builder.errors import DreampoolError
 from builder.policy import parse_policy
 from tests.test_lightclient import (
@@ -27,6 +29,7 @@ from tests.test_lightclient import (
     SMALL,
     LogBuilder,
     build_standard_log,
+    signed_dream,
     standard_log,
 )
 
@@ -58,8 +61,10 @@ def site_at(tmp_path: Path, size: int, log: LogBuilder | None = None, name: str 
     return (log or standard_log()).write_site(root, size)
 
 
-def monitor_run(policy: Path, state: Path, site: Path | str) -> int:
-    return monitor.run_monitor(policy, state, str(site))
+def monitor_run(policy: Path, state: Path, site: Path | str, *options: str) -> int:
+    """``dreampool monitor`` as the command line runs it; its output goes to capsys."""
+    args = ["monitor", "--policy", str(policy), "--state", str(state), *options, str(site)]
+    return cli.main(args)
 
 
 # --- directory sites ------------------------------------------------------------------
@@ -87,40 +92,49 @@ def test_growth_is_proved_from_the_tiles(
     assert state.read_bytes() == standard_log().checkpoints[LARGE]
 
 
+def check(site: Path, seen: int = SMALL) -> monitor.Verdict:
+    """:func:`monitor.check_site` alone: the checkpoints compared, no presence check."""
+    log = standard_log()
+    return monitor.check_site(
+        parse_policy(log.policy), log.checkpoints[seen], monitor.DirectorySite(site)
+    )
+
+
 def test_growth_falls_back_to_the_consistency_file(
     tmp_path: Path, policy: Path, state: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    state.write_bytes(standard_log().checkpoints[SMALL])
     site = site_at(tmp_path, LARGE)
     shutil.rmtree(site / "log" / "tile")
-    assert monitor_run(policy, state, site) == 0
-    out = capsys.readouterr().out
-    assert f"history unchanged: size {SMALL} → {LARGE}" in out
-    assert "warning" not in out
-    assert state.read_bytes() == standard_log().checkpoints[LARGE]
-
-
-def test_bad_tiles_do_not_matter_when_the_consistency_file_verifies(
-    tmp_path: Path, policy: Path, state: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+    verdict = check(site)
+    assert verdict.status == "consistent"
+    assert [w.split(":")[0] for w in verdict.warnings] == ["tiles"]
+    # Without tiles no dream can be proved logged, so presence cannot be checked.
     state.write_bytes(standard_log().checkpoints[SMALL])
+    assert monitor_run(policy, state, site) == monitor.EXIT_UNCHECKED
+    assert "could not check: the dreams' records" in capsys.readouterr().err
+    assert state.read_bytes() == standard_log().checkpoints[SMALL]
+
+
+def test_bad_tiles_do_not_matter_when_the_consistency_file_verifies(tmp_path: Path) -> None:
     site = site_at(tmp_path, LARGE)
     (site / "log/tile/0/000").write_bytes(bytes(8192))
-    assert monitor_run(policy, state, site) == 0
-    out = capsys.readouterr().out
-    assert "warning: tiles:" in out and "but log/consistency/5 verifies" in out
+    verdict = check(site)
+    assert verdict.status == "consistent"
+    (warning,) = verdict.warnings
+    assert warning.startswith("tiles:") and "log/consistency/5 verifies" in warning
 
 
 def test_no_proof_to_be_had_is_an_error_not_a_verdict(
-    tmp_path: Path, policy: Path, state: Path
+    tmp_path: Path, policy: Path, state: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     state.write_bytes(standard_log().checkpoints[SMALL])
     site = site_at(tmp_path, LARGE)
     shutil.rmtree(site / "log" / "tile")
     shutil.rmtree(site / "log" / "consistency")
-    with pytest.raises(monitor.MonitorError, match="cannot check") as info:
-        monitor_run(policy, state, site)
-    assert info.value.hint
+    assert monitor_run(policy, state, site) == monitor.EXIT_UNCHECKED
+    err = capsys.readouterr().err
+    assert "could not check: no proof that size 5 → 268 only appended" in err
+    assert "dreampool: hint: " in err
     assert state.read_bytes() == standard_log().checkpoints[SMALL]
 
 
@@ -132,15 +146,15 @@ def test_same_checkpoint_again_is_unchanged(
     assert f"history unchanged: size {SMALL} → {SMALL}" in capsys.readouterr().out
 
 
-def test_rollback_prints_both_checkpoints(
+def test_rollback_is_reported_and_the_state_kept(
     tmp_path: Path, policy: Path, state: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     log = standard_log()
     state.write_bytes(log.checkpoints[LARGE])
-    assert monitor_run(policy, state, site_at(tmp_path, SMALL)) == 2
-    out = capsys.readouterr().out
-    assert out.startswith("rollback: ")
-    assert log.checkpoints[LARGE].decode() in out and log.checkpoints[SMALL].decode() in out
+    assert monitor_run(policy, state, site_at(tmp_path, SMALL)) == monitor.EXIT_UNCHECKED
+    err = capsys.readouterr().err
+    assert f"older checkpoint, size {SMALL}, than size {LARGE}" in err
+    assert "withholding" in err
     assert state.read_bytes() == log.checkpoints[LARGE]
 
 
@@ -170,39 +184,45 @@ def test_fork_at_a_larger_size(
         shutil.rmtree(site / "log" / remove)
     assert monitor_run(policy, state, site) == 2
     out = capsys.readouterr().out
-    assert out.startswith(f"fork: no consistency proof from size {SMALL} to {LARGE} verifies")
+    assert out.startswith("fork: the ")
+    assert f"with it the root of its first {SMALL} leaves" in out
     assert forked_log().checkpoints[LARGE].decode() in out
     assert state.read_bytes() == standard_log().checkpoints[SMALL]
 
 
 def test_site_checkpoint_the_policy_does_not_accept(
-    tmp_path: Path, policy: Path, state: Path
+    tmp_path: Path, policy: Path, state: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     other = LogBuilder(log_seed=hashlib.sha256(b"another key").digest())
     other.add_key("ada")
     other.sign()
-    with pytest.raises(monitor.MonitorError, match="log/checkpoint"):
-        monitor_run(policy, state, site_at(tmp_path, 1, other))
+    assert monitor_run(policy, state, site_at(tmp_path, 1, other)) == monitor.EXIT_UNCHECKED
+    assert "log/checkpoint" in capsys.readouterr().err
     assert not state.exists()
 
 
-def test_state_file_the_policy_does_not_accept(tmp_path: Path, policy: Path, state: Path) -> None:
+def test_state_file_the_policy_does_not_accept(
+    tmp_path: Path, policy: Path, state: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     state.write_bytes(b"not a checkpoint\n")
-    with pytest.raises(monitor.MonitorError, match="state file") as info:
-        monitor_run(policy, state, site_at(tmp_path, SMALL))
-    assert info.value.hint and "delete the state file" in info.value.hint
+    assert monitor_run(policy, state, site_at(tmp_path, SMALL)) == 1
+    err = capsys.readouterr().err
+    assert "state file" in err and "delete the state file" in err
     assert state.read_bytes() == b"not a checkpoint\n"
 
 
-def test_missing_site_and_policy_are_errors(tmp_path: Path, policy: Path, state: Path) -> None:
-    with pytest.raises(monitor.SiteError):
-        monitor_run(policy, state, tmp_path / "nowhere")
-    with pytest.raises(monitor.MonitorError, match="policy"):
-        monitor_run(tmp_path / "no-policy", state, site_at(tmp_path, SMALL))
-    with pytest.raises(monitor.SiteError, match="http or https"):
-        monitor_run(policy, state, "ftp://example.org/")
-    with pytest.raises(monitor.NotFoundError):
-        monitor_run(policy, state, tmp_path)  # a directory with no log/
+def test_missing_site_and_policy_are_errors(
+    tmp_path: Path, policy: Path, state: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert monitor_run(policy, state, tmp_path / "nowhere") == 1
+    assert "site directory" in capsys.readouterr().err
+    assert monitor_run(tmp_path / "no-policy", state, site_at(tmp_path, SMALL)) == 1
+    assert "policy" in capsys.readouterr().err
+    assert monitor_run(policy, state, "ftp://example.org/") == 1
+    assert "http or https" in capsys.readouterr().err
+    # A directory with no log/: the site has no checkpoint to check.
+    assert monitor_run(policy, state, tmp_path) == monitor.EXIT_UNCHECKED
+    assert "no such file" in capsys.readouterr().err
 
 
 def test_directory_site_stays_inside_its_root(tmp_path: Path) -> None:
@@ -233,9 +253,13 @@ def test_cli_exit_codes(tmp_path: Path, policy: Path, state: Path, run: Callable
     assert run(*args, small).code == 0
     assert run(*args, large).code == 0
     result = run(*args, small)
-    assert result.code == 2 and result.out.startswith("rollback: ")
+    assert result.code == 3 and "older checkpoint" in result.err
     result = run(*args, tmp_path / "nowhere")
     assert result.code == 1 and "dreampool: error:" in result.err
+    result = run("monitor", "--help")
+    assert result.code == 0
+    for code in ("0 history unchanged", "2 a verdict", "3 could not check", "1 a local"):
+        assert code in " ".join(result.out.split())
 
 
 # --- http(s) sites --------------------------------------------------------------------
@@ -297,20 +321,21 @@ def test_http_site(
         shutil.rmtree(site / "log" / "consistency")  # prove it from tiles fetched over HTTP
         assert monitor_run(policy, state, url + "/") == 0
         assert f"size {SMALL} → {LARGE}" in capsys.readouterr().out
-        site_at(served, SMALL, forked_log(), name="pool")
+        site_at(served, LARGE, forked_log(), name="pool")
         assert monitor_run(policy, state, url) == 2
-        with pytest.raises(monitor.NotFoundError, match="HTTP 404"):
-            monitor_run(policy, state, f"{base}/nothing-here")
+        capsys.readouterr()
+        assert monitor_run(policy, state, f"{base}/nothing-here") == 3
+        assert "HTTP 404" in capsys.readouterr().err
     assert state.read_bytes() == standard_log().checkpoints[LARGE]
 
 
 @pytest.mark.usefixtures("no_proxy")
-def test_http_redirect_to_another_host_is_refused(policy: Path, state: Path) -> None:
-    with (
-        serve(RedirectHandler) as base,
-        pytest.raises(monitor.SiteError, match="redirects to another host"),
-    ):
-        monitor_run(policy, state, base)
+def test_http_redirect_to_another_host_is_refused(
+    policy: Path, state: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with serve(RedirectHandler) as base:
+        assert monitor_run(policy, state, base) == monitor.EXIT_UNCHECKED
+    assert "redirects to another host" in capsys.readouterr().err
     assert not state.exists()
 
 
@@ -327,5 +352,345 @@ def test_unreachable_http_site_is_an_error(policy: Path, state: Path) -> None:
         monitor.check_site(
             parse_policy(policy.read_bytes()),
             None,
-            monitor.HttpSite("http://127.0.0.1:9/", timeout=2),
+            monitor.HttpSite("http://127.0.0.1:9/", deadline=2),
         )
+
+
+# --- issue 19: presence, verdicts only from proofs, bounded fetches -------------------
+
+
+def dream_folder(site: Path, title: str, log: LogBuilder | None = None) -> Path:
+    return site / "dreams" / (log or standard_log()).ids[title]
+
+
+def test_a_dropped_dream_is_reported_missing(
+    tmp_path: Path, policy: Path, state: Path, run: Callable[..., Any]
+) -> None:
+    """Issue 19 item 8: the site drops a logged dream's record and page, with no erasure
+    leaf. Before the fix the monitor said "history unchanged" and exited 0."""
+    state.write_bytes(standard_log().checkpoints[SMALL])
+    site = site_at(tmp_path, LARGE)
+    shutil.rmtree(dream_folder(site, "late"))  # a dream new since the state
+    shutil.rmtree(dream_folder(site, "second"))  # and one from before
+    result = run("monitor", "--policy", policy, "--state", state, "--all", site)
+    assert result.code == 2, result
+    for title in ("late", "second"):
+        dream_id = standard_log().ids[title]
+        index = standard_log().index_of(title)
+        assert f"missing: dream {dream_id} (leaf {index})" in result.out
+    assert "history unchanged" not in result.out
+    assert state.read_bytes() == standard_log().checkpoints[SMALL]  # not stored
+
+
+def test_a_dream_new_since_the_state_is_always_checked(
+    tmp_path: Path, policy: Path, state: Path, run: Callable[..., Any]
+) -> None:
+    """Without --all, every leaf added since the state is checked (and a sample of
+    the older ones)."""
+    state.write_bytes(standard_log().checkpoints[SMALL])
+    site = site_at(tmp_path, LARGE)
+    (dream_folder(site, "fourth") / "record.json").unlink()
+    result = run("monitor", "--policy", policy, "--state", state, "--sample", "0", site)
+    assert result.code == 2, result
+    assert f"missing: dream {standard_log().ids['fourth']}" in result.out
+
+
+def erased_log() -> LogBuilder:
+    """Key, two dreams, size 3 signed; then the first dream erased, size 4 signed."""
+    log = LogBuilder()
+    log.add_key("ada")
+    log.add_dream(signed_dream("ada", "kept"))
+    log.add_dream(signed_dream("ada", "erased"))
+    log.sign()
+    log.add_leaf({"v": 1, "kind": "erasure", "id": log.ids["erased"], "reason": "legal"})
+    log.sign()
+    return log
+
+
+def test_an_erased_dream_is_not_missing(
+    tmp_path: Path, policy: Path, state: Path, run: Callable[..., Any]
+) -> None:
+    log = erased_log()
+    state.write_bytes(log.checkpoints[3])
+    site = site_at(tmp_path, 4, log)
+    (dream_folder(site, "erased", log) / "record.json").unlink()  # erasure: §3
+    result = run("monitor", "--policy", policy, "--state", state, "--all", site)
+    assert result.code == 0, result
+    assert "history unchanged: size 3 → 4" in result.out
+    assert "2 dream records present, 1 erased" in result.out
+    (dream_folder(site, "kept", log) / "record.json").unlink()
+    result = run("monitor", "--policy", policy, "--state", state, "--all", site)
+    assert result.code == 2 and f"missing: dream {log.ids['kept']} (leaf 1)" in result.out
+
+
+def growth_log() -> LogBuilder:
+    """Checkpoints at 4 (a power of two: the consistency proof omits the old root) and 5."""
+    log = LogBuilder()
+    log.add_key("ada")
+    for title in ("one", "two", "three"):
+        log.add_dream(signed_dream("ada", title))
+    assert log.sign() == 4
+    log.add_dream(signed_dream("ada", "four"))
+    assert log.sign() == 5
+    return log
+
+
+@pytest.mark.parametrize(
+    "consistency",
+    [b"garbled\n", b"", "wrong-hashes"],
+    ids=["unparsable", "empty", "wrong-hashes"],
+)
+def test_a_mirror_cannot_fake_a_fork(
+    tmp_path: Path,
+    policy: Path,
+    state: Path,
+    run: Callable[..., Any],
+    consistency: bytes | str,
+) -> None:
+    """Issue 19 item 12: state at 4, honest growth to 5; the mirror serves no tiles
+    and a garbled log/consistency/4. Before the fix: "fork", exit 2, with both honest
+    checkpoints as "evidence". Now: could not check, exit 3, state kept."""
+    log = growth_log()
+    state.write_bytes(log.checkpoints[4])
+    site = site_at(tmp_path, 5, log)
+    shutil.rmtree(site / "log" / "tile")
+    if consistency == "wrong-hashes":  # parses, but is not the log's proof
+        first = b64_decode((site / "log/consistency/4").read_text().splitlines()[0])
+        consistency = (b64_encode(bytes([first[0] ^ 1]) + first[1:]) + "\n").encode()
+    assert isinstance(consistency, bytes)
+    (site / "log/consistency/4").write_bytes(consistency)
+    result = run("monitor", "--policy", policy, "--state", state, site)
+    assert result.code == 3, result
+    assert "fork" not in result.out + result.err
+    assert "could not check" in result.err
+    assert "log/consistency/4" in result.err and "log/tile/" in result.err
+    assert state.read_bytes() == log.checkpoints[4]
+
+
+def test_tampered_tiles_alone_are_not_a_fork(
+    tmp_path: Path, policy: Path, state: Path, run: Callable[..., Any]
+) -> None:
+    """A tile changed in transit and no consistency file: the proof from the tiles
+    does not reproduce the new signed root, so it proves nothing either way."""
+    state.write_bytes(standard_log().checkpoints[SMALL])
+    site = site_at(tmp_path, LARGE)
+    shutil.rmtree(site / "log" / "consistency")
+    tile = site / "log/tile/0/000"
+    data = bytearray(tile.read_bytes())
+    data[6 * 32] ^= 1
+    tile.write_bytes(bytes(data))
+    result = run("monitor", "--policy", policy, "--state", state, site)
+    assert result.code == 3, result
+    assert "fork" not in result.out
+
+
+def test_a_fork_proved_by_tiles_prints_the_proof(
+    tmp_path: Path, policy: Path, state: Path, run: Callable[..., Any]
+) -> None:
+    """A fork at a larger size is proved by node hashes that reproduce the new signed
+    root and give another old root; the monitor prints them for anyone to re-check."""
+    state.write_bytes(standard_log().checkpoints[SMALL])
+    site = site_at(tmp_path, LARGE, forked_log())
+    shutil.rmtree(site / "log" / "consistency")
+    result = run("monitor", "--policy", policy, "--state", state, site)
+    assert result.code == 2, result
+    assert result.out.startswith(f"fork: the tiles reproduce the new root of size {LARGE}")
+    assert "evidence: consistency proof" in result.out
+    assert standard_log().checkpoints[SMALL].decode() in result.out
+
+
+def test_a_smaller_checkpoint_is_stale_not_a_verdict(
+    tmp_path: Path, policy: Path, state: Path, run: Callable[..., Any]
+) -> None:
+    """A smaller checkpoint is one the log did sign: a stale copy, or entries withheld.
+    Neither is proved by the two notes, so it is exit 3, and the state is kept."""
+    state.write_bytes(standard_log().checkpoints[LARGE])
+    result = run("monitor", "--policy", policy, "--state", state, site_at(tmp_path, SMALL))
+    assert result.code == 3, result
+    assert "older checkpoint" in result.err
+    assert state.read_bytes() == standard_log().checkpoints[LARGE]
+
+
+class RecordErrorHandler(QuietHandler):
+    """Serves the site, but answers 503 for one dream's record."""
+
+    broken = ""
+
+    def do_GET(self) -> None:
+        if self.broken and self.path.endswith(self.broken):
+            self.send_error(503, "busy")
+            return
+        super().do_GET()
+
+    def do_HEAD(self) -> None:
+        if self.broken and self.path.endswith(self.broken):
+            self.send_error(503, "busy")
+            return
+        super().do_HEAD()
+
+
+@pytest.mark.usefixtures("no_proxy")
+def test_a_record_that_cannot_be_fetched_is_not_missing(
+    tmp_path: Path, policy: Path, state: Path, run: Callable[..., Any]
+) -> None:
+    served = tmp_path / "www"
+    site_at(served, LARGE, name="pool")
+    state.write_bytes(standard_log().checkpoints[SMALL])
+    broken = f"{standard_log().ids['late']}/record.json"
+    handler = type("H", (RecordErrorHandler,), {"broken": broken})
+    with serve(functools.partial(handler, directory=str(served))) as base:
+        result = run("monitor", "--policy", policy, "--state", state, f"{base}/pool/")
+    assert result.code == 3, result
+    assert "could not check" in result.err and "503" in result.err
+    assert "missing" not in result.out
+    assert state.read_bytes() == standard_log().checkpoints[SMALL]
+
+
+class DripHandler(BaseHTTPRequestHandler):
+    """Answers 200 with a long body, one byte every 0.2 s, until the server stops."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", "4000")
+        self.end_headers()
+        for _ in range(4000):
+            try:
+                self.wfile.write(b"x")
+                self.wfile.flush()
+            except OSError:
+                return
+            if STOP.wait(0.2):
+                return
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+STOP = threading.Event()
+
+
+@contextmanager
+def dripping() -> Iterator[str]:
+    STOP.clear()
+    try:
+        with serve(DripHandler) as base:
+            yield base
+    finally:
+        STOP.set()
+
+
+def finishes_within(seconds: float, call: Callable[[], object]) -> tuple[bool, object]:
+    """Run ``call`` in a thread; (whether it returned in time, what it returned or raised)."""
+    box: list[object] = []
+
+    def work() -> None:
+        try:
+            box.append(call())
+        except BaseException as exc:  # reported to the test
+            box.append(exc)
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    return (not thread.is_alive(), box[0] if box else None)
+
+
+@pytest.mark.usefixtures("no_proxy")
+def test_a_dripped_checkpoint_hits_the_total_deadline(
+    policy: Path, state: Path, run: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 19 item 13: a byte every 0.2 s stays under any per-read socket timeout;
+    only a deadline on the whole fetch ends it."""
+    from builder import fetch
+
+    monkeypatch.setattr(fetch, "DEFAULT_DEADLINE", 1.0)
+    with dripping() as base:
+        started = time.monotonic()
+        done, result = finishes_within(
+            6, lambda: run("monitor", "--policy", policy, "--state", state, base)
+        )
+        elapsed = time.monotonic() - started
+    assert done, "the monitor was still reading after 6 s"
+    assert elapsed < 4, elapsed
+    assert result.code == 3, result
+    assert "within 1 s" in result.err
+    assert not state.exists()
+
+
+class EvilRedirectHandler(BaseHTTPRequestHandler):
+    location = "http://[evil]/"
+
+    def do_GET(self) -> None:
+        self.send_response(302)
+        self.send_header("Location", self.location)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_HEAD = do_GET
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.mark.usefixtures("no_proxy")
+def test_a_redirect_to_a_url_that_does_not_parse_is_an_error(
+    policy: Path, state: Path, run: Callable[..., Any]
+) -> None:
+    """Issue 19 item 13: ``Location: http://[evil]/`` crashed the monitor with a
+    ValueError traceback."""
+    with serve(EvilRedirectHandler) as base:
+        result = run("monitor", "--policy", policy, "--state", state, base)
+    assert result.code == 3, result
+    assert "redirect" in result.err and "dreampool: error:" in result.err
+
+
+class EscapeReasonHandler(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(500, "\x1b]0;owned\x07\x1b[2J")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.mark.usefixtures("no_proxy")
+def test_a_reason_phrase_with_terminal_escapes_is_never_passed_on_raw(
+    policy: Path, state: Path, run: Callable[..., Any]
+) -> None:
+    """Issue 19 item 13: the reason phrase is network text; the error the fetch
+    raises (which ``mcp --site`` hands to agents too) holds it escaped."""
+    with serve(EscapeReasonHandler) as base:
+        with pytest.raises(monitor.SiteError) as info:
+            monitor.HttpSite(base).fetch("log/checkpoint", 100)
+        assert "\x1b" not in info.value.message and "\x07" not in info.value.message
+        assert "HTTP 500" in info.value.message and "\\x1b]0;owned" in info.value.message
+        result = run("monitor", "--policy", policy, "--state", state, base)
+    assert result.code == 3
+    assert "\x1b" not in result.out + result.err
+
+
+class HugeHandler(BaseHTTPRequestHandler):
+    """A body far over any cap, with no Content-Length to warn of it."""
+
+    protocol_version = "HTTP/1.0"
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.end_headers()
+        with suppress(OSError):
+            for _ in range(64):
+                self.wfile.write(bytes(65536))
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.mark.usefixtures("no_proxy")
+def test_an_oversize_body_is_refused(policy: Path, state: Path, run: Callable[..., Any]) -> None:
+    with serve(HugeHandler) as base:
+        result = run("monitor", "--policy", policy, "--state", state, base)
+    assert result.code == 3, result
+    assert "over" in result.err and "bytes" in result.err

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from builder import checkpoint as cpmod
+from builder import cli, lightclient, logbuild, logstate, monitor, note, pool
 from builder import dream as dreamfmt
-from builder import lightclient, logbuild, logstate, monitor, note, pool
 from builder.errors import DreampoolError, VerificationError
 from tests.independent_verifier import VerificationError as IndependentError
 from tests.independent_verifier import verify_site
@@ -227,23 +227,24 @@ def test_tail_left_by_a_killed_build_is_signed_by_the_next(
 
 
 def _monitor(history: History, tmp_path: Path, seen: int, site: Path) -> int:
+    """``dreampool monitor --all`` as the command line runs it (output to capsys)."""
     policy = tmp_path / "policy"
     policy.write_bytes((history.site(seen) / "log" / "policy").read_bytes())
     state = tmp_path / "seen.checkpoint"
     if not state.exists():
         state.write_bytes((history.site(seen) / "log" / "checkpoint").read_bytes())
-    return monitor.run_monitor(policy, state, str(site))
+    return cli.main(["monitor", "--policy", str(policy), "--state", str(state), "--all", str(site)])
 
 
-def test_monitor_catches_a_rollback_with_both_checkpoints(
+def test_monitor_reports_a_rollback_without_a_verdict(
     history: History, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """T27: an operator serves the older site to a reader who saw the newer one."""
-    assert _monitor(history, tmp_path, LARGE, history.site(SMALL)) == monitor.EXIT_EVIDENCE
-    out = capsys.readouterr().out
-    assert out.startswith("rollback:")
-    for size in (SMALL, LARGE):
-        assert (history.site(size) / "log" / "checkpoint").read_text() in out
+    """T27: an operator (or a stale mirror) serves the older site to a reader who saw
+    the newer one. The log did sign the older checkpoint, so the two notes prove
+    nothing: could not check (exit 3), naming both sizes, and the state keeps the newer."""
+    assert _monitor(history, tmp_path, LARGE, history.site(SMALL)) == monitor.EXIT_UNCHECKED
+    err = capsys.readouterr().err
+    assert f"older checkpoint, size {SMALL}, than size {LARGE}" in err
     assert (tmp_path / "seen.checkpoint").read_bytes() == (
         history.site(LARGE) / "log" / "checkpoint"
     ).read_bytes()
@@ -297,13 +298,53 @@ def test_tampered_or_missing_tiles_are_detected(
         verify_site(site, history.vkey)
     verify_site(history.site(LARGE), history.vkey)  # the untouched site verifies
     if which == "hash-tile":
-        assert _monitor(history, tmp_path, SMALL, site) == monitor.EXIT_OK
-        assert "warning: tiles:" in capsys.readouterr().out  # the consistency file verified
+        # The consistency file proves the growth, but leaf 5 is not proved by the
+        # tiles, so its record cannot be checked: could not check, never a verdict.
+        assert _monitor(history, tmp_path, SMALL, site) == monitor.EXIT_UNCHECKED
+        err = capsys.readouterr().err
+        assert "not proved under the signed root" in err
         shutil.rmtree(site / "log" / "consistency")
-        (tmp_path / "seen.checkpoint").write_bytes(
-            (history.site(SMALL) / "log" / "checkpoint").read_bytes()
-        )
-        assert _monitor(history, tmp_path, SMALL, site) == monitor.EXIT_EVIDENCE
+        assert _monitor(history, tmp_path, SMALL, site) == monitor.EXIT_UNCHECKED
+        assert "fork" not in capsys.readouterr().out
+        assert (tmp_path / "seen.checkpoint").read_bytes() == (
+            history.site(SMALL) / "log" / "checkpoint"
+        ).read_bytes()
+
+
+def test_monitor_catches_a_dream_dropped_from_the_site(
+    history: History, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """T-NEW-1: the operator (or a mirror) serves the honest, signed log but drops a
+    logged dream's folder, record and page, with no erasure leaf. The monitor names
+    it (exit 2), with the signed checkpoint that logs it, and keeps its state."""
+    site = tmp_path / "site"
+    shutil.copytree(history.site(LARGE), site)
+    dropped = _dream_ids(site)[-1]
+    shutil.rmtree(site / "dreams" / dropped)
+    assert _monitor(history, tmp_path, SMALL, site) == monitor.EXIT_EVIDENCE
+    out = capsys.readouterr().out
+    assert out.startswith(f"missing: dream {dropped} (leaf ")
+    assert (site / "log" / "checkpoint").read_text() in out
+    assert (tmp_path / "seen.checkpoint").read_bytes() == (
+        history.site(SMALL) / "log" / "checkpoint"
+    ).read_bytes()
+
+
+def test_a_mirror_cannot_make_the_monitor_cry_fork(
+    history: History, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """T-NEW-2: a mirror serves the honest checkpoint of an honest growth, but no tiles
+    and a garbled consistency file. Nothing it serves proves anything: could not check
+    (exit 3), never "fork" with two honest checkpoints as false evidence."""
+    site = tmp_path / "site"
+    shutil.copytree(history.site(LARGE), site)
+    shutil.rmtree(site / "log" / "tile")
+    (site / "log" / "consistency" / str(SMALL)).write_bytes(b"garbled\n")
+    assert _monitor(history, tmp_path, SMALL, site) == monitor.EXIT_UNCHECKED
+    captured = capsys.readouterr()
+    assert "fork" not in captured.out + captured.err
+    assert "could not check" in captured.err
+    assert _monitor(history, tmp_path, SMALL, history.site(LARGE)) == monitor.EXIT_OK
 
 
 def _files_of(site: Path, dream_id: str) -> tuple[bytes, bytes, bytes]:
@@ -359,8 +400,7 @@ def test_served_checkpoint_signed_by_another_key_is_refused(
     forger, _ = note.generate_key(ORIGIN)
     forged = _note_for(LARGE + 1, bytes(32), forger)
     (site / "log" / "checkpoint").write_bytes(forged)
-    with pytest.raises(monitor.MonitorError):
-        _monitor(history, tmp_path, SMALL, site)
+    assert _monitor(history, tmp_path, SMALL, site) == monitor.EXIT_UNCHECKED
     assert (tmp_path / "seen.checkpoint").read_bytes() == (
         history.site(SMALL) / "log" / "checkpoint"
     ).read_bytes()
