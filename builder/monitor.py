@@ -521,9 +521,7 @@ def run_monitor(
     # 5. All held: store.
     _store(state_file, verdict.new_note)
     found = (
-        f"{presence.checked} dream records present"
-        if not presence.erased
-        else f"{presence.checked} dream records present, {presence.erased} erased"
+        f"{presence.checked} dreams checked: {presence.present} present, {presence.erased} erased"
     )
     if verdict.old is None:
         lines += [

@@ -417,7 +417,7 @@ def test_an_erased_dream_is_not_missing(
     result = run("monitor", "--policy", policy, "--state", state, "--all", site)
     assert result.code == 0, result
     assert "history unchanged: size 3 → 4" in result.out
-    assert "2 dream records present, 1 erased" in result.out
+    assert "2 dreams checked: 1 present, 1 erased" in result.out
     (dream_folder(site, "kept", log) / "record.json").unlink()
     result = run("monitor", "--policy", policy, "--state", state, "--all", site)
     assert result.code == 2 and f"missing: dream {log.ids['kept']} (leaf 1)" in result.out
