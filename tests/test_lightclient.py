@@ -854,7 +854,10 @@ FORMAT_MODULES = {
     ("module", "own"),
     [
         ("builder.lightclient", {"builder.lightclient"}),
-        ("builder.monitor", {"builder.lightclient", "builder.monitor"}),
+        (
+            "builder.monitor",
+            {"builder.fetch", "builder.lightclient", "builder.monitor", "builder.presence"},
+        ),
     ],
 )
 def test_imports_no_pipeline_module(module: str, own: set[str]) -> None:
