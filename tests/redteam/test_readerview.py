@@ -6,19 +6,26 @@ MemOS import that cut a number in two.
 
 from __future__ import annotations
 
+import contextlib
+import html
 import json
 import re
+import unicodedata
+import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from builder import dream as dreamfmt
-from builder import memos, pool, redact
+from builder import memos, pool, readerview, redact
 from builder.errors import InputError
 from tests.conftest import draft, write_json
 from tests.pools import PoolFixture, make_pool
-from tests.redteam import dump, seed_of, signed, tree
+from tests.redteam import build, dump, seed_of, signed, submit, tree
 
 # Issue 19, item 1, as the attacker wrote it: every piece passes the source rules.
 RENDERED_ONLY = (
@@ -196,3 +203,165 @@ def test_the_importer_never_splits_personal_data_past_redaction(number: str) -> 
                 at,
                 text,
             )
+
+
+# -- acceptance: random Markdown around planted personal data -------------------
+
+_DOTS = "．"  # a full-width full stop, folded by the rules and NFKC alike
+_SUPER = dict(zip("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹", strict=True))
+_CIRCLED = dict(zip("0123456789", "⓪①②③④⑤⑥⑦⑧⑨", strict=True))
+
+
+def _ref(char: str) -> str:
+    return f"&#{ord(char)};"
+
+
+def _hexref(char: str) -> str:
+    return f"&#x{ord(char):x};"
+
+
+# Each planted value: (what must never be readable, the forms it is written in).
+# A form is a function of a draw (0-99) to the Markdown that shows the value.
+_PLANTS: dict[str, tuple[str, list[Any]]] = {
+    "email": (
+        "ada@example.com",
+        [
+            lambda n: "ada@example.com",
+            lambda n: "ada&#64;example.com",
+            lambda n: "ada&#x40;example&#46;com",
+            lambda n: "ada&commat;example.com",
+            lambda n: "ada\\@example\\.com",
+            lambda n: "**ada**@example.com",
+            lambda n: "ad\u0430@ex\u0430mple.com",  # Cyrillic а
+            lambda n: "ａｄａ＠example.com",
+            lambda n: "[mail](mailto:ada&#64;example.com)",
+            lambda n: "[mail](mailto:ada%40example.com)",
+        ],
+    ),
+    "email-accented": (
+        "josé@example.com",
+        [lambda n: "josé@example.com", lambda n: "jos&eacute;&#64;example.com"],
+    ),
+    "phone": (
+        "13812345678",
+        [
+            lambda n: "13812345678",
+            lambda n: "138 1234 5678",
+            lambda n: "138&#49;2345678",
+            lambda n: f"138{_hexref('1')}234{_ref('5')}678",
+            lambda n: "138**1234**5678",
+            lambda n: "138*1234*5678",
+            lambda n: "`138`12345678",
+            lambda n: "138\n1234\n5678",
+            lambda n: " ".join("".join(_SUPER[c] for c in g) for g in ("138", "1234", "5678")),
+            lambda n: "".join(_CIRCLED[c] for c in "13812345678"),
+            lambda n: "⑬⑧ 1234 5678",
+            lambda n: "１３８１２３４５６７８",
+        ],
+    ),
+    "key": (
+        "sk-ant-api03-abcdEFGH1234ijklMNOP5678",
+        [
+            lambda n: "sk-ant-api03-abcdEFGH1234ijklMNOP5678",
+            lambda n: "sk&#45;ant-api03-abcdEFGH1234ijklMNOP5678",
+            lambda n: "sk\\-ant-api03-abcdEFGH1234ijklMNOP5678",
+            lambda n: "sk-ant-api03-abcd**EFGH1234**ijklMNOP5678",
+        ],
+    ),
+    "ip": (
+        "192.168.1.20",
+        [
+            lambda n: "192.168.1.20",
+            lambda n: "192&#46;168&#46;1&#46;20",
+            lambda n: "192\\.168\\.1\\.20",
+            lambda n: "192.**168**.1.20",
+            lambda n: _DOTS.join(("192", "168", "1", "20")),
+        ],
+    ),
+}
+_PROSE = st.sampled_from(
+    ["notes on the parser", "我们发现", "see", "*quiet*", "**loud**", "`code`", "a\\*b", "x"]
+)
+_WRAPS = [
+    "{}",
+    "- {}",
+    "# {}",
+    "> {}",
+    "*{}*",
+    "**{}**",
+    "[{}](https://example.org/)",
+    "1. {}",
+    "{}\n\n",
+    "call: {}",
+]
+
+
+@st.composite
+def _planted(draw: st.DrawFn) -> tuple[str, str, str]:
+    """(kind, the readable value, a summary showing it in a random form)."""
+    kind = draw(st.sampled_from(sorted(_PLANTS)))
+    value, forms = _PLANTS[kind]
+    form = draw(st.sampled_from(forms))(draw(st.integers(0, 99)))
+    wrap = draw(st.sampled_from(_WRAPS))
+    before = " ".join(draw(st.lists(_PROSE, max_size=3)))
+    after = " ".join(draw(st.lists(_PROSE, max_size=3)))
+    return kind, value, f"{before} {wrap.format(form)} {after}".strip()
+
+
+def _readable(data: bytes) -> str:
+    """What any reader of a built file can read in it: the bytes decoded, JSON
+    strings unescaped, character references decoded, tags and Markdown
+    emphasis and escapes dropped, NFKC, look-alike letters folded, white space,
+    dashes and dots between digits removed."""
+    text = data.decode("utf-8", "replace")
+    with contextlib.suppress(ValueError):
+        text = json.dumps(json.loads(text), ensure_ascii=False)
+    text = re.sub(r"<[^>]*>", "", html.unescape(html.unescape(text)))
+    text = unquote(text).replace("\\", "").replace("*", "").replace("`", "")
+    text = redact._fold(unicodedata.normalize("NFKC", text))
+    return re.sub(r"(?<=[0-9])[\s\-]+(?=[0-9])", "", text).lower()
+
+
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(plants=st.lists(_planted(), min_size=1, max_size=3))
+def test_no_planted_personal_data_reaches_any_file_of_a_built_site(
+    tmp_path: Path, plants: list[tuple[str, str, str]]
+) -> None:
+    """T-NEW-1, T-NEW-2: random Markdown around planted personal data (e-mails,
+    phones, keys, IPs; as character references, escapes, emphasis or code inside
+    the token, super- and circled digits, full width, look-alike letters,
+    non-ASCII local parts, link targets). Each is either refused (by `sign`, or
+    by the pool when signed unredacted) or, admitted, none of it can be read in
+    any page, card, feed, search shard, API or agent file of the built site."""
+    root = tmp_path / f"pool-{uuid.uuid4().hex}"
+    tp = make_pool(root)
+    admitted = 0
+    for i, (_, _, summary) in enumerate(plants):
+        title = f"Planted {i}"
+        # What `sign` does: redact the source, refuse what only the rendering shows.
+        redacted = redact.redact_dream(draft(title=title + " signed", summary=summary))[0]
+        candidates = [] if readerview.findings(redacted) else [redacted]
+        candidates.append(draft(title=title + " raw", summary=summary))  # signed as is
+        for body in candidates:
+            obj = dreamfmt.sign(body, seed_of("ada"))
+            try:
+                pool.check_dream(dump(obj), "f")
+            except InputError:
+                assert body is not redacted, "sign's output was refused by the pool"
+                continue
+            submit(tp, obj)
+            admitted += 1
+    if not admitted:
+        return
+    site = root / "site"
+    build(tp, site)
+    files = tree(site)
+    assert any(p.startswith("agents/") for p in files) and "feed.xml" in files
+    readable = {path: _readable(data) for path, data in files.items()}
+    for _, value, _ in plants:
+        leaks = [path for path, text in readable.items() if value.lower() in text]
+        assert not leaks, (value, leaks)
