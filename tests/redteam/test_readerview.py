@@ -128,6 +128,22 @@ def test_sign_refuses_what_only_the_rendering_shows(run: Any, home: Path, tmp_pa
     assert not out.exists() and result.out == ""
 
 
+def test_the_mcp_draft_refuses_what_only_the_rendering_shows(tmp_path: Path, home: Path) -> None:
+    """T-NEW-1: `dream_draft` redacts and signs like `sign`, so it refuses like
+    `sign` too: nothing is signed or written to the pool."""
+    from builder import keystore, mcp_server
+
+    tp = make_pool(tmp_path)
+    key = keystore.create_author_key("drafty")
+    before = tree(tp.content)
+    body = {k: v for k, v in draft(summary="mail ada&#64;example.com").items() if k != "author"}
+    with pytest.raises(InputError) as info:
+        mcp_server.draft_dream(body, key.key_id, tp.content)
+    assert [(p.pointer, "(email)" in p.rule) for p in info.value.problems] == [("/summary", True)]
+    assert info.value.hint == readerview.HINT_SIGN  # refused before signing, not by the pool
+    assert tree(tp.content) == before
+
+
 # (id, text, kind): issue 19, item 2, kinds the rules missed.
 MISSED = [
     ("superscript-digits", "call ¹³⁸ ¹²³⁴ ⁵⁶⁷⁸ now", "phone"),
