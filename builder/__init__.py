@@ -9,6 +9,8 @@ Formats (pure, no I/O; the light client uses only these):
     dream        the dream format (§1): schema, signed bytes, keyId, id
     statement    other signed objects (rotation, erasure requests)
     redact       the redaction policy
+    mdrender     the site's one Markdown renderer, and its plain text
+    readerview   the text a reader sees of a dream, which redaction judges
     merkle       RFC 6962 hashing and proofs
     tiles        C2SP tlog-tiles paths, tiles, entry bundles
     note         C2SP signed notes and note keys

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from builder import __version__, keystore, pool, redact, statement
+from builder import __version__, keystore, pool, readerview, redact, statement
 from builder import dream as dreamfmt
 from builder.b64 import b64url_encode
 from builder.errors import DreampoolError, InputError, Problem, printable
@@ -96,12 +96,17 @@ def cmd_sign(args: argparse.Namespace) -> int:
         raise InputError(problems, hint="fix the draft and sign again")
     redacted, changes = redact.redact_dream(draft)
     note("redaction replaces " + "; ".join(redact.CAUGHT.values()))
+    note(redact.FORMS)
     note(f"it does not catch {redact.NOT_CAUGHT}: read what you sign")
     for change in changes:
         note(f"redacted {change.pointer}: {change.kind} → [{change.kind}]")
     problems = dreamfmt.validate(redacted, file, require_sig=False)
     if problems:
         raise InputError(problems, hint="after redaction the draft breaks these rules; shorten it")
+    # What only the rendering shows cannot be replaced: refused, nothing written.
+    problems = readerview.problems(redacted, file)
+    if problems:
+        raise InputError(problems, hint=readerview.HINT_SIGN)
     signed = dreamfmt.sign(redacted, key.seed)
     data = (json.dumps(signed, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
     d = dreamfmt.parse(data, file)

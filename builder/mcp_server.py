@@ -75,6 +75,7 @@ from builder import (
     merkle,
     model,
     pool,
+    readerview,
     redact,
     strictjson,
     tiles,
@@ -1040,6 +1041,9 @@ def draft_dream(draft: dict[str, Any], key_ref: str, content: Path) -> DraftResu
     problems = dreamfmt.validate(redacted, where, require_sig=False)
     if problems:
         raise InputError(problems, hint="after redaction the draft breaks these rules; shorten it")
+    problems = readerview.problems(redacted, where)
+    if problems:
+        raise InputError(problems, hint=readerview.HINT_SIGN)
     signed = dreamfmt.sign(redacted, key.seed)
     data = (json.dumps(signed, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
     dream_id = dreamfmt.parse(data, where).id

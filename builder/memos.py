@@ -21,7 +21,7 @@ Parsing is strict (:mod:`builder.strictjson`, at most 1 MiB): a field not listed
 The mapping, and what is not copied:
 
 * ``title`` → ``title``, line breaks as spaces. Over 120 characters (the dream limit)
-  it is cut to 119 and an ellipsis, and a note says so.
+  it is cut to at most 119 and an ellipsis, and a note says so.
 * ``summary`` → ``summary``; over 800 characters is refused (shorten it: a cut
   summary would misquote the dream).
 * ``motive`` → the summary's last paragraph, ``Motive (conflict): <description>``: it
@@ -30,7 +30,8 @@ The mapping, and what is not copied:
   ``motive_id`` and ``memory_ids`` are MemOS-internal and not copied.
 * ``dream_entry`` → ``entries``, one per paragraph (blank-line separated); a paragraph
   over 300 characters is split between sentences (and, for a sentence over 300,
-  between words, or hard at 300 where there are no spaces), never shortened. A
+  between words, or between characters of a script written without spaces), never
+  shortened. A run of over 300 characters with no such place is refused. A
   paragraph that opens like a lesson ("Lesson", "Learned", "Takeaway", "Insight",
   "教训", "经验", "启示", …) becomes ``lesson`` entries with confidence
   ``unconfirmed`` (the dream reasoned it, nobody has checked it); every other one
@@ -49,7 +50,15 @@ The mapping, and what is not copied:
 Tabs become spaces and CRLF/CR line ends become LF (the dream format refuses both);
 any other control, bidi or invisible character is refused, never stripped silently.
 The draft is not redacted here (``sign`` does that); the notes say which fields
-``sign`` will redact, by field and kind only.
+``sign`` will redact, by field and kind only, and which it will refuse to sign
+(personal data that shows only once rendered: :mod:`builder.readerview`).
+
+**Cuts never split what redaction must see whole** (issue 19): a number or a key
+cut in two passes redaction as two harmless halves. So a title or a paragraph is
+cut only between tokens (at white space, or beside a character of a script
+written without spaces: ``_cuttable``), never inside a match of the redaction
+rules run on the whole field (``138 1234 5678`` holds spaces, and stays whole),
+and the cut part of a title is dropped whole.
 """
 
 from __future__ import annotations
@@ -58,12 +67,13 @@ import argparse
 import json
 import re
 import sys
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from builder import dream as dreamfmt
-from builder import files, pool, redact, strictjson
+from builder import files, pool, readerview, redact, strictjson
 from builder.errors import InputError, Problem
 
 __all__ = ["MAX_INPUT", "add_arguments", "import_memos", "import_memos_with_notes"]
@@ -145,8 +155,14 @@ def import_memos_with_notes(
     problems = dreamfmt.validate(check, file, require_sig=False)
     if problems:
         raise InputError(problems, hint="fix the diary entry's fields listed, then import again")
-    for change in redact.redact_dream(draft)[1]:
+    redacted, changes = redact.redact_dream(draft)
+    for change in changes:
         notes.append(f"`dreampool sign` will redact {change.pointer}: {change.kind}")
+    for finding in readerview.findings(redacted):
+        notes.append(
+            f"`dreampool sign` will refuse {finding.pointer}: it shows {finding.kind} "
+            "once rendered; write it plainly or remove it"
+        )
     return draft, tuple(notes)
 
 
@@ -234,8 +250,14 @@ def _convert(obj: dict[str, Any], file: str, at: str, notes: list[str]) -> dict[
 
     title = " ".join(_clean(obj["title"], file, f"{at}/title", notes).split())
     if len(title) > TITLE_MAX:
-        title = title[: TITLE_MAX - 1] + "…"
-        notes.append(f"title cut to {TITLE_MAX} characters (with an ellipsis)")
+        cut = _last_cut(title, TITLE_MAX - 1, _protected(title))
+        if cut is None:
+            raise InputError(
+                [Problem(file, f"{at}/title", f"has no space in its first {TITLE_MAX} characters")],
+                hint="a title is cut only between words, never inside one: shorten it",
+            )
+        title = title[:cut].rstrip() + "…"
+        notes.append(f"title cut to {len(title)} characters (with an ellipsis)")
     summary = _clean(obj["summary"], file, f"{at}/summary", notes).strip()
     if len(summary) > SUMMARY_MAX:
         raise InputError(
@@ -254,7 +276,7 @@ def _convert(obj: dict[str, Any], file: str, at: str, notes: list[str]) -> dict[
     if not body.strip():
         notes.append("dream_entry is empty: entries are made from the summary")
         body = summary
-    entries = _entries(body, source, notes)
+    entries = _entries(body, source, notes, file, f"{at}/dream_entry")
     if not entries:
         raise InputError(
             [Problem(file, f"{at}/dream_entry", "holds no text: a dream needs an entry")]
@@ -313,12 +335,27 @@ def _motive_line(motive: Any, file: str, pointer: str, notes: list[str]) -> str:
     return f"Motive ({kind}): {description}" if kind else f"Motive: {description}"
 
 
-def _entries(body: str, source: str, notes: list[str]) -> list[dict[str, str]]:
+def _entries(
+    body: str, source: str, notes: list[str], file: str, pointer: str
+) -> list[dict[str, str]]:
     entries: list[dict[str, str]] = []
     paragraphs = [p.strip() for p in re.split(r"\n\s*\n", body) if p.strip()]
     for number, paragraph in enumerate(paragraphs, 1):
         lesson = bool(_LESSON.match(paragraph))
         chunks = _chunks(paragraph)
+        if chunks is None:
+            raise InputError(
+                [
+                    Problem(
+                        file,
+                        pointer,
+                        f"paragraph {number} holds over {ENTRY_MAX} characters with no "
+                        "space or sentence end to split it at",
+                    )
+                ],
+                hint="break the long word up (an entry holds 300 characters, and a word is "
+                "never cut: a cut could split personal data past redaction)",
+            )
         if len(chunks) > 1:
             notes.append(f"dream_entry paragraph {number} split into {len(chunks)} entries")
         for chunk in chunks:
@@ -333,30 +370,76 @@ def _entries(body: str, source: str, notes: list[str]) -> list[dict[str, str]]:
     return entries
 
 
-def _chunks(paragraph: str) -> list[str]:
-    """``paragraph`` in pieces of at most 300 characters, split between sentences, then
-    between words, then anywhere; only the whitespace at a split is lost."""
-    if len(paragraph) <= ENTRY_MAX:
-        return [paragraph]
-    pieces: list[str] = []
-    for sentence in (s for s in _SENTENCE_END.split(paragraph) if s.strip()):
-        while len(sentence) > ENTRY_MAX:
-            cut = sentence.rfind(" ", 0, ENTRY_MAX + 1)
-            if cut <= 0:
-                cut = ENTRY_MAX
-            pieces.append(sentence[:cut].rstrip())
-            sentence = sentence[cut:].lstrip()
-        if sentence:
-            pieces.append(sentence)
+def _unspaced(char: str) -> bool:
+    """A character of a script written without spaces, or CJK punctuation: a
+    text may be cut beside it without cutting a word."""
+    code = ord(char)
+    return (
+        0x2E80 <= code <= 0x9FFF  # CJK radicals, punctuation, kana, ideographs
+        or 0xAC00 <= code <= 0xD7AF  # Hangul syllables
+        or 0xF900 <= code <= 0xFAFF
+        or 0xFE30 <= code <= 0xFE4F
+        or 0x20000 <= code <= 0x3FFFF
+        or (not char.isascii() and unicodedata.category(char)[0] == "P")
+    )
+
+
+def _cuttable(text: str, at: int) -> bool:
+    """Whether ``text`` may be cut before ``at`` without cutting a token."""
+    before, after = text[at - 1], text[at]
+    return before.isspace() or after.isspace() or _unspaced(before) or _unspaced(after)
+
+
+def _protected(text: str) -> list[tuple[int, int]]:
+    """The spans redaction replaces in the whole ``text``, which no cut may enter."""
+    return [(start, end) for start, end, _ in redact.spans(text)]
+
+
+def _last_cut(
+    text: str, limit: int, protected: list[tuple[int, int]], *, sentences: bool = False
+) -> int | None:
+    """The last place at or before ``limit`` (> 0) where ``text`` may be cut:
+    after a sentence if ``sentences`` and one ends there, else between words,
+    else beside an unspaced character; never inside a protected span."""
+
+    def free(at: int) -> bool:
+        return not any(start < at < end for start, end in protected)
+
+    if sentences:
+        ends = [m.start() for m in _SENTENCE_END.finditer(text, 0, limit + 1)]
+        ends = [e for e in ends if 0 < e <= limit and free(e)]
+        if ends:
+            return ends[-1]
+    for at in range(limit, 0, -1):
+        if text[at].isspace() and free(at):
+            return at
+    for at in range(limit, 0, -1):
+        if _cuttable(text, at) and free(at):
+            return at
+    return None
+
+
+def _chunks(paragraph: str) -> list[str] | None:
+    """``paragraph`` in pieces of at most 300 characters, split after sentences,
+    then between words (or beside unspaced characters), never inside a token
+    or a redaction match of the whole paragraph; only the white space at a
+    split is lost. None if a run of over 300 characters has no place to split."""
+    protected = _protected(paragraph)
     chunks: list[str] = []
-    for piece in pieces:
-        if chunks and len(chunks[-1]) + 1 + len(piece) <= ENTRY_MAX:
-            # Rejoin with a space unless the sentence ended with a CJK full stop.
-            glue = "" if chunks[-1].endswith(("。", "！", "？")) else " "
-            chunks[-1] += glue + piece
-        else:
-            chunks.append(piece)
-    return chunks
+    at = 0
+    while len(paragraph) - at > ENTRY_MAX:
+        cut = _last_cut(
+            paragraph[at:], ENTRY_MAX, [(s - at, e - at) for s, e in protected], sentences=True
+        )
+        if cut is None:
+            return None
+        chunks.append(paragraph[at : at + cut].rstrip())
+        at += cut
+        while at < len(paragraph) and paragraph[at].isspace():
+            at += 1
+    if at < len(paragraph):
+        chunks.append(paragraph[at:])
+    return [c for c in chunks if c]
 
 
 def _tags(themes: Sequence[str], notes: list[str]) -> list[str]:

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from builder import dream as dreamfmt
-from builder import parallel, redact, safeyaml, statement
+from builder import parallel, readerview, redact, safeyaml, statement
 from builder.b64 import b64url_decode, b64url_encode
 from builder.errors import DreampoolError, InputError, PoolError, Problem, SignatureError
 
@@ -511,7 +511,8 @@ def _scan(
 
 
 def check_dream(data: bytes, file: str) -> dreamfmt.Dream:
-    """Format, signature, and the redaction rule: the policy must change nothing."""
+    """Format, signature, and the redaction rule: the policy must change nothing,
+    in the signed text or in what a reader sees of it (builder.readerview)."""
     d = dreamfmt.parse(data, file)
     _, changes = redact.redact_dream(d.body)
     if changes:
@@ -528,6 +529,10 @@ def check_dream(data: bytes, file: str) -> dreamfmt.Dream:
             hint="the pool never rewrites signed text: run `dreampool sign` on your draft "
             "again (it redacts before signing) and submit the new file",
         )
+    # docs/protocol.md §1: redaction judges what a reader sees, rendered.
+    rendered = readerview.problems(d.body, file)
+    if rendered:
+        raise InputError(rendered, hint=readerview.HINT_POOL)
     return d
 
 

@@ -17,13 +17,19 @@ Each rule replaces what it matches by a marker naming the kind:
   GitHub tokens ``ghp_/gho_/ghu_/ghs_/ghr_…`` and ``github_pat_…``; AWS access
   key ids (``AKIA`` + 16 upper-case letters or digits); Slack tokens
   (``xoxb-``, ``xoxp-``, …); JWTs (b64url segments joined by dots, the first
-  starting ``eyJ``, which is ``{"`` in base64). Also the *value* of a URL query
+  starting ``eyJ``, which is ``{"`` in base64); Stripe secret and restricted
+  keys (``sk_live_…``, ``rk_test_…``); Google API keys (``AIza`` + 35);
+  GitLab tokens (``glpat-…``, ``gldt-…``, …); AWS secret access keys (40
+  base64 characters, after a label such as ``aws_secret_access_key``, or bare
+  with a ``/`` or ``+`` and mixed case and digits); HTTP credentials: the value
+  after ``Authorization:``, a ``Bearer`` token, a ``Basic`` base64 of
+  ``user:password``. Also the *value* of a URL query
   or fragment parameter named token, key, sig, signature, secret, password,
   access_token (and a few synonyms, case-insensitive): the rest of the URL
   stays (``https://x.org/a?token=[secret]&page=2``), so a link keeps its use.
-* ``[email]`` — e-mail addresses (ASCII local part and domain, alphabetic
-  top-level label). ``git@host`` (an SSH remote, not a person) and names
-  like ``icon@2x.png`` (a file) are not addresses.
+* ``[email]`` — e-mail addresses (a local part in any script, ``josé@``,
+  ``王伟@``; an alphabetic top-level label). ``git@host`` (an SSH remote, not
+  a person) and names like ``icon@2x.png`` (a file) are not addresses.
 * ``[id]`` — PRC resident identity numbers (GB 11643-1999): 17 digits and a
   check character, optionally grouped 6-8-4. Only a number whose check
   character is right (ISO 7064 MOD 11-2, weights 7 9 10 5 8 4 2 1 6 3 7 9 10
@@ -32,7 +38,8 @@ Each rule replaces what it matches by a marker naming the kind:
 * ``[phone]`` — mainland China mobile numbers (``1[3-9]`` + 9 digits, grouped
   3-4-4 or not, with or without ``+86``/``0086``/``(+86)``); E.164
   international numbers (``+``, then 8–15 digits in groups separated by one
-  space, dot or dash, ``(0)``-style trunk groups allowed); North American
+  space, dot or dash, ``(0)``-style trunk groups allowed; or ``00`` in place
+  of the ``+``, groups separated by a space or a dash); North American
   numbers without ``+`` (``415-555-0199``, ``415.555.0199``, ``(415) 555-0199``,
   optionally after ``1``); trunk-prefix national numbers (``020-12345678``,
   ``(020) 1234 5678``: 0, an area code, 7–8 digits); and 7–15 digits after a
@@ -54,11 +61,19 @@ must be redacted. Matching runs on a folded copy of the text in which
 full-width digits, letters and ``＠＋－．``, the small ``﹫``, the ideographic
 space and no-break spaces, the decimal digits of every other script
 (``١٣٨…``, ``𝟏𝟑𝟖…``), the Unicode spaces U+2000–U+200A and U+205F and the
-Unicode hyphens and dashes U+2010–U+2015, U+2212 and U+FE63 are mapped one
-code point to one code point onto ASCII, so indexes stay aligned and the
-replacement is made on the original text: nothing outside a match is ever
-altered. An e-mail domain may be internationalized (``bücher.de``,
-``例子.广告``, or a look-alike with a Cyrillic letter); the local part is ASCII.
+Unicode hyphens and dashes U+2010–U+2015, U+2212 and U+FE63, every
+character NFKC or its digit value maps onto one ASCII letter, digit or
+``@+-.`` (superscripts ``¹³⁸``, circled ``①`` and dingbat ``➀`` digits,
+mathematical ``𝐚``), and Cyrillic, Greek and other letters drawn like ASCII
+ones (``а``, ``Α``) are mapped one code point to one code point onto ASCII,
+so indexes stay aligned and the replacement is made on the original text:
+nothing outside a match is ever altered. An e-mail domain may be
+internationalized (``bücher.de``, ``例子.广告``), and so may the local part.
+
+This module judges the text as written. What a reader sees of it (Markdown
+rendered, character references decoded, NFKC forms that are not one code
+point, such as ``⑬``) is judged by :mod:`builder.readerview` with these same
+rules; what shows only there is refused, since it cannot be replaced here.
 
 Idempotence by construction: rules run in order on the folded text with the
 markers written in; a match never spans a marker's brackets, so markers are
@@ -73,6 +88,7 @@ are reported.
 
 from __future__ import annotations
 
+import base64
 import copy
 import re
 import unicodedata
@@ -89,21 +105,35 @@ KINDS: tuple[str, ...] = ("email", "phone", "id", "secret", "ip", "hex")
 # docs/contributors.md and `dreampool sign` use (tests hold them to it, and
 # check every example here is redacted).
 CAUGHT: dict[str, str] = {
-    "email": "e-mail addresses",
+    "email": "e-mail addresses (a local part in any script)",
     "phone": (
-        "phone numbers: international with + (+44 20 7946 0958), China mobile "
+        "phone numbers: international with + or 00 (+44 20 7946 0958, 0044 20 7946 0958), "
+        "China mobile "
         "(138 1234 5678), North American (415-555-0199, 415.555.0199, (415) 555-0199), "
         "with a trunk 0 and area code (020-12345678, (020) 1234 5678), and 7–15 digits "
         "after tel, telephone, phone, mobile, cell, fax, 电话, 手机, 座机 or 传真 "
         "(tel: 4155550199)"
     ),
     "id": "PRC ID numbers (check character and birth date verified)",
-    "secret": "private keys, API keys, tokens and secret URL parameters (token=, key=, …)",
+    "secret": (
+        "private keys, API keys and tokens (OpenAI, Anthropic, GitHub, GitLab, Stripe, "
+        "Google, Slack, AWS key ids and secret keys, JWTs), HTTP Authorization credentials "
+        "and secret URL parameters (token=, key=, …)"
+    ),
     "ip": "private and loopback IPv4 addresses",
     "hex": "hex runs of 32 or more digits",
 }
+# The forms each is caught in: what a reader sees (builder.readerview).
+FORMS = (
+    "each in any form a reader sees: digits of any script, full-width, superscript or "
+    "circled, look-alike letters of other scripts, and the text as its Markdown renders "
+    "(character references, backslash escapes, emphasis or code inside a number, link "
+    "targets); what shows only once rendered is refused, not replaced"
+)
 NOT_CAUGHT = (
-    "names, street addresses, and phone numbers in other layouts (415 555 0199, a bare 4155550199)"
+    "names, street addresses, phone numbers in other layouts (415 555 0199, a bare "
+    "4155550199), an AWS secret key with neither / nor + and no label, and text spelled "
+    "out to dodge a pattern (ada [at] example [dot] com)"
 )
 
 
@@ -127,18 +157,71 @@ _Span = tuple[int, int, str]
 # Spaces and dashes a number's groups may be separated by, and digits of any
 # script (``[^\D0-9]``: a decimal digit that is not ASCII), are folded too, or
 # "١٣٨١٢٣٤٥٦٧٨" and "138\u20131234\u20135678" would pass as clean text.
-_FOLDABLE = re.compile(
-    "[０-９Ａ-Ｚａ-ｚ＠＋－．﹫\u3000\u00a0\u202f\u2000-\u200a\u205f"
-    "\u2010-\u2015\u2212\ufe63]|[^\\D0-9]"
-)
 # The whole full-width ASCII block (U+FF01–FF5E sits 0xFEE0 above ASCII); only
-# characters _FOLDABLE finds are ever translated.
+# characters _FOLDABLE finds (the full-width ones in _BASE_FOLDABLE) are ever
+# translated.
 _FOLD = (
     {c: c - 0xFEE0 for c in range(ord("！"), ord("～") + 1)}
     | {ord("﹫"): ord("@"), 0x3000: ord(" "), 0x00A0: ord(" "), 0x202F: ord(" ")}
     | {c: ord(" ") for c in (*range(0x2000, 0x200B), 0x205F)}
     | {c: ord("-") for c in (*range(0x2010, 0x2016), 0x2212, 0xFE63)}
 )
+_BASE_FOLDABLE = (
+    "０-９Ａ-Ｚａ-ｚ＠＋－．﹫\u3000\u00a0\u202f\u2000-\u200a\u205f\u2010-\u2015\u2212\ufe63"
+)
+# Letters of other scripts drawn like ASCII ones (Unicode confusables, UTS #39),
+# one code point each: "аdа@example.com" and "АKIA…" with Cyrillic letters read
+# as the ASCII ones on a page.
+_LOOK_ALIKES = {
+    **dict(zip("асеһіјӏорԛѕԝхуԁ", "acehijlopqswxyd", strict=True)),  # Cyrillic
+    **dict(zip("АВСЕНІЈКМОРЅТХҮԜ", "ABCEHIJKMOPSTXYW", strict=True)),
+    **dict(zip("ΑΒΕΖΗΙΚΜΝΟΡΤΥΧαιονρυχ", "ABEZHIKMNOPTYXaiovpux", strict=True)),  # Greek
+    **dict(zip("ıɑɡօսհ", "iaganh", strict=True)),  # dotless i, Latin alpha and script g, Armenian
+}
+# Where NFKC or a digit value (superscripts, circled and dingbat digits,
+# mathematical letters, subscripts) maps a character onto one ASCII letter,
+# digit or one of @+-. (docs/protocol.md §1: redaction judges what a reader sees).
+_NFKC_RANGES: tuple[tuple[int, int], ...] = (
+    *((0x80, 0x3400), (0xA640, 0xA6A0), (0xFB00, 0x10000)),
+    *((0x1D400, 0x1D800), (0x1F100, 0x1F200)),
+)
+
+
+def _reads_as() -> dict[int, int]:
+    out = {ord(k): ord(v) for k, v in _LOOK_ALIKES.items()}
+    for lo, hi in _NFKC_RANGES:
+        for code in range(lo, hi):
+            char = chr(code)
+            folded = unicodedata.normalize("NFKC", char)
+            if len(folded) == 1 and ord(folded) in _FOLD and _FOLDABLE_BASE.match(folded):
+                out.setdefault(code, _FOLD[ord(folded)])
+            elif len(folded) == 1 and folded.isascii() and (folded.isalnum() or folded in "@+-."):
+                out.setdefault(code, ord(folded))
+            elif (
+                unicodedata.digit(char, None) is not None
+                and unicodedata.decimal(char, None) is None
+            ):
+                out.setdefault(code, ord("0") + unicodedata.digit(char))
+    return {c: v for c, v in out.items() if c != v and c >= 0x80}
+
+
+def _char_class(codes: list[int]) -> str:
+    """A regex character class body of ``codes`` as ranges."""
+    parts, start, prev = [], codes[0], codes[0]
+    for code in [*codes[1:], -2]:
+        if code != prev + 1:
+            parts.append(
+                re.escape(chr(start)) + ("-" + re.escape(chr(prev)) if prev > start else "")
+            )
+            start = code
+        prev = code
+    return "".join(parts)
+
+
+_FOLDABLE_BASE = re.compile(f"[{_BASE_FOLDABLE}]")
+_FOLD |= _reads_as()
+_READS_AS = _char_class(sorted(c for c in _FOLD if c >= 0x80 and not 0xFF01 <= c <= 0xFF5E))
+_FOLDABLE = re.compile(f"[{_BASE_FOLDABLE}{_READS_AS}]|[^\\D0-9]")
 
 
 def _fold_char(match: re.Match[str]) -> str:
@@ -201,6 +284,17 @@ _TOKENS = (
     ("_", re.compile(r"gh[pousr]_(?<![0-9A-Za-z_]gh[pousr]_)[A-Za-z0-9]{20,}+")),
     ("_", re.compile(r"github_pat_(?<![0-9A-Za-z_]github_pat_)[A-Za-z0-9_]{20,}+")),
     ("AKIA", re.compile(r"AKIA(?<![0-9A-Za-z]AKIA)[0-9A-Z]{16}(?![0-9A-Za-z])")),
+    # Stripe secret and restricted keys: sk_live_…, rk_test_…
+    ("k_", re.compile(r"(?<![0-9A-Za-z_])[sr]k_(?:live|test)_[0-9A-Za-z]{16,}+")),
+    # Google API keys: AIza and 35 characters.
+    ("AIza", re.compile(r"AIza(?<![0-9A-Za-z_\-]AIza)[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])")),
+    # GitLab tokens: personal, deploy, runner, trigger, … (glpat-…)
+    (
+        "gl",
+        re.compile(
+            r"(?<![0-9A-Za-z_\-])gl(?:pat|dt|rt|ptt|cbt|soat|ft|imt|oas)-[0-9A-Za-z_\-]{20,}+"
+        ),
+    ),
     ("xox", re.compile(r"xox[abeprs]-(?<![0-9A-Za-z]xox[abeprs]-)[A-Za-z0-9\-]{10,}+")),
     (
         "eyJ",
@@ -216,6 +310,76 @@ def _tokens(text: str) -> Iterator[tuple[int, int]]:
     for guard, pattern in _TOKENS:
         if guard in text:
             yield from (m.span() for m in pattern.finditer(text))
+
+
+# HTTP credentials (RFC 9110 §11.6.2): the value after "Authorization:", with
+# or without its scheme; a bare "Bearer <token>"; a bare "Basic <base64>" whose
+# base64 holds "user:password" (RFC 7617 §2). Only the value is replaced: the
+# header name and the scheme stay.
+_AUTH_HEADER = re.compile(
+    r"(?i:authorization)[\"']?\s*[:=]\s*[\"']?(?:(?P<scheme>(?i:basic|bearer|token))\s+)?"
+    r"(?P<value>[A-Za-z0-9\-_~+/]++(?:\.[A-Za-z0-9\-_~+/]++)*+=*+)"
+)
+_BEARER = re.compile(
+    r"(?<![0-9A-Za-z])(?i:bearer)\s+(?P<value>[A-Za-z0-9\-_~+/]++(?:\.[A-Za-z0-9\-_~+/]++)*+=*+)"
+)
+_BASIC = re.compile(r"(?<![0-9A-Za-z])(?i:basic)\s+(?P<value>[A-Za-z0-9+/]{8,}+={0,2}+)(?![=])")
+
+
+def _token_like(value: str) -> bool:
+    """Long enough, with a letter and a digit: not a word ("Bearer tokens …")."""
+    return len(value) >= 16 and any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
+
+
+def _is_basic_credential(value: str) -> bool:
+    try:
+        decoded = base64.b64decode(value + "=" * (-len(value) % 4), validate=True).decode()
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return ":" in decoded and decoded.isprintable()
+
+
+def _auth_credentials(text: str) -> Iterator[tuple[int, int]]:
+    lower = text.lower()
+    if "authorization" in lower:
+        for m in _AUTH_HEADER.finditer(text):
+            value = m.group("value")
+            if (len(value) >= 8 and m.group("scheme")) or _token_like(value):
+                yield m.span("value")
+    if "bearer" in lower:
+        yield from (m.span("value") for m in _BEARER.finditer(text) if _token_like(m["value"]))
+    if "basic" in lower:
+        for m in _BASIC.finditer(text):
+            if _is_basic_credential(m.group("value")):
+                yield m.span("value")
+
+
+# AWS secret access keys: 40 characters of base64. After a label
+# (aws_secret_access_key, SecretAccessKey, "secret access key") any 40; bare,
+# only with a / or + and upper case, lower case and a digit, and not inside a
+# path or a longer word: a 40-character identifier or a path is not a key.
+_AWS_LABELLED = re.compile(
+    r"(?i:(?:aws[ _\-]?)?secret[ _\-]?(?:access[ _\-]?)?key)[\"']?\s*[:=]?\s*[\"']?"
+    r"(?P<value>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+)
+_AWS_BARE = re.compile(r"(?<![A-Za-z0-9/+=.\-_\\])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+
+
+def _aws_secrets(text: str) -> Iterator[tuple[int, int]]:
+    if len(text) < 40:
+        return
+    if "ecret" in text or "ECRET" in text:
+        yield from (m.span("value") for m in _AWS_LABELLED.finditer(text))
+    if "/" in text or "+" in text:
+        for m in _AWS_BARE.finditer(text):
+            key = m.group()
+            if (
+                key.count("/") <= 2
+                and any(c.isupper() for c in key)
+                and any(c.islower() for c in key)
+                and any(c.isdigit() for c in key)
+            ):
+                yield m.span()
 
 
 _SECRET_PARAMS = (
@@ -245,7 +409,44 @@ def _url_secrets(text: str) -> Iterator[tuple[int, int]]:
 
 # Found from each "@": the local part is the run of local-part characters
 # before it (a regex would try every word start), the domain is matched after.
+# A local part may be written in any script (RFC 6531 §3.3: josé@, 王伟@); where
+# text in a script written without spaces (Chinese, Japanese, Korean) runs
+# straight into an ASCII local part ("联系邮箱bob@…"), the address starts at
+# the ASCII.
 _LOCAL_PART = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._%+-")
+
+
+def _is_local(char: str) -> bool:
+    if char in _LOCAL_PART:
+        return True
+    return not char.isascii() and (char.isalnum() or unicodedata.category(char)[0] == "M")
+
+
+def _is_unspaced_script(char: str) -> bool:
+    code = ord(char)
+    return (
+        0x3040 <= code <= 0x30FF  # kana
+        or 0x3400 <= code <= 0x9FFF  # CJK ideographs
+        or 0xAC00 <= code <= 0xD7AF  # Hangul syllables
+        or 0xF900 <= code <= 0xFAFF
+        or 0x20000 <= code <= 0x3FFFF
+    )
+
+
+def _local_start(text: str, at: int, done: int) -> int | None:
+    """Where the local part before the "@" at ``at`` starts, or None if it would
+    reach back into the address that ended at ``done``."""
+    start = at
+    while start > done and _is_local(text[start - 1]):
+        # "联系邮箱bob@": the ASCII local part ends where the unspaced script starts.
+        if start < at and _is_unspaced_script(text[start - 1]) != _is_unspaced_script(text[start]):
+            return start
+        start -= 1
+    if start == done and start > 0 and _is_local(text[start - 1]):
+        return None
+    return start
+
+
 # Labels are letters and digits of any script ([^\W_]) and hyphens, so an
 # internationalized or look-alike domain is an address too. An ASCII top-level
 # label ends where ASCII letters end ("ada@example.com联系我" stops at "com").
@@ -262,12 +463,10 @@ def _emails(text: str) -> Iterator[tuple[int, int]]:
     done = 0  # end of the last address: a local part never reaches back into it
     at = text.find("@")
     while at != -1:
-        start = at
-        while start > done and text[start - 1] in _LOCAL_PART:
-            start -= 1
+        start = _local_start(text, at, done)
         if (
-            start < at
-            and (start == 0 or text[start - 1] not in _LOCAL_PART)
+            start is not None
+            and start < at
             and text[start:at] != "git"  # git@host:owner/repo is an SSH remote
             and (domain := _DOMAIN.match(text, at + 1)) is not None
             and domain["tld"].lower() not in _FILE_TLDS
@@ -357,6 +556,27 @@ def _e164(text: str) -> Iterator[tuple[int, int]]:
         # digits than a number can have.
         count, end = 0, 0
         for run in _DIGIT_RUN.finditer(m.group()):
+            if count + len(run.group()) > 15:
+                break
+            count, end = count + len(run.group()), run.end()
+        if count >= 8:
+            yield m.start(), m.start() + end
+
+
+# The international prefix 00 in place of "+" (ITU-T E.164 §2, E.123 §2.5):
+# 0044 20 7946 0958, 0049-30-1234567. Groups are separated by a space or a
+# dash, never a dot (00.1.2 is a version); 8-15 digits after the 00.
+_INTL_00 = re.compile(
+    r"00(?<![0-9A-Za-z+.\-]00)[1-9][0-9]*+(?:[ \-][0-9]++)*+(?![0-9A-Za-z]|[.\-][0-9])"
+)
+
+
+def _intl_00(text: str) -> Iterator[tuple[int, int]]:
+    if "00" not in text:
+        return
+    for m in _INTL_00.finditer(text):
+        count, end = 0, 0
+        for run in _DIGIT_RUN.finditer(m.group(), 2):
             if count + len(run.group()) > 15:
                 break
             count, end = count + len(run.group()), run.end()
@@ -478,11 +698,14 @@ def _hex_runs(text: str) -> Iterator[tuple[int, int]]:
 _RULES: tuple[tuple[str, _Rule], ...] = (
     ("secret", _pem_blocks),
     ("secret", _tokens),
+    ("secret", _auth_credentials),
+    ("secret", _aws_secrets),
     ("secret", _url_secrets),
     ("email", _emails),
     ("id", _prc_ids),
     ("phone", _cn_mobiles),
     ("phone", _e164),
+    ("phone", _intl_00),
     ("phone", _national),
     ("phone", _labelled),
     ("ip", _private_ipv4s),
@@ -571,6 +794,12 @@ def _find_spans(text: str) -> list[_Span]:
     return spans
 
 
+def spans(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, kind) of every span the policy replaces in ``text``, sorted
+    and disjoint (never their text)."""
+    return _find_spans(text)
+
+
 def redact_text(text: str) -> tuple[str, tuple[str, ...]]:
     """Redacted text and the kinds replaced, in order of appearance (a kind once per occurrence)."""
     spans = _find_spans(text)
@@ -591,6 +820,29 @@ def _copy(value: Any) -> Any:
     if value is None or isinstance(value, str | int | float):
         return value
     return copy.deepcopy(value)
+
+
+def text_fields(dream: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """(JSON pointer, text) of every redactable string field, in the order
+    :func:`redact_dream` lists its redactions."""
+    for key in ("author", "title", "summary"):
+        if isinstance(dream.get(key), str):
+            yield f"/{key}", dream[key]
+    entries = dream.get("entries")
+    if isinstance(entries, list):
+        for i, entry in enumerate(entries):
+            if isinstance(entry, dict):
+                for key in ("text", "source"):
+                    if isinstance(entry.get(key), str):
+                        yield f"/entries/{i}/{key}", entry[key]
+    tags = dream.get("tags")
+    if isinstance(tags, list):
+        for i, tag in enumerate(tags):
+            if isinstance(tag, str):
+                yield f"/tags/{i}", tag
+    lineage = dream.get("lineage")
+    if isinstance(lineage, dict) and isinstance(lineage.get("parent"), str):
+        yield "/lineage/parent", lineage["parent"]
 
 
 def redact_dream(dream: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[Redaction, ...]]:

@@ -28,7 +28,8 @@ Safety, in the order a hostile dream meets it:
 
 * Jinja autoescape is on for every template, and data is never template
   source, so ``{{ 7*7 }}`` in a title stays text.
-* Markdown (summaries only) goes through one markdown-it-py parser with raw
+* Markdown (summaries only) goes through one markdown-it-py parser
+  (:mod:`builder.mdrender`, which redaction judges too) with raw
   HTML off, links limited to http, https and mailto, ``rel="nofollow ugc
   noopener"`` on every link and images turned off: ``![a](b)`` reads as ``!``
   and a link, so a page never loads a remote image.
@@ -54,19 +55,15 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from html.parser import HTMLParser
 from importlib import resources
 from typing import Any
 from urllib.parse import urlsplit
 
 import jinja2
-from markdown_it import MarkdownIt
-from markdown_it.renderer import RendererHTML
-from markdown_it.token import Token
-from markdown_it.utils import EnvType, OptionsDict
 from markupsafe import Markup
 
 from builder import favicon, patterns
+from builder.mdrender import LINK_REL, plain_text, render_markdown
 from builder.model import DreamView, SiteModel
 from builder.page import Page, key_of
 from builder.textlang import content_lang
@@ -125,8 +122,6 @@ MONTHS = (
     "November",
     "December",
 )
-LINK_SCHEMES = ("http:", "https:", "mailto:")
-LINK_REL = "nofollow ugc noopener"
 _WEB_URL = re.compile(r"https?://[^\s<>\"'`]{1,290}")
 
 
@@ -136,49 +131,6 @@ _WEB_URL = re.compile(r"https?://[^\s<>\"'`]{1,290}")
 def is_web_url(text: str) -> bool:
     """Whether an entry's source is a bare http(s) URL, shown as a link."""
     return _WEB_URL.fullmatch(text) is not None
-
-
-def _validate_link(url: str) -> bool:
-    # markdown-it hands over the normalized URL; a scheme is matched without
-    # case and leading blanks, as a browser would. Anything else (javascript:,
-    # data:, relative paths that would point into the site) stays text.
-    return url.strip().lower().startswith(LINK_SCHEMES)
-
-
-def _link_open(
-    self: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
-) -> str:
-    tokens[idx].attrSet("rel", LINK_REL)
-    return self.renderToken(tokens, idx, options, env)
-
-
-def _heading(
-    self: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
-) -> str:
-    # A summary sits under the page's h1 and a section's h2: its "# x" is an h3.
-    token = tokens[idx]
-    token.tag = f"h{min(6, int(token.tag[1]) + 2)}"
-    return self.renderToken(tokens, idx, options, env)
-
-
-def _make_markdown() -> MarkdownIt:
-    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
-    md.disable("image")  # no remote loads: ![a](b) becomes "!" and a plain link
-    md.validateLink = _validate_link  # type: ignore[method-assign]
-    md.add_render_rule("link_open", _link_open)
-    md.add_render_rule("heading_open", _heading)
-    md.add_render_rule("heading_close", _heading)
-    return md
-
-
-_MD = _make_markdown()
-
-
-@functools.lru_cache(maxsize=64)  # a dream page and its card render one summary
-def render_markdown(text: str) -> str:
-    """HTML for a dream summary: CommonMark without raw HTML or images, safe links only."""
-    html: str = _MD.render(text)
-    return html
 
 
 # --- Derived views -------------------------------------------------------------
@@ -272,29 +224,12 @@ def proof_size(model: SiteModel, index: int) -> int | None:
     return sizes[at] if at < len(sizes) else None
 
 
-class _TextOnly(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-
-    def handle_data(self, data: str) -> None:
-        self.parts.append(data)
-
-
 @functools.lru_cache(maxsize=64)
 def excerpt(markdown: str, limit: int = 180) -> str:
     """The first ``limit`` characters of a summary's text, Markdown syntax
     removed (plain text: the template escapes it like any other)."""
     text = plain_text(markdown)
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
-
-def plain_text(markdown: str) -> str:
-    """A summary's whole text, Markdown syntax removed, runs of white space as one."""
-    parser = _TextOnly()
-    parser.feed(render_markdown(markdown))
-    parser.close()
-    return " ".join("".join(parser.parts).split())
 
 
 def search_entry(d: DreamView) -> str:

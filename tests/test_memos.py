@@ -142,10 +142,19 @@ def test_strict_json() -> None:
 
 
 def test_a_long_title_is_cut_with_an_ellipsis_and_a_note() -> None:
-    draft, notes = convert(entry(title="t" * 130))
-    assert draft["title"] == "t" * 119 + "…" and len(draft["title"]) == 120
+    draft, notes = convert(entry(title="word " * 30))
+    assert draft["title"] == ("word " * 24).rstrip() + "…" and len(draft["title"]) == 120
     assert any("title cut" in n for n in notes)
     assert convert(entry(title="line\nbreak"))[0]["title"] == "line break"
+    cjk = convert(entry(title="很长的标题" * 30))[0]["title"]
+    assert cjk == ("很长的标题" * 30)[:119] + "…"
+
+
+def test_a_title_is_never_cut_inside_a_word() -> None:
+    """Issue 19: a cut inside a word can split personal data past redaction, so
+    a title of one word over 120 characters is refused, not cut."""
+    with pytest.raises(InputError, match="/title: has no space in its first 120"):
+        convert(entry(title="t" * 130))
 
 
 def test_a_long_summary_is_refused_and_a_motive_that_does_not_fit_is_left_out() -> None:
@@ -165,15 +174,16 @@ def test_long_paragraphs_are_split_never_shortened() -> None:
     paragraph = (sentence * 12).strip()
     cjk = "这是一个很长的句子。" * 40
     words = " ".join(["word"] * 100)
-    nospace = "x" * 650
-    draft, notes = convert(entry(dream_entry="\n\n".join([paragraph, cjk, words, nospace])))
+    draft, notes = convert(entry(dream_entry="\n\n".join([paragraph, cjk, words])))
     texts = [e["text"] for e in draft["entries"]]
     assert all(1 <= len(t) <= 300 for t in texts)
     assert " ".join(t for t in texts if t.startswith("This")) == paragraph
     assert "".join(t for t in texts if t.startswith("这")) == cjk
     assert " ".join(t for t in texts if t.startswith("word")) == words
-    assert "".join(t for t in texts if t.startswith("x")) == nospace
     assert any("split into" in n for n in notes)
+    # Issue 19: a word is never cut (it could split personal data past redaction).
+    with pytest.raises(InputError, match="paragraph 1 holds over 300 characters with no space"):
+        convert(entry(dream_entry="x" * 650))
 
 
 def test_too_many_entries_are_refused() -> None:

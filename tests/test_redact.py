@@ -218,6 +218,43 @@ CORPUS: list[tuple[str, str, str | None]] = [
     ("plain-amounts-zh", "预算 ¥12345678，共 1,234,567 条，增长 3.5%", None),
     ("plain-zh", "今天学到：先写测试，再写代码。", None),
     ("plain-markers-stay", "already [email], [phone] and [secret]", None),
+    # -- issue 19, item 2: kinds the rules missed, and their near misses
+    ("email-accented-local", "mail josé@gmail.com now", "mail [email] now"),
+    ("email-cjk-local", "邮箱 王伟@example.cn", "邮箱 [email]"),
+    ("email-cyrillic-local", "mail ad\u0430@example.com", "mail [email]"),
+    ("phone-superscript", "call ¹³⁸ ¹²³⁴ ⁵⁶⁷⁸ now", "call [phone] now"),
+    ("phone-circled", "call ①③⑧①②③④⑤⑥⑦⑧ now", "call [phone] now"),
+    ("phone-dingbat", "call ➀➂➇➀➁➂➃➄➅➆➇", "call [phone]"),
+    ("phone-00", "call 0044 20 7946 0958 now", "call [phone] now"),
+    ("phone-00-dashed", "ring 0049-30-1234567", "ring [phone]"),
+    ("phone-not-00-version", "version 00.1.2 and 001.2 and 0012", None),
+    ("secret-stripe", "key sk_live_4eC39HqLyjWDarjtT1zdp7dc here", "key [secret] here"),
+    ("secret-google", "AIzaSyD-9tSrke72PouQMnMX-a7eZSW0jkFMBWY", "[secret]"),
+    ("secret-gitlab", "glpat-xDk3Z9vBq2LmN8pR4tYw", "[secret]"),
+    ("secret-not-short-prefixes", "AIzaShort and glpat-short and sk_live_short", None),
+    ("secret-aws-bare", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "[secret]"),
+    (
+        "secret-aws-labelled",
+        "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMIxK7MDENGxbPxRfiCYEXAMPLEKEY",
+        "AWS_SECRET_ACCESS_KEY=[secret]",
+    ),
+    (
+        "secret-aws-lookalike-letters",
+        "key wJаlrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "key [secret]",
+    ),
+    ("secret-not-aws-path", "see src/builder/redact/rules/phone/Numbers2.py", None),
+    ("secret-not-aws-identifier", "ThisIsAVeryLongCamelCaseIdentifierName12", None),
+    ("secret-basic", "Authorization: Basic dXNlcjpodW50ZXIy", "Authorization: Basic [secret]"),
+    ("secret-basic-bare", "curl with Basic dXNlcjpodW50ZXIy", "curl with Basic [secret]"),
+    ("secret-bearer-bare", "send Bearer 0a1b2c3d4e5f6g7h8i9j0k1l", "send Bearer [secret]"),
+    (
+        "secret-not-auth-prose",
+        "Bearer tokens expire; basic authentication is weak; Authorization: required",
+        None,
+    ),
+    ("not-greek-or-cyrillic-prose", "Москва и Греция: Αθήνα, οικονομία — ничего", None),
+    ("not-superscripts-in-prose", "¹²³ footnotes and H₂O and x² + y², ①②③ steps", None),
     # -- mixed scripts and neighbours
     (
         "mixed-all",
@@ -516,7 +553,7 @@ def test_every_example_of_caught_is_redacted() -> None:
     assert (
         "415-555-0199" in numbers and "(415) 555-0199" in numbers and "tel: 4155550199" in numbers
     )
-    assert len(numbers) == 8
+    assert len(numbers) == 9 and "0044 20 7946 0958" in numbers
     for number in numbers:
         out, kinds = redact_text(f"x {number} y")
         assert kinds == ("phone",) and "[phone]" in out, number
@@ -535,3 +572,4 @@ def test_the_docs_list_exactly_what_is_caught(doc: str) -> None:
     for kind, words in redact.CAUGHT.items():
         assert " ".join(words.split()) in text, (doc, kind)
     assert " ".join(redact.NOT_CAUGHT.split()) in text, doc
+    assert " ".join(redact.FORMS.split()) in text, doc
