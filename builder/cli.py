@@ -147,7 +147,8 @@ def cmd_rotate(args: argparse.Namespace) -> int:
     pool.atomic_write(Path(args.output), data)
     note(
         f"rotation {old.key_id} → {new.key_id} written to {args.output}; "
-        "submit it together with a dream signed by the new key"
+        "submit it together with a dream signed by the new key; from then on the pool "
+        "refuses anything the old key signs (it is retired)"
     )
     return 0
 
@@ -197,7 +198,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         problems += gate.tracked_problems(content)
         try:
             logbuild.verify_state(content, scanned)
-            problems.extend(logbuild.unlogged_salts(content))
+            problems.extend(logbuild.unlogged_problems(content, scanned))
         except DreampoolError as exc:
             rule = exc.message + (f" (hint: {exc.hint})" if exc.hint else "")
             problems.append(Problem(str(content / "log"), "", rule))

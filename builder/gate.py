@@ -156,6 +156,7 @@ def check_pull_request(content: Path, base: str) -> tuple[list[Problem], list[po
     directory, key_problems = pool.load_keys(content)
     problems.extend(key_problems)
     new_keys = {"sha256:" + PurePosixPath(path).stem: path for path in added.keys}
+    retired = pool.retired_keys(directory)
     for path in added.rotations:
         # A rotation statement is stored for the new key it moves a name to,
         # which comes in the same pull request (`dreampool submit` writes both).
@@ -192,6 +193,28 @@ def check_pull_request(content: Path, base: str) -> tuple[list[Problem], list[po
                         f"({held[0].author!r}); a new key for a held name needs a rotation "
                         "statement signed by that key (`dreampool rotate`), and another "
                         "author needs another pseudonym",
+                    )
+                )
+        if entry is not None and entry.rotated_from is not None:
+            # load_keys names whichever of two rotations from one key sorts
+            # last; the pull request's own is the one to blame.
+            first = next(
+                (
+                    k
+                    for k in sorted(directory.keys.values(), key=lambda k: k.key_id)
+                    if k.rotated_from == entry.rotated_from and k.key_id not in new_keys
+                ),
+                None,
+            )
+            if first is not None:
+                problems.append(
+                    Problem(
+                        shown,
+                        "/rotatedFrom",
+                        f"key {entry.rotated_from} is retired: {first.author!r} rotated from "
+                        f"it to key {first.key_id} (content/rotations/{first.key_id[7:]}.json); "
+                        "a retired key cannot move the name again: only the current key "
+                        f"{pool.current_key(first.key_id, retired)} may sign a rotation",
                     )
                 )
         if entry is not None and entry.tier != "guest":
@@ -238,6 +261,12 @@ def check_pull_request(content: Path, base: str) -> tuple[list[Problem], list[po
         rule = pool.check_key_rules(result, str(file), directory)
         if rule:
             problems.append(Problem(str(file), "/author", rule))
+            continue
+        # An added dream is not logged, so a retired key's is refused here,
+        # its rotation logged or in this very pull request (docs/protocol.md §7).
+        retired_rule = pool.retired_rule(result.key_id, retired)
+        if retired_rule:
+            problems.append(Problem(str(file), "/sig/keyId", retired_rule))
             continue
         scanned.append(pool.ScannedDream(str(file), result))
     return problems, scanned

@@ -168,8 +168,10 @@ def update(
     logged = _read_leaves(leaves)
     new_leaves: list[bytes] = []
 
-    # Step 3: every logged dream still matches content/, or is erased.
+    # Step 3: every logged dream still matches content/, or is erased, and
+    # none was signed by a key retired before it (docs/protocol.md §3).
     pending, salt_of = _check_logged(content, leaves, logged, present, commitments, salt_reader)
+    _check_retired(logged, present)
     for dream_id, reason in pending:
         logged.erasures[dream_id] = (len(leaves) + len(new_leaves), reason)
         new_leaves.append(erasure_leaf(dream_id, reason))
@@ -189,10 +191,14 @@ def update(
                     )
                 )
             continue
+        retired = _retired_problem(present[dream_id], logged)
+        if retired is not None:
+            log.refused.append(retired)
+            continue
         d = fresh[dream_id]
         if d.key_id not in logged.keys:
             entry = key_leaf(d.key_id, d.public_key, d.author)
-            logged.keys[d.key_id] = len(leaves) + len(new_leaves)
+            logged.add_key(d.key_id, d.author, len(leaves) + len(new_leaves))
             new_leaves.append(entry)
         # A new dream's salt is always the build's own: one found beside it
         # came with the pull request (a planted salt stopped every build, and
@@ -288,18 +294,27 @@ def verify_state(content: Path, scanned: Iterable[ScannedDream]) -> int:
     _prove_append_only(state, tree, policy)
     present = {s.dream.id: s for s in scanned}
     _check_unsigned_tail(content, state.leaves, state.signed_size, present)
-    _check_logged(content, state.leaves, _read_leaves(state.leaves), present)
+    logged = _read_leaves(state.leaves)
+    _check_logged(content, state.leaves, logged, present)
+    _check_retired(logged, present)
     return len(state.leaves)
 
 
-def unlogged_salts(content: Path) -> list[Problem]:
-    """A problem for each salt in ``content/dreams`` whose dream the log does
-    not hold. The build writes a dream's salt when it logs it, and only then;
-    one that came another way (in a pull request) is refused by ``check`` and
-    replaced by the build (T47). (A build killed between writing salts and
-    appending leaves leaves such salts too; the next build replaces them.)"""
-    logged = _read_leaves(logstate.load(content).leaves).dreams
-    problems = []
+def unlogged_problems(content: Path, scanned: Iterable[ScannedDream]) -> list[Problem]:
+    """What the build would refuse of what the log does not hold yet: a dream
+    of ``scanned`` whose key is retired (docs/protocol.md §3, §7), and each
+    salt in ``content/dreams`` whose dream the log does not hold. The build
+    writes a dream's salt when it logs it, and only then; one that came
+    another way (in a pull request) is refused by ``check`` and replaced by
+    the build (T47). (A build killed between writing salts and appending
+    leaves leaves such salts too; the next build replaces them.)"""
+    read = _read_leaves(logstate.load(content).leaves)
+    logged = read.dreams
+    problems = [
+        problem
+        for s in scanned
+        if s.dream.id not in logged and (problem := _retired_problem(s, read)) is not None
+    ]
     try:
         entries = sorted(os.scandir(content / "dreams"), key=lambda e: e.name)
     except FileNotFoundError:
@@ -344,12 +359,13 @@ def _check_unsigned_tail(
         if kind == "key" and isinstance(ident, str) and ident in keys and ident not in seen.keys:
             d = keys[ident]
             ok = data == key_leaf(d.key_id, d.public_key, d.author)
-            seen.keys[ident] = index
+            seen.add_key(ident, d.author, index)
         elif kind == "dream" and isinstance(ident, str) and ident in present:
             commit = obj.get("commitment")
             ok = (
                 ident not in seen.dreams
                 and present[ident].dream.key_id in seen.keys
+                and _retired_problem(present[ident], seen) is None
                 and isinstance(commit, str)
                 and data == dream_leaf(ident, commit)
             )
@@ -442,6 +458,17 @@ class _Logged:
     commitments: dict[str, str] = field(default_factory=dict)  # dream id -> its leaf's
     keys: dict[str, int] = field(default_factory=dict)
     erasures: dict[str, tuple[int, str]] = field(default_factory=dict)
+    # docs/protocol.md §3: a key leaf retires every earlier key of its author
+    # from its own index on. keyId -> the index of the key leaf that retired it.
+    retired_at: dict[str, int] = field(default_factory=dict)
+    current: dict[str, str] = field(default_factory=dict)  # author -> latest keyId
+
+    def add_key(self, key_id: str, author: str, index: int) -> None:
+        self.keys[key_id] = index
+        previous = self.current.get(author)
+        if previous is not None:  # the keys before it were retired already
+            self.retired_at[previous] = index
+        self.current[author] = key_id
 
 
 def _read_leaves(leaves: list[bytes]) -> _Logged:
@@ -453,10 +480,50 @@ def _read_leaves(leaves: list[bytes]) -> _Logged:
             logged.dreams[obj["id"]] = index
             logged.commitments[obj["id"]] = obj["commitment"]
         elif kind == "key":
-            logged.keys[obj["keyId"]] = index
+            logged.add_key(obj["keyId"], obj["author"], index)
         elif kind == "erasure":
             logged.erasures[obj["id"]] = (index, obj["reason"])
     return logged
+
+
+def _check_retired(logged: _Logged, present: dict[str, ScannedDream]) -> None:
+    """docs/protocol.md §3: a dream leaf whose dream is signed by a key that an
+    earlier key leaf retired is invalid, and a site verifier refuses the site.
+    The pool never logs one; a log an older dreampool wrote may hold one, and
+    erasing that dream (its record goes, so no verifier can judge its key) is
+    the only way on."""
+    if not logged.retired_at:
+        return
+    for dream_id, index in logged.dreams.items():
+        found = present.get(dream_id)
+        if found is None or dream_id in logged.erasures:
+            continue  # erased, or being erased: no record left to judge
+        key_id = found.dream.key_id
+        retired = logged.retired_at.get(key_id)
+        if retired is not None and retired < index:
+            raise LogError(
+                f"leaf {index} logs dream {dream_id} ({found.path}), signed by key {key_id}, "
+                f"which key leaf {retired} (a later key of {found.dream.author!r}) had "
+                "retired: a site verifier refuses a dream a retired key signed "
+                "(docs/protocol.md §3)",
+                hint=f"the retired key may have leaked: erase the dream with `dreampool erase "
+                f"{dream_id} --reason abuse`, then build again",
+            )
+
+
+def _retired_problem(s: ScannedDream, logged: _Logged) -> Problem | None:
+    """Why a dream not yet logged may not be: its key is retired, by a rotation
+    in the key directory (logged or not: :func:`builder.pool.retired_rule`) or
+    by a later key leaf of its author in the log (docs/protocol.md §3)."""
+    rule = s.retired
+    if rule is None and s.dream.key_id in logged.retired_at:
+        index = logged.retired_at[s.dream.key_id]
+        rule = (
+            f"key {s.dream.key_id} is retired: key leaf {index} of the log announced a later "
+            f"key of {s.dream.author!r}, so it may have leaked and signs nothing new; remove "
+            "this file, sign the dream again with the current key and submit that"
+        )
+    return None if rule is None else Problem(s.path, "/sig/keyId", rule)
 
 
 def _index_log(

@@ -14,7 +14,9 @@ files, by people with commit access; a submission never chooses its tier. A
 key seen for the first time is registered as ``guest`` (trust on first use).
 One key belongs to one author, and one author name to one key at a time: a
 new key for a name already held needs a rotation statement signed by the
-key that holds it. Names that differ only by case, width or Unicode
+key that holds it, and that rotation retires the old key at once: it signs
+nothing new, dream or rotation (:func:`retired_rule`; what it signed that is
+logged stays, which only the log stage knows). Names that differ only by case, width or Unicode
 normalization (:func:`name_skeleton`) count as one name.
 
 Only plain files whose names are derived from ids are read: a symlink, a
@@ -454,6 +456,46 @@ def _check_authors(content: Path, directory: KeyDirectory) -> list[Problem]:
             )
         except (InputError, SignatureError) as exc:
             problems.extend(_problems_of(exc, str(path)))
+    return problems + _check_chains(content, directory)
+
+
+def _check_chains(content: Path, directory: KeyDirectory) -> list[Problem]:
+    """docs/protocol.md §7: the keys of a name form one line. A rotation retires
+    its old key (:func:`retired_keys`), so only the current key may rotate the
+    name again: a second rotation from one key (a fork) is signed by a retired
+    key, and a chain that loops has no first key."""
+    problems = []
+    retired = retired_keys(directory)
+    for entry in sorted(directory.keys.values(), key=lambda k: k.key_id):
+        if entry.rotated_from is None:
+            continue
+        file = str(content / "keys" / f"{entry.key_id[7:]}.yaml")
+        first = retired[entry.rotated_from]
+        if first is not entry:
+            problems.append(
+                Problem(
+                    file,
+                    "/rotatedFrom",
+                    f"key {entry.rotated_from} was also rotated to key {first.key_id}, which "
+                    "retired it: a retired key cannot move the name again (the keys of a "
+                    "name form one line, and only the current key may rotate it); keep the "
+                    "rotation whose new key the log holds and remove the other",
+                )
+            )
+        seen = {entry.key_id}
+        key: str | None = entry.rotated_from
+        while key is not None and key in directory.keys and key not in seen:
+            seen.add(key)
+            key = directory.keys[key].rotated_from
+        if key is not None and key in seen:
+            problems.append(
+                Problem(
+                    file,
+                    "/rotatedFrom",
+                    f"the rotations from key {entry.key_id} loop back to key {key}: a name's "
+                    "keys form one line from its first key; remove the rotation that loops",
+                )
+            )
     return problems
 
 
@@ -467,6 +509,50 @@ def _verify_rotation(data: bytes, file: str, directory: KeyDirectory, entry: Key
         raise InputError([Problem(file, "/newKeyId", "does not name the rotated key")])
     if obj["author"] != entry.author or old.author != entry.author:
         raise InputError([Problem(file, "/author", "does not match the key directory")])
+
+
+# --- rotation retires the old key (docs/protocol.md §7) ------------------------
+
+
+def retired_keys(directory: KeyDirectory) -> dict[str, KeyEntry]:
+    """docs/protocol.md §7: a rotation retires its old key at once. Each key
+    another key was rotated from (its ``rotatedFrom``), mapped to the key that
+    replaced it (the first by keyId if two did: a fork, which
+    :func:`_check_authors` reports)."""
+    retired: dict[str, KeyEntry] = {}
+    for entry in sorted(directory.keys.values(), key=lambda k: k.key_id):
+        if entry.rotated_from is not None:
+            retired.setdefault(entry.rotated_from, entry)
+    return retired
+
+
+def current_key(key_id: str, retired: Mapping[str, KeyEntry]) -> str:
+    """The key at the end of ``key_id``'s chain of rotations: the one its author
+    signs with now (a loop, which :func:`_check_authors` reports, stops)."""
+    seen = {key_id}
+    while key_id in retired:
+        key_id = retired[key_id].key_id
+        if key_id in seen:
+            break
+        seen.add(key_id)
+    return key_id
+
+
+def retired_rule(key_id: str, retired: Mapping[str, KeyEntry]) -> str | None:
+    """Why ``key_id`` may sign nothing new (a dream or a rotation not yet in the
+    log), or None if no rotation retired it. The rotation may be logged or only
+    just submitted: it says the key may have leaked, so whatever the key signs
+    next, whatever it claims about when, could be the thief's."""
+    successor = retired.get(key_id)
+    if successor is None:
+        return None
+    current = current_key(key_id, retired)
+    return (
+        f"key {key_id} is retired: {successor.author!r} rotated from it to key "
+        f"{successor.key_id} (content/rotations/{successor.key_id[7:]}.json), so it may "
+        f"have leaked and signs nothing new; remove this file, sign the dream again with "
+        f"the current key {current} (`dreampool sign --key {current}`) and submit that"
+    )
 
 
 def _problems_of(exc: DreampoolError, file: str) -> list[Problem]:
@@ -570,6 +656,10 @@ class ScannedDream:
     dream: dreamfmt.Dream
     stamp: tuple[str, int, int, int, int] | None = None  # see file_stamp()
     cached: bool = False  # taken from the build cache, not read from the file this scan
+    # Why its key may sign nothing new (retired_rule), or None. Only the log
+    # knows whether the dream was logged before its key was retired (then it
+    # stays), so the log stage refuses it if not (builder.logbuild).
+    retired: str | None = None
 
 
 def scan_dreams(
@@ -622,6 +712,7 @@ def scan_dreams(
         )
     if on_dream is not None:
         on_dream(len(candidates))
+    retired = retired_keys(directory)
     found: list[ScannedDream] = []
     for (path, name_id), result, stamp in zip(candidates, checked, stamps, strict=True):
         file = path
@@ -645,7 +736,7 @@ def scan_dreams(
         if rule:
             problems.append(Problem(file, "/author", rule))
             continue
-        found.append(ScannedDream(path, d, stamp, stamp in known))
+        found.append(ScannedDream(path, d, stamp, stamp in known, retired_rule(d.key_id, retired)))
     return found, problems
 
 
@@ -722,7 +813,12 @@ def submit(content: Path, files: list[Path], *, today: dt.date | None = None) ->
         raise InputError(
             key_problems, hint="the pool's key directory is broken; run `dreampool check`"
         )
+    date = (today or dt.datetime.now(dt.UTC).date()).isoformat()
+    # docs/protocol.md §7: a rotation retires its old key at once, in this
+    # submission too: the old key's dreams that come with it are refused.
+    retiring = retired_keys(directory)
     rotations: dict[str, tuple[bytes, Any]] = {}
+    rotation_files: dict[str, str] = {}
     parsed: list[tuple[Path, bytes, dreamfmt.Dream]] = []
     problems: list[Problem] = []
     for path in files:
@@ -734,7 +830,26 @@ def submit(content: Path, files: list[Path], *, today: dt.date | None = None) ->
         try:
             obj = dreamfmt.load_json(data, file)
             if isinstance(obj, dict) and obj.get("type") == statement.ROTATE:
-                rotations[_rotation_target(obj, file, directory)] = (data, obj)
+                new_id = _rotation_target(obj, file, directory, retiring)
+                if new_id is None:
+                    continue  # this very rotation is stored already
+                old = obj["oldKeyId"]
+                if old in retiring:  # only another rotation of this submission retired it
+                    raise InputError(
+                        [
+                            Problem(
+                                file,
+                                "/oldKeyId",
+                                f"key {old} is rotated twice in this submission (to "
+                                f"{retiring[old].key_id} and to {new_id}); a key is "
+                                "rotated once: submit one rotation",
+                            )
+                        ]
+                    )
+                new_public = b64url_decode(obj["newPublicKey"])
+                retiring[old] = KeyEntry(new_id, obj["author"], new_public, "guest", date, old)
+                rotations[new_id] = (data, obj)
+                rotation_files[new_id] = file
             else:
                 parsed.append((path, data, check_dream(data, file)))
         except (InputError, SignatureError) as exc:
@@ -743,12 +858,15 @@ def submit(content: Path, files: list[Path], *, today: dt.date | None = None) ->
     writes: dict[Path, bytes] = {}
     added: list[str] = []
     already: list[str] = []
-    date = (today or dt.datetime.now(dt.UTC).date()).isoformat()
     for path, data, d in parsed:
         view = KeyDirectory({**directory.keys, **new_keys})
         rule = check_key_rules(d, str(path), view, rotations)
         if rule:
             problems.append(Problem(str(path), "/author", rule))
+            continue
+        retired = retired_rule(d.key_id, retiring)
+        if retired and not (content / "dreams" / f"{d.id}.json").exists():
+            problems.append(Problem(str(path), "/sig/keyId", retired))
             continue
         if d.key_id not in view.keys:
             rotated = rotations.get(d.key_id)
@@ -766,6 +884,17 @@ def submit(content: Path, files: list[Path], *, today: dt.date | None = None) ->
             continue
         writes[target] = data
         added.append(d.id)
+    problems += [
+        Problem(
+            rotation_files[key_id],
+            "/newKeyId",
+            f"a rotation is stored with the first dream signed by its new key {key_id}; "
+            "submit it together with a dream signed by the new key "
+            f"(`dreampool sign --key {key_id}`)",
+        )
+        for key_id in rotations
+        if key_id not in new_keys
+    ]
     if problems:
         raise InputError(
             problems, hint="nothing was written; fix the files listed and submit again"
@@ -779,7 +908,14 @@ def submit(content: Path, files: list[Path], *, today: dt.date | None = None) ->
     return SubmitResult(added, already, sorted(new_keys))
 
 
-def _rotation_target(obj: Any, file: str, directory: KeyDirectory) -> str:
+def _rotation_target(
+    obj: Any, file: str, directory: KeyDirectory, retired: Mapping[str, KeyEntry]
+) -> str | None:
+    """The new keyId a rotation statement moves its author to, or None if the
+    directory holds this very rotation already; :class:`InputError` unless it
+    is signed by the author's current key (docs/protocol.md §7: a rotation
+    retires its old key, so a retired key cannot rotate the name again) and
+    names a key the pool has not seen."""
     signer = statement.verify(obj, file, statement.ROTATE)
     old = directory.keys.get(signer)
     if old is None or obj["oldKeyId"] != signer or old.author != obj["author"]:
@@ -794,9 +930,40 @@ def _rotation_target(obj: Any, file: str, directory: KeyDirectory) -> str:
         new_public = b64url_decode(obj["newPublicKey"])
     except ValueError as exc:
         raise InputError([Problem(file, "/newPublicKey", str(exc))]) from None
-    if dreamfmt.key_id(new_public) != obj["newKeyId"]:
+    new_id = str(obj["newKeyId"])
+    if dreamfmt.key_id(new_public) != new_id:
         raise InputError([Problem(file, "/newKeyId", "does not match newPublicKey")])
-    return str(obj["newKeyId"])
+    known = directory.keys.get(new_id)
+    if known is not None and known.rotated_from == signer and known.author == old.author:
+        return None
+    if signer in retired:
+        current = current_key(signer, retired)
+        raise InputError(
+            [
+                Problem(
+                    file,
+                    "/sig",
+                    f"is signed by key {signer}, which is retired: {old.author!r} rotated "
+                    f"from it to key {retired[signer].key_id} (content/rotations/"
+                    f"{retired[signer].key_id[7:]}.json); a retired key cannot move the name "
+                    f"again: only the current key {current} may sign a rotation",
+                )
+            ]
+        )
+    if known is not None:
+        state = "a retired key" if new_id in retired else "a key"
+        raise InputError(
+            [
+                Problem(
+                    file,
+                    "/newKeyId",
+                    f"key {new_id} is already in the pool, {state} of {known.author!r}: a "
+                    "rotation moves a name to a key the pool has not seen; make one with "
+                    "`dreampool keygen`",
+                )
+            ]
+        )
+    return new_id
 
 
 def format_key_entry(entry: KeyEntry) -> bytes:

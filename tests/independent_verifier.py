@@ -34,8 +34,9 @@ The steps, numbered as in the code:
    leaf (RFC 9162 §2.1.3.2) under the first published checkpoint holding it,
    embedded byte for byte as ``log/checkpoints/<size>``; its record, if
    present, recomputes that leaf and carries a valid dream signature whose
-   key leaf came earlier and names the dream's author; an absent record has
-   a later erasure leaf.
+   key leaf came earlier and names the dream's author, and no later key leaf
+   of that author came before the dream's (it retired the key); an absent
+   record has a later erasure leaf.
 7. Every dream leaf has its proof file.
 
 Run as ``python tests/independent_verifier.py SITE [VKEY]``.
@@ -1040,6 +1041,10 @@ def verify_site(site: Path | str, vkey: str | None = None) -> Report:
     dream_at: dict[str, int] = {}
     key_at: dict[str, Leaf] = {}
     erased_at: dict[str, int] = {}
+    # docs/protocol.md §3: a key leaf retires every earlier key of its author
+    # from its own index on. keyId -> the index of the key leaf that retired it.
+    retired_at: dict[str, int] = {}
+    latest_key: dict[str, str] = {}  # author -> keyId of their latest key leaf
     for leaf in parsed:
         o = leaf.obj
         if leaf.kind == "dream":
@@ -1055,6 +1060,10 @@ def verify_site(site: Path | str, vkey: str | None = None) -> Report:
                 f"{prev.index if prev else ''} (docs/protocol.md §3: each keyId once)",
             )
             key_at[o["keyId"]] = leaf
+            before = latest_key.get(o["author"])
+            if before is not None:
+                retired_at[before] = leaf.index
+            latest_key[o["author"]] = o["keyId"]
         else:
             report.erasure_leaves += 1
             _check(
@@ -1172,6 +1181,12 @@ def verify_site(site: Path | str, vkey: str | None = None) -> Report:
                 dream["author"] == key.obj["author"],
                 f"{w}: author {dream['author']!r}, but key leaf {key.index} of {kid} is "
                 f"author {key.obj['author']!r} (docs/protocol.md §3: one key, one author)",
+            )
+            retired = retired_at.get(kid)
+            _check(
+                retired is None or index < retired,
+                f"{w}: dream signed by key {kid}, which key leaf {retired} (a later key of "
+                f"{dream['author']!r}) retired before leaf {index} (docs/protocol.md §3)",
             )
             report.records += 1
         else:

@@ -131,6 +131,13 @@ def test_rotation_signed_by_old_key_moves_the_name(run: Any, content: Path, tmp_
         in (content / "keys" / f"{new_id[7:]}.yaml").read_text()
     )
     assert (content / "rotations" / f"{new_id[7:]}.json").exists()
+    # The rotation retired the old key at once: its dream, never logged (this
+    # pool was never built), is refused now (docs/protocol.md §7).
+    result = run("check", "--content", content)
+    assert result.code == 1 and "problem(s)" in result.err, result
+    assert result.err.count("is retired") == 1, result
+    (old,) = [p for p in (content / "dreams").iterdir() if new_id not in p.read_text()]
+    old.unlink()
     assert run("check", "--content", content).code == 0
 
 
