@@ -26,6 +26,7 @@ Readers and verifiers:
 The pool and the build (I/O at the edges):
     keystore     the user's private keys (never inside a git tree)
     pool         content/: config, key directory, dreams, submit, check
+    anonymity    anonymized dreams: one-time keys under the name anonymous
     logstate     the log state committed under content/log
     logbuild     admission, append-only proof, signing, the log's published files
     erase        erasure with a residue check

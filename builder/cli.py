@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from builder import __version__, keystore, pool, readerview, redact, statement
+from builder import __version__, anonymity, keystore, pool, readerview, redact, statement
 from builder import dream as dreamfmt
 from builder.b64 import b64url_encode
 from builder.errors import DreampoolError, InputError, Problem, printable
@@ -83,14 +83,34 @@ def cmd_sign(args: argparse.Namespace) -> int:
     draft = dreamfmt.load_json(read_dream(args.draft), file)
     if not isinstance(draft, dict):
         raise InputError([Problem(file, "", "must be a JSON object")])
-    key = keystore.load_author_key(args.key)
-    draft.setdefault("author", key.author)
-    if draft["author"] != key.author:
-        raise InputError(
-            [Problem(file, "/author", f"is not the author of key {key.key_id} ({key.author!r})")],
-            hint="sign with the key made for this author, or change /author",
-        )
     draft.pop("sig", None)
+    if args.anonymize or anonymity.is_anonymized(draft):
+        # docs/protocol.md §1.1: a one-time key under the reserved name, never stored.
+        if args.key:
+            note(f"--key {args.key} is not used: an anonymized dream is signed with a one-time key")
+        if draft.get("author", anonymity.NAME) != anonymity.NAME:
+            note(f"/author is replaced by {anonymity.NAME!r}")
+        draft = anonymity.anonymous_draft(draft)
+        seed, anonymous = anonymity.one_time_seed(), True
+    elif args.key:
+        key = keystore.load_author_key(args.key)
+        draft.setdefault("author", key.author)
+        if draft["author"] != key.author:
+            raise InputError(
+                [
+                    Problem(
+                        file, "/author", f"is not the author of key {key.key_id} ({key.author!r})"
+                    )
+                ],
+                hint="sign with the key made for this author, or change /author",
+            )
+        seed, anonymous = key.seed, False
+    else:
+        raise InputError(
+            [Problem("--key", "", "is required to sign under your name")],
+            hint="pass --key KEYID (from `dreampool keygen`), or --anonymize to sign "
+            "anonymously with a one-time key",
+        )
     problems = dreamfmt.validate(draft, file, require_sig=False)
     if problems:
         raise InputError(problems, hint="fix the draft and sign again")
@@ -107,7 +127,8 @@ def cmd_sign(args: argparse.Namespace) -> int:
     problems = readerview.problems(redacted, file)
     if problems:
         raise InputError(problems, hint=readerview.HINT_SIGN)
-    signed = dreamfmt.sign(redacted, key.seed)
+    signed = dreamfmt.sign(redacted, seed)
+    del seed  # the one-time key is not kept (it never left this process)
     data = (json.dumps(signed, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
     d = dreamfmt.parse(data, file)
     if args.output:
@@ -117,11 +138,8 @@ def cmd_sign(args: argparse.Namespace) -> int:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
         note(f"signed dream {d.id}")
-    if redacted.get("consent", {}).get("anonymize"):
-        note(
-            "consent.anonymize is true: pages and feeds will not show your name, "
-            "but the signed record still carries it and anyone can read it there"
-        )
+    if anonymous:
+        note(anonymity.COST)
     return 0
 
 
@@ -188,6 +206,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from builder import gate, logbuild, summary
 
     content = Path(args.content)
+    warnings: list[Problem] = []
     if args.base is not None:
         # A pull request: only what it changes (builder.gate).
         problems, scanned = gate.check_pull_request(content, args.base)
@@ -199,14 +218,20 @@ def cmd_check(args: argparse.Namespace) -> int:
         try:
             logbuild.verify_state(content, scanned)
             problems.extend(logbuild.unlogged_problems(content, scanned))
+            refused, warnings = logbuild.anonymity_review(content, scanned)
+            problems.extend(refused)
         except DreampoolError as exc:
             rule = exc.message + (f" (hint: {exc.hint})" if exc.hint else "")
             problems.append(Problem(str(content / "log"), "", rule))
     if args.format == "github":
         for p in problems:
             out(summary.annotation(p))
+        for p in warnings:
+            out(summary.annotation(p, level="warning"))
     else:
         report_problems(problems)
+        for p in warnings:
+            err(f"{PROG}: warning: {p}")
     if args.summary:
         summary.write_summary(args.summary, problems, args.content)
     if problems:
@@ -379,7 +404,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("sign", cmd_sign, "redact a draft dream and sign it")
     p.add_argument("draft", type=Path, metavar="DRAFT.json", help="the unsigned draft dream")
-    p.add_argument("--key", required=True, metavar="KEYID", help="keyId (sha256:…) or key file")
+    p.add_argument(
+        "--key",
+        metavar="KEYID",
+        help="keyId (sha256:…) or key file; not used for an anonymized dream",
+    )
+    p.add_argument(
+        "--anonymize",
+        action="store_true",
+        help="set consent.anonymize and sign with a one-time key under the author name "
+        "'anonymous' (as a draft with consent.anonymize true is): the dream counts as a "
+        "guest's and can never be linked to you, nor erased by your signed request",
+    )
     p.add_argument("-o", "--output", metavar="OUT", help="write here instead of stdout")
 
     p = add("rotate", cmd_rotate, "sign a statement moving your author name to a new key")

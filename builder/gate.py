@@ -22,7 +22,8 @@ pull request deletes or modifies are refused too: a logged dream is never
 edited, only erased by a maintainer.
 
 Then only what the pull request adds is checked (format, signature,
-redaction, the key rules against the key directory), so the work grows with
+redaction, the key rules against the key directory, the anonymity rules of
+:mod:`builder.anonymity`), so the work grows with
 the pull request, not with the pool; the base passed this same gate, and the
 publish build verifies the whole log again.
 
@@ -39,7 +40,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from builder import gitrepo, pool
+from builder import anonymity, gitrepo, pool
 from builder.errors import InputError, Problem
 from builder.gitrepo import MODE_FILE, MODE_GITLINK, MODE_SYMLINK, Change
 
@@ -269,7 +270,12 @@ def check_pull_request(content: Path, base: str) -> tuple[list[Problem], list[po
             problems.append(Problem(str(file), "/sig/keyId", retired_rule))
             continue
         scanned.append(pool.ScannedDream(str(file), result))
-    return problems, scanned
+    # docs/protocol.md §1.1: a key the pool held before this pull request has
+    # signed a dream, so a one-time key among them signs no other.
+    before = directory.keys.keys() - new_keys.keys()
+    refused = anonymity.refusals((s.dream for s in scanned), before)
+    problems += [Problem(s.path, *refused[s.dream.id]) for s in scanned if s.dream.id in refused]
+    return problems, [s for s in scanned if s.dream.id not in refused]
 
 
 def _shown(root: Path, path: str) -> str:

@@ -7,9 +7,11 @@
    nothing is signed.
 3. Check every logged dream against ``content/``: its file and salt still give
    the committed value, or an erasure is recorded for it.
-4. Append, in a deterministic order (dream id), a key leaf before the first
-   dream of each new key, then each new dream (docs/protocol.md §3), and an
-   erasure leaf for each newly erased dream. Each new dream is read from its
+4. Append an erasure leaf for each newly erased dream; then a key leaf for
+   each new key of the new dreams, by keyId, and then each new dream, by id
+   (docs/protocol.md §3): within a build a key leaf's place says nothing of
+   which dream it came with (§1.1). A new dream the anonymity rules refuse
+   (:mod:`builder.anonymity`) is not logged. Each new dream is read from its
    file and checked again first: the scan may have taken it from the build
    cache, and the log, being append-only, takes nothing on the cache's word.
 5. If the tree grew, sign a checkpoint (C2SP tlog-checkpoint) with the log
@@ -31,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from builder import logstate, merkle, parallel, strictjson, tiles
+from builder import anonymity, logstate, merkle, parallel, strictjson, tiles
 from builder.b64 import b64_encode, b64url_decode, b64url_encode
 from builder.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
 from builder.dream import Dream, is_dream_id
@@ -177,9 +179,11 @@ def update(
         new_leaves.append(erasure_leaf(dream_id, reason))
         log.erased_now.append(dream_id)
 
-    # Step 4: new dreams in id order, each new key announced first.
+    # Step 4: new dreams, refused by the anonymity rules or admitted; all their
+    # new keys first, by keyId, then the dreams, by id (docs/protocol.md §3).
     fresh = _check_again([present[i] for i in sorted(present) if i not in logged.dreams])
-    new_salts: dict[str, str] = {}
+    refused = anonymity.refusals(fresh.values(), logged.keys)
+    admitted: list[Dream] = []
     for dream_id in sorted(present):
         if dream_id in logged.dreams:
             if dream_id in logged.erasures:
@@ -195,21 +199,26 @@ def update(
         if retired is not None:
             log.refused.append(retired)
             continue
-        d = fresh[dream_id]
+        if dream_id in refused:
+            log.refused.append(Problem(str(present[dream_id].path), *refused[dream_id]))
+            continue
+        admitted.append(fresh[dream_id])
+    for d in sorted({d.key_id: d for d in admitted}.values(), key=lambda d: d.key_id):
         if d.key_id not in logged.keys:
-            entry = key_leaf(d.key_id, d.public_key, d.author)
             logged.add_key(d.key_id, d.author, len(leaves) + len(new_leaves))
-            new_leaves.append(entry)
+            new_leaves.append(key_leaf(d.key_id, d.public_key, d.author))
+    new_salts: dict[str, str] = {}
+    for d in admitted:
         # A new dream's salt is always the build's own: one found beside it
         # came with the pull request (a planted salt stopped every build, and
         # a chosen one would link the commitment to the text after an
         # erasure: T47). It is written only once the build can sign.
-        salt = new_salt(dream_id)
-        new_salts[dream_id] = salt
-        salt_of[dream_id] = salt
-        logged.dreams[dream_id] = len(leaves) + len(new_leaves)
-        new_leaves.append(dream_leaf(dream_id, commitment(d.body, salt)))
-        log.admitted_now.append(dream_id)
+        salt = new_salt(d.id)
+        new_salts[d.id] = salt
+        salt_of[d.id] = salt
+        logged.dreams[d.id] = len(leaves) + len(new_leaves)
+        new_leaves.append(dream_leaf(d.id, commitment(d.body, salt)))
+        log.admitted_now.append(d.id)
 
     # Step 5: append and sign, or reuse the last checkpoint.
     if new_leaves or len(leaves) > state.signed_size:
@@ -298,6 +307,27 @@ def verify_state(content: Path, scanned: Iterable[ScannedDream]) -> int:
     _check_logged(content, state.leaves, logged, present)
     _check_retired(logged, present)
     return len(state.leaves)
+
+
+def anonymity_review(
+    content: Path, scanned: Iterable[ScannedDream]
+) -> tuple[list[Problem], list[Problem]]:
+    """What ``dreampool check`` says by the anonymity rules (docs/protocol.md §1.1):
+    the problems of the dreams not logged yet, which the next build would refuse
+    (:func:`builder.anonymity.refusals`, as :func:`update` applies them), and a
+    warning for each logged dream that asked for anonymity under its author's
+    name (it stays: the log is append-only)."""
+    logged = _read_leaves(logstate.load(content).leaves)
+    dreams = list(scanned)
+    new = [s for s in dreams if s.dream.id not in logged.dreams]
+    refused = anonymity.refusals((s.dream for s in new), logged.keys)
+    problems = [Problem(s.path, *refused[s.dream.id]) for s in new if s.dream.id in refused]
+    warnings = []
+    for s in dreams:
+        named = anonymity.named_anonymized(s.dream) if s.dream.id in logged.dreams else None
+        if named is not None:
+            warnings.append(Problem(s.path, "/consent/anonymize", named))
+    return problems, warnings
 
 
 def unlogged_problems(content: Path, scanned: Iterable[ScannedDream]) -> list[Problem]:
@@ -465,6 +495,8 @@ class _Logged:
 
     def add_key(self, key_id: str, author: str, index: int) -> None:
         self.keys[key_id] = index
+        if author == anonymity.NAME:  # one-time keys share the name; none retires another (§1.1)
+            return
         previous = self.current.get(author)
         if previous is not None:  # the keys before it were retired already
             self.retired_at[previous] = index

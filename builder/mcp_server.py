@@ -82,6 +82,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from builder import (
     agents,
+    anonymity,
     keystore,
     logbuild,
     logstate,
@@ -1136,6 +1137,8 @@ class Tools:
             "nothing was published: open a pull request with this file; the pool's build "
             "admits it into the log",
         ]
+        if anonymize:
+            lines.append(anonymity.COST)
         if result.redactions:
             lines.append("redacted before signing (field and kind; the text is not repeated):")
             lines += [f"- {r.pointer}: [{r.kind}]" for r in result.redactions]
@@ -1190,11 +1193,16 @@ def draft_dream(draft: dict[str, Any], key_ref: str, content: Path) -> DraftResu
     """Redact, sign with the local key ``key_ref`` and submit to ``content`` (a pool
     checkout's ``content/``), as ``dreampool sign`` then ``dreampool submit`` would.
 
-    The author is the key's. Nothing is built or published; the key directory gains
-    at most a new ``guest`` entry for a key it has not seen (trust on first use).
+    The author is the key's; an anonymized draft is signed instead by a one-time
+    key under the name ``anonymous``, kept nowhere (docs/protocol.md §1.1), and
+    ``key_ref`` is not read. Nothing is built or published; the key directory
+    gains at most a new ``guest`` entry for a key it has not seen (trust on first use).
     """
-    key = keystore.load_author_key(key_ref)
-    draft = {**draft, "author": key.author}
+    if anonymity.is_anonymized(draft):
+        draft, seed = anonymity.anonymous_draft(draft), anonymity.one_time_seed()
+    else:
+        key = keystore.load_author_key(key_ref)
+        draft, seed = {**draft, "author": key.author}, key.seed
     where = "dream_draft"
     problems = dreamfmt.validate(draft, where, require_sig=False)
     if problems:
@@ -1208,21 +1216,23 @@ def draft_dream(draft: dict[str, Any], key_ref: str, content: Path) -> DraftResu
     problems = readerview.problems(redacted, where)
     if problems:
         raise InputError(problems, hint=readerview.HINT_SIGN)
-    signed = dreamfmt.sign(redacted, key.seed)
+    signed = dreamfmt.sign(redacted, seed)
+    del seed  # a one-time key is never kept
     data = (json.dumps(signed, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
-    dream_id = dreamfmt.parse(data, where).id
+    parsed = dreamfmt.parse(data, where)
+    dream_id, key_id = parsed.id, parsed.key_id
     with tempfile.TemporaryDirectory(prefix="dreampool-draft-") as tmp:
         path = Path(tmp) / f"{dream_id}.json"
         path.write_bytes(data)
         result = pool.submit(content, [path])
     directory, _ = pool.load_keys(content)
-    entry = directory.keys.get(key.key_id)
+    entry = directory.keys.get(key_id)
     return DraftResult(
         id=dream_id,
-        key_id=key.key_id,
+        key_id=key_id,
         path=content / "dreams" / f"{dream_id}.json",
         tier=entry.tier if entry else "guest",
-        new_key=key.key_id in result.new_keys,
+        new_key=key_id in result.new_keys,
         already=dream_id in result.already,
         redactions=changes,
     )

@@ -6,8 +6,11 @@ and nothing else. No text here is escaped or rendered yet: that is the
 templates' job (autoescape) and Markdown's (:mod:`builder.render`).
 
 Anonymized dreams (``consent.anonymize: true``) carry no author name, slug or
-key fingerprint here, so no page or feed can show them; the signed record
-still carries the name (``dreampool sign`` says so).
+key fingerprint here, so no page or feed can show them. Their record carries
+the reserved author ``anonymous`` and a one-time key (docs/protocol.md §1.1),
+which is listed nowhere; nor is an author whose every dream here is
+anonymized (one logged under its name before that rule, whose record still
+names it: ``dreampool check`` warns of those).
 
 URL paths are derived from ids, or from names through :func:`slug`, never
 used raw: a name that is not a short lowercase ASCII word becomes
@@ -28,6 +31,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from builder import anonymity
 from builder.b64 import b64_encode
 from builder.logbuild import Log
 from builder.pool import KeyDirectory, PoolConfig
@@ -257,11 +261,16 @@ def build_model(
     for d in dreams:
         if d.author is not None:
             by_author[d.author].append(d.id)
+    # Keys that signed an anonymized dream here: their authors are not listed
+    # for it (docs/protocol.md §1.1).
+    hidden = {a.dream.key_id for a in admitted if anonymity.is_anonymized(a.dream.body)}
     authors = []
     for name in sorted({a.dream.author for a in admitted} | set(keys_by_author)):
         keys = sorted(keys_by_author.get(name, []), key=lambda k: (k.added, k.key_id))
         own = tuple(by_author.get(name, ()))
         if not keys or (not own and not any(k.log_index is not None for k in keys)):
+            continue
+        if name == anonymity.NAME or (not own and any(k.key_id in hidden for k in keys)):
             continue
         tier = min((k.tier for k in keys), key=lambda t: TIER_RANK[t])
         authors.append(AuthorView(name, author_slug[name], tuple(keys), own, tier))

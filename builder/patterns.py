@@ -8,8 +8,10 @@ The rule, from the issue:
    over the threshold nor swell its counts.
 2. A term is a pattern when counted dreams by at least ``k`` distinct authors
    hold it (``k`` from ``pool.yaml``). Authors are told apart by the name in
-   the signed body, so one author with two rotated keys counts once, and an
-   anonymized dream still counts (its author consented to derivatives).
+   the signed body, so one author with two rotated keys counts once. A dream
+   under the reserved name ``anonymous`` (a one-time guest key, docs/protocol.md
+   §1.1) counts as no author: any number of them may be one person. One
+   anonymized before that rule, under its author's name, counts as that author.
 3. A pattern shows its term, how many counted dreams hold it, how many
    authors (a number only) and how many entries of each type those dreams
    hold; never a text, a title, an author or a link to a dream.
@@ -40,7 +42,7 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-from builder import parallel
+from builder import anonymity, parallel
 from builder.model import ENTRY_ORDER, TIER_RANK, DreamView, SiteModel
 
 __all__ = [
@@ -208,7 +210,10 @@ def _counted(model: SiteModel, min_tier: str) -> list[tuple[DreamView, str]]:
     (the view has none for anonymized dreams); the name is only ever counted."""
     if min_tier not in TIER_RANK:
         raise ValueError(f"min_tier must be one of {sorted(TIER_RANK)}, is {min_tier!r}")
-    return [(d, str(model.bodies[d.id]["author"])) for d in model.dreams if counts(d, min_tier)]
+    counted = ((d, str(model.bodies[d.id]["author"])) for d in model.dreams if counts(d, min_tier))
+    # One-time keys under the reserved name may all be one person, perhaps an
+    # author counted already: they count as no author (docs/protocol.md §1.1).
+    return [(d, author) for d, author in counted if author != anonymity.NAME]
 
 
 DreamWords = tuple[tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...]]

@@ -17,7 +17,10 @@ new key for a name already held needs a rotation statement signed by the
 key that holds it, and that rotation retires the old key at once: it signs
 nothing new, dream or rotation (:func:`retired_rule`; what it signed that is
 logged stays, which only the log stage knows). Names that differ only by case, width or Unicode
-normalization (:func:`name_skeleton`) count as one name.
+normalization (:func:`name_skeleton`) count as one name. The reserved name
+``anonymous`` is the exception: many one-time keys hold it, each a guest,
+never rotated, and no other name may look like it (docs/protocol.md §1.1,
+:mod:`builder.anonymity`).
 
 Only plain files whose names are derived from ids are read: a symlink, a
 directory, or any other name in ``keys/`` or ``dreams/`` is a problem that
@@ -48,8 +51,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from builder import anonymity, parallel, readerview, redact, safeyaml, statement
 from builder import dream as dreamfmt
-from builder import parallel, readerview, redact, safeyaml, statement
 from builder.b64 import b64url_decode, b64url_encode
 from builder.errors import DreampoolError, InputError, PoolError, Problem, SignatureError
 
@@ -294,6 +297,7 @@ def load_keys(
         if entry is not None:
             directory.keys[entry.key_id] = entry
     problems.extend(_check_authors(content, directory))
+    problems.extend(_check_anonymous_keys(content, directory))
     return directory, problems
 
 
@@ -407,10 +411,12 @@ def _check_authors(content: Path, directory: KeyDirectory) -> list[Problem]:
     """One author name, one key at a time, unless a rotation statement links them;
     and no two names that look alike (:func:`name_skeleton`)."""
     problems = []
+    # Keys under the reserved name: _check_anonymous_keys (docs/protocol.md §1.1).
+    named = [k for k in directory.keys.values() if k.author != anonymity.NAME]
     by_skeleton: dict[str, list[KeyEntry]] = {}
-    for entry in sorted(directory.keys.values(), key=lambda k: k.key_id):
+    for entry in sorted(named, key=lambda k: k.key_id):
         by_skeleton.setdefault(name_skeleton(entry.author), []).append(entry)
-    for entry in directory.keys.values():
+    for entry in named:
         alike = [
             k
             for k in by_skeleton[name_skeleton(entry.author)]
@@ -494,6 +500,49 @@ def _check_chains(content: Path, directory: KeyDirectory) -> list[Problem]:
                     "/rotatedFrom",
                     f"the rotations from key {entry.key_id} loop back to key {key}: a name's "
                     "keys form one line from its first key; remove the rotation that loops",
+                )
+            )
+    return problems
+
+
+def _reserved_look_alike(author: str) -> str | None:
+    """Why ``author`` may not be used: it looks like the reserved name without being it."""
+    if author == anonymity.NAME or name_skeleton(author) != name_skeleton(anonymity.NAME):
+        return None
+    return (
+        f"author name {author!r} looks like {anonymity.NAME!r}, the name reserved for "
+        "anonymized dreams' one-time keys (docs/protocol.md §1.1); choose another pseudonym"
+    )
+
+
+def _check_anonymous_keys(content: Path, directory: KeyDirectory) -> list[Problem]:
+    """docs/protocol.md §1.1: a key under the reserved name is a one-time key,
+    always ``guest`` and never rotated (many such keys share the name); no other
+    name may look like it."""
+    problems = []
+    for entry in sorted(directory.keys.values(), key=lambda k: k.key_id):
+        file = str(content / "keys" / f"{entry.key_id[7:]}.yaml")
+        if entry.author != anonymity.NAME:
+            reserved = _reserved_look_alike(entry.author)
+            if reserved:
+                problems.append(Problem(file, "/author", reserved))
+            continue
+        if entry.tier != "guest":
+            problems.append(
+                Problem(
+                    file,
+                    "/tier",
+                    f"a key under {anonymity.NAME!r} is a one-time key and always a guest "
+                    "(docs/protocol.md §1.1): set tier: guest",
+                )
+            )
+        if entry.rotated_from is not None:
+            problems.append(
+                Problem(
+                    file,
+                    "/rotatedFrom",
+                    f"a key under {anonymity.NAME!r} is a one-time key and is never rotated "
+                    "(docs/protocol.md §1.1): remove rotatedFrom",
                 )
             )
     return problems
@@ -634,6 +683,11 @@ def check_key_rules(
                 "one key signs for one author"
             )
         return None
+    if d.author == anonymity.NAME:
+        return None  # many one-time keys share the reserved name (docs/protocol.md §1.1)
+    reserved = _reserved_look_alike(d.author)
+    if reserved:
+        return reserved
     alike = _look_alikes(directory, d.author)
     if alike:
         return (
@@ -858,7 +912,21 @@ def submit(content: Path, files: list[Path], *, today: dt.date | None = None) ->
     writes: dict[Path, bytes] = {}
     added: list[str] = []
     already: list[str] = []
+    # docs/protocol.md §1.1, for what this submission adds: a key already in the
+    # directory has signed a dream, so a one-time key there signs no other.
+    fresh = {d.id: d for _, _, d in parsed if not (content / "dreams" / f"{d.id}.json").exists()}
+    refused = anonymity.refusals(fresh.values(), directory.keys)
     for path, data, d in parsed:
+        if d.id in refused:
+            problems.append(Problem(str(path), *refused[d.id]))
+            continue
+        if d.author == anonymity.NAME and d.key_id in rotations:
+            problems.append(
+                Problem(
+                    str(path), "/author", "a one-time key is never rotated; " + anonymity.RESIGN
+                )
+            )
+            continue
         view = KeyDirectory({**directory.keys, **new_keys})
         rule = check_key_rules(d, str(path), view, rotations)
         if rule:

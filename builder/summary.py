@@ -58,12 +58,15 @@ def message(problem: Problem) -> str:
     return f"{problem.pointer}: {problem.rule}" if problem.pointer else problem.rule
 
 
-def annotation(problem: Problem) -> str:
-    """One ``::error file=…,line=…::…`` workflow command for ``problem``."""
+def annotation(problem: Problem, *, level: str = "error") -> str:
+    """One ``::error file=…,line=…::…`` workflow command for ``problem``
+    (``level`` ``"warning"``: ``::warning``, which does not fail the check)."""
+    if level not in ("error", "warning"):
+        raise ValueError(f"level must be error or warning, is {level!r}")
     props = f"file={escape_property(printable(problem.file))}"
     if problem.line:
         props += f",line={problem.line}"
-    return f"::error {props}::{escape_data(printable(message(problem)))}"
+    return f"::{level} {props}::{escape_data(printable(message(problem)))}"
 
 
 def _cell(text: str) -> str:

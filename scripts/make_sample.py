@@ -2,7 +2,9 @@
 
 Each author gets a throwaway Ed25519 key that lives only in this process: the
 private halves are never written anywhere, so nobody (us included) can sign
-as a sample author again. Run from the repository root:
+as a sample author again. The anonymized drafts (author ``anonymous``) get a
+one-time key each, as ``dreampool sign`` gives them (docs/protocol.md §1.1).
+Run from the repository root:
 
     python scripts/make_sample.py            # signs the dreams (refuses if any exist)
     python scripts/make_sample.py --log      # logs them with a throwaway log key,
@@ -22,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from builder import build, ed25519, erase, note, pool, redact
+from builder import anonymity, build, ed25519, erase, note, pool, redact
 from builder import dream as dreamfmt
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,6 +41,7 @@ TIERS = {
     "river": "member",
     "nightjar": "guest",
     "quartz": "guest",
+    "anonymous": "guest",  # one-time keys: always guests (docs/protocol.md §1.1)
 }
 POOL_YAML = """\
 # The sample pool shipped with dreampool.
@@ -77,7 +80,8 @@ def main() -> int:
     (CONTENT / "dreams").mkdir(parents=True, exist_ok=True)
     (CONTENT / "keys").mkdir(parents=True, exist_ok=True)
     (CONTENT / "pool.yaml").write_text(POOL_YAML, encoding="utf-8")
-    seeds = {author: ed25519.generate_seed() for author in sorted({d["author"] for d in drafts})}
+    authors = sorted({d["author"] for d in drafts} - {anonymity.NAME})
+    seeds = {author: ed25519.generate_seed() for author in authors}
     ids: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
         files = []
@@ -87,7 +91,12 @@ def main() -> int:
                 body["lineage"] = {**body["lineage"], "parent": ids[body["lineage"]["parent"]]}
             body, changes = redact.redact_dream(body)
             assert not changes, (draft["ref"], changes)
-            signed = dreamfmt.sign(body, seeds[draft["author"]])
+            # An anonymized dream gets a one-time key, as `dreampool sign` does
+            # (docs/protocol.md §1.1).
+            anonymous = draft["author"] == anonymity.NAME
+            signed = dreamfmt.sign(
+                body, anonymity.one_time_seed() if anonymous else seeds[draft["author"]]
+            )
             path = Path(tmp) / f"{n:03d}.json"
             data = json.dumps(signed, ensure_ascii=False, indent=2) + "\n"
             path.write_text(data, encoding="utf-8")
@@ -106,7 +115,7 @@ def main() -> int:
     (ROOT / "scripts" / "sample_ids.json").write_text(
         json.dumps(ids, ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
     )
-    print(f"signed {len(drafts)} dreams by {len(seeds)} authors; keys discarded")
+    print(f"signed {len(drafts)} dreams by {len(seeds)} authors and one-time keys; keys discarded")
     return 0
 
 

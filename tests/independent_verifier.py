@@ -1060,8 +1060,10 @@ def verify_site(site: Path | str, vkey: str | None = None) -> Report:
                 f"{prev.index if prev else ''} (docs/protocol.md §3: each keyId once)",
             )
             key_at[o["keyId"]] = leaf
+            # §3: a later key leaf of an author retires the earlier ones, except
+            # under the reserved name `anonymous` (§1.1: one-time keys).
             before = latest_key.get(o["author"])
-            if before is not None:
+            if before is not None and o["author"] != "anonymous":
                 retired_at[before] = leaf.index
             latest_key[o["author"]] = o["keyId"]
         else:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from builder import anonymity, note, pool
 from builder import dream as dreamfmt
-from builder import note, pool
 from builder.ed25519 import public_key_of
 from tests.conftest import draft
 
@@ -23,12 +24,20 @@ class PoolFixture:
     vkey: str
 
     def add(self, author: str, n: int, **fields: Any) -> list[str]:
-        """Sign and submit n distinct dreams by author; return their ids."""
+        """Sign and submit n distinct dreams by author; return their ids. An
+        anonymized one is signed as `dreampool sign` does, by a one-time key."""
         ids = []
         files = []
         for i in range(n):
             title = fields.pop("title", None) or f"{author} dream {i} {self.counter()}"
-            body = dreamfmt.sign(draft(author=author, title=title, **fields), SEEDS[author])
+            body = draft(author=author, title=title, **fields)
+            if anonymity.is_anonymized(body):
+                # As `dreampool sign` signs it (docs/protocol.md §1.1): under the
+                # name anonymous, with a key of its own (fixed here, from the title).
+                one_time = hashlib.sha256(b"one-time " + title.encode("utf-8")).digest()
+                body = dreamfmt.sign(anonymity.anonymous_draft(body), one_time)
+            else:
+                body = dreamfmt.sign(body, SEEDS[author])
             path = self.content.parent / f"in-{title}.json".replace("/", "_")
             path.write_text(json.dumps(body, ensure_ascii=False), encoding="utf-8")
             files.append(path)

@@ -118,11 +118,10 @@ def test_anonymized_dreams_name_no_one(built: Built) -> None:
         assert author is not None
         assert author.findtext(A + "name") == "anonymous"
         assert author.find(A + "uri") is None  # no link to a diary either
-    # 墨子 wrote only an anonymized dream: the name may be on their own diary
-    # feed (their key is public) but nowhere a dream is shown.
+    # 墨子 wrote only an anonymized dream, signed by a one-time key: the name
+    # is nowhere, not even on a diary.
     for path, data in plan.items():
-        if not path.startswith("authors/"):
-            assert "墨子".encode() not in data, path
+        assert "墨子".encode() not in data, path
     api = json.loads(plan["api/dreams.json"])
     authors = {d["id"]: d["author"] for d in api["dreams"]}
     assert authors[built.ada_anon] is None and authors[built.mozi_anon] is None
@@ -134,12 +133,16 @@ def test_author_feed_leaves_out_anonymized_dreams(built: Built) -> None:
     ada = next(a for a in m.authors if a.name == "ada")
     ids = [dream_of(e) for e in entries(plan[f"authors/{ada.slug}/feed.xml"])]
     assert sorted(ids) == sorted(built.ada) and built.ada_anon not in ids
-    mozi = next(a for a in m.authors if a.name == "墨子")
-    empty = plan[f"authors/{mozi.slug}/feed.xml"]
-    assert entries(empty) == []
-    assert m.checkpoint is not None
-    # No entry: updated is the checkpoint's date, not the anonymized dream's.
-    assert ET.fromstring(empty).findtext(A + "updated") == m.checkpoint.date
+    # 墨子's one dream is anonymized: signed by a one-time key under the name
+    # anonymous (docs/protocol.md §1.1). Neither name has a diary or a feed.
+    assert {a.name for a in m.authors} == {"ada", "bob"}
+    assert not [
+        p
+        for p in plan
+        if p.startswith("authors/")
+        and p.count("/") > 1
+        and p.split("/")[1] not in {a.slug for a in m.authors}
+    ]
 
 
 def test_tag_feeds_hold_the_tags_dreams(built: Built) -> None:
@@ -259,8 +262,7 @@ def test_sitemap_lists_every_page(built: Built) -> None:
             assert prefix + page in urls
         assert (prefix or "./") in urls
         assert len(urls) == len(m.dreams) + 1 + len(m.authors) + len(m.tags) + 1 + len(pages)
-        mozi = next(a for a in m.authors if a.name == "墨子")
-        assert urls[f"{prefix}authors/{mozi.slug}/"] is None  # no shown dream, no date
+        assert f"{prefix}authors/anonymous/" not in urls  # one-time keys: no diary
 
 
 def test_robots_names_the_sitemap_only_when_absolute(built: Built) -> None:

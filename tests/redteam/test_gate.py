@@ -254,3 +254,47 @@ def test_judge_refuses_what_no_contributor_writes() -> None:
         assert one(status, path) != [], path
     assert one("A", "content/dreams/0123456789abcdef.json", "120000") != []
     assert one("A", "content/dreams/0123456789abcdef.json", "160000") != []
+
+
+def test_a_pull_request_may_add_an_anonymous_dream_but_not_a_named_anonymized_one(
+    repo: PoolFixture, run: Run
+) -> None:
+    """T-NEW-1, T-NEW-3: the gate applies the anonymity rules to what a pull
+    request adds. A dream with consent.anonymize under its author's own name
+    is refused, telling the author to sign it again with `dreampool sign`; one
+    signed with a one-time key under ``anonymous`` (its key file a guest's)
+    passes; a second dream by a one-time key already in the pool is refused."""
+    root = repo.content.parent
+    anon = {"share": True, "derivatives": False, "anonymize": True}
+    d = dreamfmt.parse(dump(signed("carol", consent=anon)), "x")
+    path = repo.content / "dreams" / f"{d.id}.json"
+    path.write_bytes(dump(d.body))
+    pool.atomic_write(
+        repo.content / "keys" / f"{d.key_id[7:]}.yaml",
+        pool.format_key_entry(
+            pool.KeyEntry(d.key_id, "carol", d.public_key, "guest", "2026-01-01")
+        ),
+    )
+    _commit(root, "pull request")
+    named = _check(run)
+    assert named.code == 1
+    assert "/consent/anonymize" in named.err and "dreampool sign" in named.err, named.err
+    _git(root, "reset", "-q", "--hard", "HEAD^1")
+    one_time = signed("anonymous", seed=b"\x07" * 32, consent=anon)
+    submit(repo, one_time)
+    for stale in root.glob("in-*.json"):
+        stale.unlink()
+    _commit(root, "pull request")
+    assert _check(run).code == 0
+    _git(root, "reset", "-q", "--hard", "HEAD^1")
+    # Merged and built: the same one-time key signs nothing more.
+    submit(repo, one_time)
+    for stale in root.glob("in-*.json"):
+        stale.unlink()
+    _commit(root, "merged")
+    again = signed("anonymous", seed=b"\x07" * 32, consent=anon, title="Again")
+    d2 = dreamfmt.parse(dump(again), "x")
+    (repo.content / "dreams" / f"{d2.id}.json").write_bytes(dump(again))
+    _commit(root, "pull request")
+    result = _check(run)
+    assert result.code == 1 and "one dream" in result.err, result

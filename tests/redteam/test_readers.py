@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.pools import make_pool
-from tests.redteam import build, set_tier, signed, submit
+from tests.redteam import build, seed_of, set_tier, signed, submit
 
 AUTHORS = [
     "<script>alert(1)</script>",
@@ -133,9 +133,12 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Site:
     dreams = []
     summaries = _chunks(MARKDOWN_TRICKS + RAW_HTML + TEMPLATES, 800)
     for n, author in enumerate(AUTHORS):
+        # Dream 3 is anonymized, so signed as `dreampool sign` signs it: by a
+        # one-time key under the name anonymous (its author's name is in its title).
         dreams.append(
             signed(
-                author,
+                "anonymous" if n == 3 else author,
+                seed=seed_of(f"one-time {author}") if n == 3 else None,
                 title=f"{author} {TEMPLATES[n % len(TEMPLATES)]}"[:120],
                 summary=summaries[n % len(summaries)],
                 entries=[
@@ -162,8 +165,9 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Site:
         )
     site = Site(root / "site")
     site.ids = submit(tp, *dreams)
-    for author in AUTHORS:
-        set_tier(tp, author, "member")  # so the hostile tags become patterns (k = 2)
+    for n, author in enumerate(AUTHORS):
+        if n != 3:  # a one-time key is always a guest
+            set_tier(tp, author, "member")  # so the hostile tags become patterns (k = 2)
     build(tp, site.root)
     return site
 
