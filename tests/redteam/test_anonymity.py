@@ -358,3 +358,25 @@ def test_an_agent_drafting_an_anonymized_dream_signs_it_with_a_one_time_key(
     tools = mcp_server.Tools(None, content=tp.content)  # type: ignore[arg-type]  # drafting reads no site
     out = tools.dream_draft("Another", body["entries"], key.key_id, anonymize=True)
     assert "cannot be linked to you" in " ".join(out.text.split())
+
+
+def test_anonymous_keys_retire_none_of_each_other(tp: PoolFixture, tmp_path: Path) -> None:
+    """T-NEW-3: a later key leaf of an author retires the earlier keys
+    (docs/protocol.md §3), but one-time keys all hold the name ``anonymous``:
+    were the rule applied to them, each new one would retire the last, and the
+    next build, ``check`` and every site verifier would refuse the pool. Two
+    builds of one-time keys, then a third build: all admitted, the log replays
+    clean, and the independent verifier accepts the site."""
+    from tests.independent_verifier import verify_site
+
+    first = submit(tp, one_time(1), one_time(2), one_time(3))
+    site = tmp_path / "site"
+    assert sorted(build(tp, site).admitted) == sorted(first)
+    second = submit(tp, one_time(4))
+    report = build(tp, site)
+    assert report.admitted == second and not report.refused
+    report = build(tp, site)  # a build that logs nothing replays the whole log
+    assert not report.refused
+    problems, _ = pool.check(tp.content)
+    assert problems == []
+    assert verify_site(site, tp.vkey).dream_leaves == 4
