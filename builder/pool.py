@@ -15,7 +15,8 @@ key seen for the first time is registered as ``guest`` (trust on first use).
 One key belongs to one author, and one author name to one key at a time: a
 new key for a name already held needs a rotation statement signed by the
 key that holds it. Names that differ only by case, width or Unicode
-normalization (:func:`name_skeleton`) count as one name.
+normalization, or by look-alike letters of other scripts (:func:`name_skeleton`,
+Unicode TR39 confusables) count as one name.
 
 Only plain files whose names are derived from ids are read: a symlink, a
 directory, or any other name in ``keys/`` or ``dreams/`` is a problem that
@@ -40,14 +41,13 @@ import os
 import re
 import stat
 import tempfile
-import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from builder import dream as dreamfmt
-from builder import parallel, redact, safeyaml, statement
+from builder import parallel, redact, safeyaml, statement, unicodepolicy
 from builder.b64 import b64url_decode, b64url_encode
 from builder.errors import DreampoolError, InputError, PoolError, Problem, SignatureError
 
@@ -211,8 +211,8 @@ def load_config(content: Path) -> PoolConfig:
 def check_config(obj: Mapping[str, Any], file: str) -> tuple[PoolConfig | None, list[Problem]]:
     """The settings in ``obj`` (pool.yaml as read by :func:`read_yaml`), or every
     problem with them. Text fields follow the rules of a dream's text fields
-    (:func:`builder.dream.validate_text`): no control, bidi or invisible
-    character, no lone surrogate, one line, bounded; ``k`` is a whole number
+    (:func:`builder.dream.validate_text`): docs/protocol.md §1.1's Unicode
+    policy, one line, bounded; ``k`` is a whole number
     written in decimal digits."""
     problems = [
         Problem(file, safeyaml.pointer_to(k), f"unknown key (allowed: {', '.join(CONFIG_KEYS)})")
@@ -381,11 +381,11 @@ def _is_date(text: str) -> bool:
 
 
 def name_skeleton(name: str) -> str:
-    """What a name looks like, roughly: NFKC, case-folded, NFKC again (Unicode
-    §3.13 NFKC_Casefold). ``Ada``, ``ａｄａ`` and ``ada`` share one; so do the
-    composed and decomposed spellings of ``José``. (Look-alikes across scripts,
-    such as a Cyrillic ``а``, are not caught: THREATS.md.)"""
-    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold())
+    """What a name looks like (docs/protocol.md §1.1, :func:`builder.unicodepolicy.skeleton`):
+    NFKC_Casefold, the Unicode TR39 confusable skeleton, NFKC_Casefold. ``Ada``,
+    ``ａｄａ``, ``ada``, a Cyrillic ``аda`` and a Cherokee ``ᎪDA`` share one; so do
+    the composed and decomposed spellings of ``José``."""
+    return unicodepolicy.skeleton(name)
 
 
 def _look_alikes(directory: KeyDirectory, author: str) -> list[KeyEntry]:
@@ -421,7 +421,7 @@ def _check_authors(content: Path, directory: KeyDirectory) -> list[Problem]:
                     "/author",
                     f"author name looks like {alike[0].author!r}, the name of key "
                     f"{alike[0].key_id}; two authors may not be told apart only by case, "
-                    "width or Unicode normalization",
+                    "width, Unicode normalization or look-alike letters (docs/protocol.md §1.1)",
                 )
             )
         if entry.rotated_from is None:
@@ -547,8 +547,8 @@ def check_key_rules(
     if alike:
         return (
             f"author name {d.author!r} looks like {alike[0].author!r}, held by key "
-            f"{alike[0].key_id}; choose a pseudonym that differs by more than case, width "
-            "or Unicode normalization"
+            f"{alike[0].key_id}; choose a pseudonym that differs by more than case, width, "
+            "Unicode normalization or look-alike letters (docs/protocol.md §1.1)"
         )
     holders = [k for k in directory.by_author(d.author) if k.key_id != d.key_id]
     if holders and d.key_id not in rotations:
