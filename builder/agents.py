@@ -63,10 +63,10 @@ from __future__ import annotations
 import bisect
 import functools
 import hashlib
-import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from builder import unicodepolicy
 from builder.feeds import absolute_base
 from builder.model import TIER_RANK, DreamView, ErasedView, SiteModel
 from builder.page import Page, key_of
@@ -110,15 +110,11 @@ NONCE_HEX = 16
 _NONCE_DOMAIN = b"dreampool-agents-quote/v1\n"
 
 # Characters that make text display differently from what it holds, or hide in it:
-# the dream format's refusals (docs/protocol.md §1, builder.dream: controls, bidi controls,
-# zero-width and invisible characters, tag characters) and the line boundaries that
-# str.splitlines leaves none of. Replaced here, never passed through, even though
-# verified dreams cannot hold them.
-_HIDDEN = re.compile(
-    "[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u034f\u061c\u115f\u1160"
-    "\u17b4\u17b5\u180e\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u206f\u3164"
-    "\ufeff\uffa0\ufff9-\ufffb\U0001d173-\U0001d17a\U000e0000-\U000e007f\t]"
-)
+# what docs/protocol.md §1.1 refuses out of context (builder.unicodepolicy: controls,
+# format, default-ignorable, private-use and unassigned code points; tab too) and the
+# line boundaries that str.splitlines leaves none of. Replaced here, never passed
+# through, even though verified dreams cannot hold them. What the policy's
+# exceptions allow (an emoji's selector, a joiner where a script needs it) is kept.
 
 
 def is_quoted_tier(tier: str) -> bool:
@@ -139,7 +135,7 @@ def least_trusted(tiers: Iterable[str]) -> str | None:
 
 def _lines(text: str) -> list[str]:
     """``text`` split on every line boundary, each line cleaned of hidden characters."""
-    return [_HIDDEN.sub("\ufffd", line) for line in text.splitlines()]
+    return [unicodepolicy.replace_refused(line) for line in text.splitlines()]
 
 
 def _one_line(text: str) -> str:

@@ -1,4 +1,4 @@
-"""Anonymous dreams: docs/protocol.md §1.1.
+"""Anonymous dreams: docs/protocol.md §1.2.
 
 A dream whose ``consent.anonymize`` is true is signed by a **one-time key**
 under the reserved author name :data:`NAME` (``dreampool sign`` makes the

@@ -85,7 +85,7 @@ def cmd_sign(args: argparse.Namespace) -> int:
         raise InputError([Problem(file, "", "must be a JSON object")])
     draft.pop("sig", None)
     if args.anonymize or anonymity.is_anonymized(draft):
-        # docs/protocol.md §1.1: a one-time key under the reserved name, never stored.
+        # docs/protocol.md §1.2: a one-time key under the reserved name, never stored.
         if args.key:
             note(f"--key {args.key} is not used: an anonymized dream is signed with a one-time key")
         if draft.get("author", anonymity.NAME) != anonymity.NAME:

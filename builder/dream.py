@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from builder import ed25519, strictjson
+from builder import ed25519, strictjson, unicodepolicy
 from builder.b64 import b64url_decode, b64url_encode
 from builder.errors import InputError, Problem, SignatureError
 
@@ -47,36 +47,15 @@ SIGNED_FIELDS = ("author", "title", "summary", "entries", "tags", "lineage", "co
 TOP_FIELDS = (*SIGNED_FIELDS, "sig")
 REQUIRED_TOP = ("author", "title", "entries", "consent", "sig")
 
-# Unicode hygiene (issue 2): characters that make text display differently
-# from what was signed, or hide in it. Bidi embeddings/overrides U+202A–E and
-# isolates U+2066–9 (CVE-2021-42574 "Trojan Source"), plus U+061C ARABIC
-# LETTER MARK, a bidi control of the same kind; zero-width and invisible
-# U+200B–F, U+2060–4, U+FEFF; C0 controls, DEL and C1 controls. Newline is
-# allowed only where Markdown or prose needs it.
-#
-# Also invisible, and so a place to hide text from a reader but not from a
-# program or a language model reading the pool (THREATS.md): the soft hyphen
-# U+00AD (it also splits a phone number past redaction), the combining grapheme
-# joiner U+034F, the Hangul fillers U+115F, U+1160, U+3164, U+FFA0, the Khmer
-# inherent vowels U+17B4–5, U+180E, the deprecated format characters
-# U+206A–F, the interlinear annotation controls U+FFF9–B, the musical format
-# controls U+1D173–A and the tag characters U+E0000–E007F ("ASCII smuggling":
-# each spells an ASCII character invisibly). The line and paragraph separators
-# U+2028–9 break lines where no newline is allowed, and out of quotations.
-FORBIDDEN = (
-    "\u0000-\u0009\u000b-\u001f\u007f-\u009f"
-    "\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff"
-    "\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180e\u2028\u2029\u206a-\u206f"
-    "\u3164\uffa0\ufff9-\ufffb\U0001d173-\U0001d17a\U000e0000-\U000e007f"
+# Unicode hygiene: every text field follows one policy, docs/protocol.md §1.1
+# (builder.unicodepolicy): no default-ignorable, control, format, private-use,
+# unassigned, surrogate or separator code point, but for the narrow exceptions
+# it states (an emoji's presentation selector, ZWJ in an emoji sequence, ZWNJ
+# and ZWJ where a script joins). Newline only where Markdown or prose needs it.
+_TEXT_RULE = (
+    "text holds no control, format, invisible, private-use or unassigned character "
+    f"(docs/protocol.md §1.1, Unicode {unicodepolicy.UNICODE_VERSION})"
 )
-"""The characters no text field may hold, as a regular expression character class.
-Newline (U+000A) is not among them: a field that refuses it adds it."""
-_FORBIDDEN_RE = re.compile(f"[{FORBIDDEN}]")
-_FORBIDDEN_OR_NEWLINE_RE = re.compile(f"[{FORBIDDEN}\n]")
-_SURROGATE_RE = re.compile("[\ud800-\udfff]")
-# A variation selector follows a base character, one at a time (Unicode §23.4);
-# a run of them displays as nothing and can carry hidden bytes, one per selector.
-_SELECTOR_RUN_RE = re.compile("[\ufe00-\ufe0f\U000e0100-\U000e01ef]{2}")
 
 _KEY_ID_RE = re.compile(r"sha256:[0-9a-f]{16}")
 _DREAM_ID_RE = re.compile(r"[0-9a-f]{16}")
@@ -202,8 +181,8 @@ def validate_text(
     value: Any, file: str, pointer: str, lo: int, hi: int, *, newline: bool = False
 ) -> list[Problem]:
     """The rules of a dream's text fields for one value: a string of ``lo``–``hi``
-    characters with no control, bidi or invisible character, no lone surrogate,
-    no run of variation selectors, and no newline unless ``newline``."""
+    characters that docs/protocol.md §1.1 (:mod:`builder.unicodepolicy`) allows,
+    with no newline unless ``newline``."""
     v = _Validator(file)
     v.string(pointer, value, lo, hi, newline=newline)
     return v.problems
@@ -275,7 +254,7 @@ class _Validator:
     def unknown(self, pointer: str, obj: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
         for name in obj:
             if name not in allowed:
-                shown = name if len(name) <= 40 and not _FORBIDDEN_RE.search(name) else "…"
+                shown = name if len(name) <= 40 and not unicodepolicy.first_refused(name) else "…"
                 self.add(
                     f"{pointer}/{_escape(shown)}",
                     f"unknown field (allowed here: {', '.join(allowed)})",
@@ -294,30 +273,18 @@ class _Validator:
         if not lo <= n <= hi:
             self.add(pointer, f"must be {lo}–{hi} characters, is {n}")
             return False
-        lone = _SURROGATE_RE.search(value)  # strict JSON has none; other readers may
-        if lone:
+        bad = unicodepolicy.first_refused(value, newline=newline)  # docs/protocol.md §1.1
+        if bad is None:
+            return True
+        if bad.what.startswith("a lone surrogate"):  # strict JSON has none; other readers may
             self.add(
                 pointer,
-                f"holds a lone surrogate at character {lone.start()}, which is not Unicode text",
+                f"holds a lone surrogate at character {bad.index}, which is not Unicode text",
             )
-            return False
-        bad = (_FORBIDDEN_RE if newline else _FORBIDDEN_OR_NEWLINE_RE).search(value)
-        if bad:
-            what = "newline" if bad.group() == "\n" else f"U+{ord(bad.group()):04X}"
-            where = "control, bidi or invisible characters" + (
-                "" if newline else " (newlines are allowed only in summary and entry text)"
-            )
-            self.add(pointer, f"holds {what} at character {bad.start()}; no {where}")
-            return False
-        run = _SELECTOR_RUN_RE.search(value)
-        if run:
-            self.add(
-                pointer,
-                f"holds a run of variation selectors at character {run.start()}; "
-                "a character takes at most one",
-            )
-            return False
-        return True
+        else:
+            where = "" if newline else " (newlines are allowed only in summary and entry text)"
+            self.add(pointer, f"holds {bad.describe()}; {_TEXT_RULE}{where}")
+        return False
 
     def entries(self, value: Any) -> None:
         if not isinstance(value, list):

@@ -19,14 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Not controls or format characters, yet shown as nothing (builder.dream lists
-# them among the invisible): combining grapheme joiner, Hangul fillers, Khmer
-# inherent vowels, variation selectors.
-_INVISIBLE = frozenset(
-    "\u034f\u115f\u1160\u17b4\u17b5\u3164\uffa0"
-    + "".join(map(chr, range(0xFE00, 0xFE10)))
-    + "".join(map(chr, range(0xE0100, 0xE01F0)))
-)
+from builder import unicodepolicy
+
 _SHORT = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
 
@@ -38,13 +32,18 @@ def printable(text: str) -> str:
     zero-width and tag characters, the soft hyphen), line and paragraph
     separators, spaces other than U+0020, lone surrogates, private-use and
     unassigned code points (all of which :meth:`str.isprintable` calls
-    unprintable), and the invisible letters and marks of :data:`_INVISIBLE`.
+    unprintable), and every other code point docs/protocol.md §1.1 refuses out of
+    context (:func:`builder.unicodepolicy.is_hidden`: default-ignorable letters and
+    marks such as variation selectors and Hangul fillers, code points unassigned
+    in the policy's Unicode version), emoji selectors and joiners included.
     They read as ``\\t``, ``\\n``, ``\\r``, ``\\x1b``, ``\\u202e``, ``\\U000e0041``.
     Everything else, non-ASCII letters included, is kept. Backslashes are kept
     too, so text escaped once is not escaped again."""
-    if text.isprintable() and not _INVISIBLE.intersection(text):
+    if text.isascii() and text.isprintable():
         return text
-    return "".join(ch if ch.isprintable() and ch not in _INVISIBLE else _escape(ch) for ch in text)
+    return "".join(
+        ch if ch.isprintable() and not unicodepolicy.is_hidden(ch) else _escape(ch) for ch in text
+    )
 
 
 def _escape(ch: str) -> str:

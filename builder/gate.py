@@ -270,7 +270,7 @@ def check_pull_request(content: Path, base: str) -> tuple[list[Problem], list[po
             problems.append(Problem(str(file), "/sig/keyId", retired_rule))
             continue
         scanned.append(pool.ScannedDream(str(file), result))
-    # docs/protocol.md §1.1: a key the pool held before this pull request has
+    # docs/protocol.md §1.2: a key the pool held before this pull request has
     # signed a dream, so a one-time key among them signs no other.
     before = directory.keys.keys() - new_keys.keys()
     refused = anonymity.refusals((s.dream for s in scanned), before)

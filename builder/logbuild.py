@@ -10,7 +10,7 @@
 4. Append an erasure leaf for each newly erased dream; then a key leaf for
    each new key of the new dreams, by keyId, and then each new dream, by id
    (docs/protocol.md §3): within a build a key leaf's place says nothing of
-   which dream it came with (§1.1). A new dream the anonymity rules refuse
+   which dream it came with (§1.2). A new dream the anonymity rules refuse
    (:mod:`builder.anonymity`) is not logged. Each new dream is read from its
    file and checked again first: the scan may have taken it from the build
    cache, and the log, being append-only, takes nothing on the cache's word.
@@ -312,7 +312,7 @@ def verify_state(content: Path, scanned: Iterable[ScannedDream]) -> int:
 def anonymity_review(
     content: Path, scanned: Iterable[ScannedDream]
 ) -> tuple[list[Problem], list[Problem]]:
-    """What ``dreampool check`` says by the anonymity rules (docs/protocol.md §1.1):
+    """What ``dreampool check`` says by the anonymity rules (docs/protocol.md §1.2):
     the problems of the dreams not logged yet, which the next build would refuse
     (:func:`builder.anonymity.refusals`, as :func:`update` applies them), and a
     warning for each logged dream that asked for anonymity under its author's
@@ -495,7 +495,7 @@ class _Logged:
 
     def add_key(self, key_id: str, author: str, index: int) -> None:
         self.keys[key_id] = index
-        if author == anonymity.NAME:  # one-time keys share the name; none retires another (§1.1)
+        if author == anonymity.NAME:  # one-time keys share the name; none retires another (§1.2)
             return
         previous = self.current.get(author)
         if previous is not None:  # the keys before it were retired already

@@ -1194,7 +1194,7 @@ def draft_dream(draft: dict[str, Any], key_ref: str, content: Path) -> DraftResu
     checkout's ``content/``), as ``dreampool sign`` then ``dreampool submit`` would.
 
     The author is the key's; an anonymized draft is signed instead by a one-time
-    key under the name ``anonymous``, kept nowhere (docs/protocol.md §1.1), and
+    key under the name ``anonymous``, kept nowhere (docs/protocol.md §1.2), and
     ``key_ref`` is not read. Nothing is built or published; the key directory
     gains at most a new ``guest`` entry for a key it has not seen (trust on first use).
     """

@@ -7,7 +7,7 @@ templates' job (autoescape) and Markdown's (:mod:`builder.render`).
 
 Anonymized dreams (``consent.anonymize: true``) carry no author name, slug or
 key fingerprint here, so no page or feed can show them. Their record carries
-the reserved author ``anonymous`` and a one-time key (docs/protocol.md §1.1),
+the reserved author ``anonymous`` and a one-time key (docs/protocol.md §1.2),
 which is listed nowhere; nor is an author whose every dream here is
 anonymized (one logged under its name before that rule, whose record still
 names it: ``dreampool check`` warns of those).
@@ -262,7 +262,7 @@ def build_model(
         if d.author is not None:
             by_author[d.author].append(d.id)
     # Keys that signed an anonymized dream here: their authors are not listed
-    # for it (docs/protocol.md §1.1).
+    # for it (docs/protocol.md §1.2).
     hidden = {a.dream.key_id for a in admitted if anonymity.is_anonymized(a.dream.body)}
     authors = []
     for name in sorted({a.dream.author for a in admitted} | set(keys_by_author)):

@@ -10,7 +10,7 @@ The rule, from the issue:
    hold it (``k`` from ``pool.yaml``). Authors are told apart by the name in
    the signed body, so one author with two rotated keys counts once. A dream
    under the reserved name ``anonymous`` (a one-time guest key, docs/protocol.md
-   §1.1) counts as no author: any number of them may be one person. One
+   §1.2) counts as no author: any number of them may be one person. One
    anonymized before that rule, under its author's name, counts as that author.
 3. A pattern shows its term, how many counted dreams hold it, how many
    authors (a number only) and how many entries of each type those dreams
@@ -212,7 +212,7 @@ def _counted(model: SiteModel, min_tier: str) -> list[tuple[DreamView, str]]:
         raise ValueError(f"min_tier must be one of {sorted(TIER_RANK)}, is {min_tier!r}")
     counted = ((d, str(model.bodies[d.id]["author"])) for d in model.dreams if counts(d, min_tier))
     # One-time keys under the reserved name may all be one person, perhaps an
-    # author counted already: they count as no author (docs/protocol.md §1.1).
+    # author counted already: they count as no author (docs/protocol.md §1.2).
     return [(d, author) for d, author in counted if author != anonymity.NAME]
 
 

@@ -17,9 +17,10 @@ new key for a name already held needs a rotation statement signed by the
 key that holds it, and that rotation retires the old key at once: it signs
 nothing new, dream or rotation (:func:`retired_rule`; what it signed that is
 logged stays, which only the log stage knows). Names that differ only by case, width or Unicode
-normalization (:func:`name_skeleton`) count as one name. The reserved name
+normalization, or by look-alike letters of other scripts (:func:`name_skeleton`,
+Unicode TR39 confusables) count as one name. The reserved name
 ``anonymous`` is the exception: many one-time keys hold it, each a guest,
-never rotated, and no other name may look like it (docs/protocol.md §1.1,
+never rotated, and no other name may look like it (docs/protocol.md §1.2,
 :mod:`builder.anonymity`).
 
 Only plain files whose names are derived from ids are read: a symlink, a
@@ -45,13 +46,12 @@ import os
 import re
 import stat
 import tempfile
-import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from builder import anonymity, parallel, readerview, redact, safeyaml, statement
+from builder import anonymity, parallel, readerview, redact, safeyaml, statement, unicodepolicy
 from builder import dream as dreamfmt
 from builder.b64 import b64url_decode, b64url_encode
 from builder.errors import DreampoolError, InputError, PoolError, Problem, SignatureError
@@ -216,8 +216,8 @@ def load_config(content: Path) -> PoolConfig:
 def check_config(obj: Mapping[str, Any], file: str) -> tuple[PoolConfig | None, list[Problem]]:
     """The settings in ``obj`` (pool.yaml as read by :func:`read_yaml`), or every
     problem with them. Text fields follow the rules of a dream's text fields
-    (:func:`builder.dream.validate_text`): no control, bidi or invisible
-    character, no lone surrogate, one line, bounded; ``k`` is a whole number
+    (:func:`builder.dream.validate_text`): docs/protocol.md §1.1's Unicode
+    policy, one line, bounded; ``k`` is a whole number
     written in decimal digits."""
     problems = [
         Problem(file, safeyaml.pointer_to(k), f"unknown key (allowed: {', '.join(CONFIG_KEYS)})")
@@ -387,11 +387,11 @@ def _is_date(text: str) -> bool:
 
 
 def name_skeleton(name: str) -> str:
-    """What a name looks like, roughly: NFKC, case-folded, NFKC again (Unicode
-    §3.13 NFKC_Casefold). ``Ada``, ``ａｄａ`` and ``ada`` share one; so do the
-    composed and decomposed spellings of ``José``. (Look-alikes across scripts,
-    such as a Cyrillic ``а``, are not caught: THREATS.md.)"""
-    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold())
+    """What a name looks like (docs/protocol.md §1.1, :func:`builder.unicodepolicy.skeleton`):
+    NFKC_Casefold, the Unicode TR39 confusable skeleton, NFKC_Casefold. ``Ada``,
+    ``ａｄａ``, ``ada``, a Cyrillic ``аda`` and a Cherokee ``ᎪDA`` share one; so do
+    the composed and decomposed spellings of ``José``."""
+    return unicodepolicy.skeleton(name)
 
 
 def _look_alikes(directory: KeyDirectory, author: str) -> list[KeyEntry]:
@@ -411,7 +411,7 @@ def _check_authors(content: Path, directory: KeyDirectory) -> list[Problem]:
     """One author name, one key at a time, unless a rotation statement links them;
     and no two names that look alike (:func:`name_skeleton`)."""
     problems = []
-    # Keys under the reserved name: _check_anonymous_keys (docs/protocol.md §1.1).
+    # Keys under the reserved name: _check_anonymous_keys (docs/protocol.md §1.2).
     named = [k for k in directory.keys.values() if k.author != anonymity.NAME]
     by_skeleton: dict[str, list[KeyEntry]] = {}
     for entry in sorted(named, key=lambda k: k.key_id):
@@ -429,7 +429,7 @@ def _check_authors(content: Path, directory: KeyDirectory) -> list[Problem]:
                     "/author",
                     f"author name looks like {alike[0].author!r}, the name of key "
                     f"{alike[0].key_id}; two authors may not be told apart only by case, "
-                    "width or Unicode normalization",
+                    "width, Unicode normalization or look-alike letters (docs/protocol.md §1.1)",
                 )
             )
         if entry.rotated_from is None:
@@ -511,12 +511,12 @@ def _reserved_look_alike(author: str) -> str | None:
         return None
     return (
         f"author name {author!r} looks like {anonymity.NAME!r}, the name reserved for "
-        "anonymized dreams' one-time keys (docs/protocol.md §1.1); choose another pseudonym"
+        "anonymized dreams' one-time keys (docs/protocol.md §1.2); choose another pseudonym"
     )
 
 
 def _check_anonymous_keys(content: Path, directory: KeyDirectory) -> list[Problem]:
-    """docs/protocol.md §1.1: a key under the reserved name is a one-time key,
+    """docs/protocol.md §1.2: a key under the reserved name is a one-time key,
     always ``guest`` and never rotated (many such keys share the name); no other
     name may look like it."""
     problems = []
@@ -533,7 +533,7 @@ def _check_anonymous_keys(content: Path, directory: KeyDirectory) -> list[Proble
                     file,
                     "/tier",
                     f"a key under {anonymity.NAME!r} is a one-time key and always a guest "
-                    "(docs/protocol.md §1.1): set tier: guest",
+                    "(docs/protocol.md §1.2): set tier: guest",
                 )
             )
         if entry.rotated_from is not None:
@@ -542,7 +542,7 @@ def _check_anonymous_keys(content: Path, directory: KeyDirectory) -> list[Proble
                     file,
                     "/rotatedFrom",
                     f"a key under {anonymity.NAME!r} is a one-time key and is never rotated "
-                    "(docs/protocol.md §1.1): remove rotatedFrom",
+                    "(docs/protocol.md §1.2): remove rotatedFrom",
                 )
             )
     return problems
@@ -684,7 +684,7 @@ def check_key_rules(
             )
         return None
     if d.author == anonymity.NAME:
-        return None  # many one-time keys share the reserved name (docs/protocol.md §1.1)
+        return None  # many one-time keys share the reserved name (docs/protocol.md §1.2)
     reserved = _reserved_look_alike(d.author)
     if reserved:
         return reserved
@@ -692,8 +692,8 @@ def check_key_rules(
     if alike:
         return (
             f"author name {d.author!r} looks like {alike[0].author!r}, held by key "
-            f"{alike[0].key_id}; choose a pseudonym that differs by more than case, width "
-            "or Unicode normalization"
+            f"{alike[0].key_id}; choose a pseudonym that differs by more than case, width, "
+            "Unicode normalization or look-alike letters (docs/protocol.md §1.1)"
         )
     holders = [k for k in directory.by_author(d.author) if k.key_id != d.key_id]
     if holders and d.key_id not in rotations:
@@ -912,7 +912,7 @@ def submit(content: Path, files: list[Path], *, today: dt.date | None = None) ->
     writes: dict[Path, bytes] = {}
     added: list[str] = []
     already: list[str] = []
-    # docs/protocol.md §1.1, for what this submission adds: a key already in the
+    # docs/protocol.md §1.2, for what this submission adds: a key already in the
     # directory has signed a dream, so a one-time key there signs no other.
     fresh = {d.id: d for _, _, d in parsed if not (content / "dreams" / f"{d.id}.json").exists()}
     refused = anonymity.refusals(fresh.values(), directory.keys)

@@ -20,7 +20,7 @@
     verify/index.html                verify saved proofs in the browser, from local files
     404.html
     static/style.css, static/search.js
-    static/jcs.js, crypto.js, merkle.js, tlog.js, lightclient.js, verify.js
+    static/jcs.js, crypto.js, merkle.js, tlog.js, lightclient.js, unicodepolicy.js, verify.js
                                      the browser verifier (ES modules)
     static/favicon.svg, favicon.ico  the icon (builder.favicon)
 
@@ -80,8 +80,9 @@ NAV = (
     ("search", "Search", "search/"),
     ("verify", "Verify", "verify/"),
 )
-# The browser verifier is six ES modules: verify.js (the UI) imports lightclient.js
-# (docs/protocol.md §5), which imports the formats: jcs.js, crypto.js, merkle.js, tlog.js.
+# The browser verifier is seven ES modules: verify.js (the UI) imports lightclient.js
+# (docs/protocol.md §5), which imports the formats: jcs.js, crypto.js, merkle.js, tlog.js,
+# and unicodepolicy.js (§1.1, generated from builder/unicodetables.py).
 STATIC = (
     "style.css",
     "search.js",
@@ -90,6 +91,7 @@ STATIC = (
     "merkle.js",
     "tlog.js",
     "lightclient.js",
+    "unicodepolicy.js",
     "verify.js",
     "favicon.svg",  # builder.favicon.svg(), kept as a file (tests/test_render.py)
 )

@@ -55,12 +55,13 @@ from yaml.events import (
     StreamStartEvent,
 )
 
-from builder.dream import FORBIDDEN
+from builder import unicodepolicy
 
 # Tab and LF are YAML's own; CR only before LF (a lone CR, like U+0085, U+2028
 # and U+2029, is a line break to YAML 1.1 and none to most editors: two readers,
-# two files). Noncharacters U+FFFE and U+FFFF are YAML's own refusals.
-_RAW_FORBIDDEN_RE = re.compile(f"(?![\t\r])[{FORBIDDEN}\ufffe\uffff]|\r(?!\n)")
+# two files). Everything else follows docs/protocol.md §1.1 (builder.unicodepolicy),
+# which also refuses the noncharacters U+FFFE and U+FFFF, YAML's own refusals.
+_LONE_CR_RE = re.compile("\r(?!\n)")
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 _MAX_SHOWN_KEY = 64
 
@@ -98,15 +99,17 @@ def load_mapping(data: bytes, *, max_bytes: int) -> dict[str, str]:
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise YAMLError(f"not valid UTF-8 at byte {exc.start}; save it as UTF-8", line) from None
-    bad = _RAW_FORBIDDEN_RE.search(text)
+    cr = _LONE_CR_RE.search(text)
+    if cr:
+        line = text.count("\n", 0, cr.start()) + 1
+        raise YAMLError("holds a carriage return without a line feed; end lines with LF", line)
+    # Tab and CR before LF allowed: each replaced by a space, so indices stay.
+    bad = unicodepolicy.first_refused(text.replace("\t", " ").replace("\r", " "), newline=True)
     if bad:
-        line = text.count("\n", 0, bad.start()) + 1
-        if bad.group() == "\r":
-            raise YAMLError("holds a carriage return without a line feed; end lines with LF", line)
+        line = text.count("\n", 0, bad.index) + 1
         raise YAMLError(
-            f"holds U+{ord(bad.group()):04X} at character {bad.start()}, a control, bidi or "
-            "invisible character; remove it (comments included: what a reviewer sees must "
-            "be what is read)",
+            f"holds {bad.describe()}, which docs/protocol.md §1.1 refuses; remove it "
+            "(comments included: what a reviewer sees must be what is read)",
             line,
         )
     events = _Events(text)

@@ -21,7 +21,7 @@ from typing import Any
 
 from builder import ed25519, strictjson
 from builder.b64 import b64url_decode, b64url_encode
-from builder.dream import key_id
+from builder.dream import key_id, validate_author
 from builder.errors import InputError, Problem, SignatureError
 
 ROTATE = "dreampool.rotate/v1"
@@ -57,6 +57,9 @@ def verify(obj: Any, file: str, expected_type: str) -> str:
         for k in FIELDS[expected_type]
         if k in obj and not isinstance(obj[k], str)
     ]
+    if expected_type == ROTATE and isinstance(obj.get("author"), str):
+        # The name a key leaf will carry: a dream's author rules (docs/protocol.md §1.1).
+        problems += validate_author(obj["author"], file, "/author")
     sig = obj.get("sig")
     if not isinstance(sig, dict) or set(sig) != {"alg", "keyId", "publicKey", "value"}:
         problems.append(Problem(file, "/sig", "must be an object {alg, keyId, publicKey, value}"))

@@ -3,7 +3,7 @@
 Each author gets a throwaway Ed25519 key that lives only in this process: the
 private halves are never written anywhere, so nobody (us included) can sign
 as a sample author again. The anonymized drafts (author ``anonymous``) get a
-one-time key each, as ``dreampool sign`` gives them (docs/protocol.md §1.1).
+one-time key each, as ``dreampool sign`` gives them (docs/protocol.md §1.2).
 Run from the repository root:
 
     python scripts/make_sample.py            # signs the dreams (refuses if any exist)
@@ -41,7 +41,7 @@ TIERS = {
     "river": "member",
     "nightjar": "guest",
     "quartz": "guest",
-    "anonymous": "guest",  # one-time keys: always guests (docs/protocol.md §1.1)
+    "anonymous": "guest",  # one-time keys: always guests (docs/protocol.md §1.2)
 }
 POOL_YAML = """\
 # The sample pool shipped with dreampool.
@@ -92,7 +92,7 @@ def main() -> int:
             body, changes = redact.redact_dream(body)
             assert not changes, (draft["ref"], changes)
             # An anonymized dream gets a one-time key, as `dreampool sign` does
-            # (docs/protocol.md §1.1).
+            # (docs/protocol.md §1.2).
             anonymous = draft["author"] == anonymity.NAME
             signed = dreamfmt.sign(
                 body, anonymity.one_time_seed() if anonymous else seeds[draft["author"]]

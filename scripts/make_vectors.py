@@ -25,6 +25,7 @@ byte and that they verify with builder.lightclient.
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import hashlib
 import json
@@ -173,6 +174,7 @@ def make(out: Path) -> None:
         files = _collect(site, content, [a, b])
         negative_files, negative = _negative(a)
         files.update(negative_files)
+        files["negative/unicode.json"] = _json(_unicode_negatives())
         large_files, large = _large()
         files.update(large_files)
         values = _values(content, signer, author_seed, [a, b])
@@ -389,6 +391,52 @@ def _negative(a: dict[str, Any]) -> tuple[dict[str, bytes], dict[str, Any]]:
         "refusedPublicKeysHex": [key.hex() for key in REFUSED_KEYS],
     }
     return files, summary
+
+
+# docs/protocol.md §1.1: (name, what, field, JSON pointer, text). Each hides
+# "hi" (or a byte) after visible letters, or is an exception used out of place.
+UNICODE_NEGATIVES: list[tuple[str, str, str, str]] = [
+    ("variation-selector-supplement", "U+E0100–E01EF after letters", "title",
+     "Deploy\U000e0168\U000e0169 notes"),
+    ("mongolian-free-variation-selector", "U+180B after a letter", "author",
+     "vector-author\u180b"),
+    ("shorthand-format-control", "U+1BCA0 (Cf, default-ignorable)", "tags",
+     "jcs\U0001bca0"),
+    ("unassigned-default-ignorable", "U+E0200, unassigned, default-ignorable", "summary",
+     "Sign the bytes\U000e0268\U000e0269."),
+    ("private-use", "U+E000 (Co)", "title", "Canonical \ue000 JSON"),
+    ("unassigned", "U+0378, unassigned in Unicode 15.0.0", "title", "Canonical \u0378 JSON"),
+    ("noncharacter", "U+FDD0", "title", "Canonical \ufdd0 JSON"),
+    ("selector-after-letter", "U+FE0F after a letter that takes none", "title", "Canonical\ufe0f"),
+    ("zwj-between-letters", "U+200D outside an emoji sequence or after no virama", "title",
+     "Cano\u200dnical"),
+    ("emoji-tag-sequence", "tag characters after U+1F3F4", "title",
+     "Flag \U0001f3f4\U000e0067\U000e0062\U000e007f"),
+]  # fmt: skip
+
+
+def _unicode_negatives() -> list[dict[str, Any]]:
+    """Dreams signed by the vector author key, each with one text field holding a
+    code point docs/protocol.md §1.1 refuses: the signature verifies, the dream
+    must be refused (``negative/unicode.json``)."""
+    out = []
+    for name, what, field, text in UNICODE_NEGATIVES:
+        draft = copy.deepcopy(DRAFT_A)
+        if field == "tags":
+            draft["tags"] = [text]
+            pointer = "/tags/0"
+        else:
+            draft[field] = text
+            pointer = f"/{field}"
+        out.append(
+            {
+                "name": name,
+                "what": what,
+                "pointer": pointer,
+                "dream": dreamfmt.sign(draft, label_bytes("author seed")),
+            }
+        )
+    return out
 
 
 def _large() -> tuple[dict[str, bytes], dict[str, Any]]:
@@ -778,6 +826,14 @@ both signs), each in a copy of dream A whose `sig.value` is the universal
 signature R = `01` followed by 31 zero bytes, S = 0 (hex `{n["universalSignatureHex"][:8]}…`).
 Plain OpenSSL accepts that signature on any message under the keys that
 decode; a verifier MUST refuse every one of these dreams.
+
+`negative/unicode.json` lists dreams signed by the author key above whose
+signatures verify, each with one text field (`pointer`) holding a code point
+docs/protocol.md §1.1 refuses: a variation selector, Mongolian free variation
+selector, shorthand format control or unassigned default-ignorable after
+visible letters (hidden text), a private-use, unassigned or noncharacter code
+point, an emoji selector or ZWJ out of place, an emoji tag sequence. A
+verifier MUST refuse every one of these dreams.
 """  # noqa: E501
 
 

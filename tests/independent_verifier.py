@@ -49,6 +49,7 @@ import hashlib
 import json
 import re
 import sys
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -731,6 +732,66 @@ def _string(x: Any, lo: int, hi: int, where: str) -> None:
     _check(lo <= len(x) <= hi, f"{where}: {len(x)} chars, want {lo}..{hi}")
 
 
+# docs/protocol.md §1.1, written from its table: Default_Ignorable_Code_Point as
+# listed there (Unicode 15.0.0), and the refused general categories, here from
+# the running Python's unicodedata (so, on a Python whose Unicode version is not
+# 15.0.0, the few code points assigned in one version and not the other are
+# judged by that version: a witness, not a second copy of the tables).
+_DEFAULT_IGNORABLE = (
+    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160),
+    (0x17B4, 0x17B5), (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E),
+    (0x2060, 0x206F), (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
+)  # fmt: skip
+_REFUSED_CATEGORIES = {"Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp"}
+
+
+def _refused(cp: int) -> bool:
+    return any(lo <= cp <= hi for lo, hi in _DEFAULT_IGNORABLE) or (
+        unicodedata.category(chr(cp)) in _REFUSED_CATEGORIES
+    )
+
+
+def _excepted(cps: list[int], i: int, newline: bool) -> bool:
+    """§1.1's exceptions, read loosely where the table names emoji or joining data
+    this witness does not carry: a selector after a symbol, punctuation or digit
+    (every emoji-variation base is one, but for U+2139, named); ZWJ between
+    symbols (Extended_Pictographic ones are So; modifiers Sk), or after a virama;
+    ZWNJ after a virama or between two right-to-left letters (the joining scripts
+    are Arabic, Syriac, N'Ko, Mandaic …)."""
+    cp, before = cps[i], cps[i - 1] if i else -1
+    after = cps[i + 1] if i + 1 < len(cps) else -1
+    cat = unicodedata.category(chr(before))[:2] if before >= 0 else ""
+    if cp == 0x0A:
+        return newline
+    if cp in (0xFE0E, 0xFE0F):
+        return before in (0x23, 0x2A, 0x2139) or cat in {"So", "Sm", "Po", "Pd", "Nd"}
+    virama = before >= 0 and unicodedata.combining(chr(before)) == 9
+    if cp == 0x200D:
+        emoji_before = cat in {"So", "Sk"} or (before == 0xFE0F and _excepted(cps, i - 1, newline))
+        return virama or (emoji_before and after >= 0 and unicodedata.category(chr(after)) == "So")
+    if cp == 0x200C:
+        return virama or (
+            before >= 0
+            and after >= 0
+            and {unicodedata.bidirectional(chr(before)), unicodedata.bidirectional(chr(after))}
+            <= {"AL", "R"}
+        )
+    return False
+
+
+def _text(x: Any, lo: int, hi: int, where: str, *, newline: bool = False) -> None:
+    """§1's bounds and §1.1's Unicode policy for one text field."""
+    _string(x, lo, hi, where)
+    cps = [ord(c) for c in x]
+    for i, cp in enumerate(cps):
+        _check(
+            not _refused(cp) or _excepted(cps, i, newline),
+            f"{where}: holds U+{cp:04X} at character {i} (docs/protocol.md §1.1)",
+        )
+
+
 def _is_one_of(x: Any, allowed: set[str]) -> bool:
     return isinstance(x, str) and x in allowed
 
@@ -773,7 +834,7 @@ def parse_leaf(index: int, data: bytes) -> Leaf:
             obj["keyId"] == key_id_of(pub),
             f"{where}: keyId {obj['keyId']!r}, want {key_id_of(pub)!r}",
         )
-        _string(obj["author"], 1, 64, f"{where}: author")
+        _text(obj["author"], 1, 64, f"{where}: author")
     elif kind == "erasure":
         _keys(obj, {"v", "kind", "id", "reason"}, set(), where)
         _check(isinstance(obj["id"], str) and bool(_HEX16.fullmatch(obj["id"])), f"{where}: id")
@@ -784,36 +845,36 @@ def parse_leaf(index: int, data: bytes) -> Leaf:
 
 
 def check_dream(d: Any, where: str) -> None:
-    """The field rules of docs/protocol.md §1 (types and bounds)."""
+    """The field rules of docs/protocol.md §1 (types and bounds) and §1.1 (Unicode)."""
     _keys(
         d, {"author", "title", "entries", "consent", "sig"}, {"summary", "tags", "lineage"}, where
     )
-    _string(d["author"], 1, 64, f"{where}.author")
-    _string(d["title"], 1, 120, f"{where}.title")
+    _text(d["author"], 1, 64, f"{where}.author")
+    _text(d["title"], 1, 120, f"{where}.title")
     if "summary" in d:
-        _string(d["summary"], 0, 800, f"{where}.summary")
+        _text(d["summary"], 0, 800, f"{where}.summary", newline=True)
     entries = d["entries"]
     _check(isinstance(entries, list) and 1 <= len(entries) <= 50, f"{where}.entries: 1..50")
     for i, e in enumerate(entries):
         w = f"{where}.entries[{i}]"
         _keys(e, {"text", "type", "confidence"}, {"source"}, w)
-        _string(e["text"], 1, 300, f"{w}.text")
+        _text(e["text"], 1, 300, f"{w}.text", newline=True)
         _check(_is_one_of(e["type"], ENTRY_TYPES), f"{w}.type {e['type']!r}")
         _check(_is_one_of(e["confidence"], CONFIDENCES), f"{w}.confidence {e['confidence']!r}")
         if "source" in e:
-            _string(e["source"], 0, 300, f"{w}.source")
+            _text(e["source"], 0, 300, f"{w}.source")
     if "tags" in d:
         tags = d["tags"]
         _check(isinstance(tags, list) and len(tags) <= 8, f"{where}.tags: 0..8")
         for i, t in enumerate(tags):
-            _string(t, 1, 32, f"{where}.tags[{i}]")
+            _text(t, 1, 32, f"{where}.tags[{i}]")
     if "lineage" in d:
         lin = d["lineage"]
         _keys(lin, {"generation"}, {"parent"}, f"{where}.lineage")
         g = lin["generation"]
         _check(type(g) is int and 0 <= g <= 1000, f"{where}.lineage.generation {g!r}")
         if "parent" in lin:
-            _string(lin["parent"], 1, 64, f"{where}.lineage.parent")
+            _text(lin["parent"], 1, 64, f"{where}.lineage.parent")
     consent = d["consent"]
     _keys(consent, {"share", "anonymize"}, {"derivatives"}, f"{where}.consent")
     _check(consent["share"] is True, f"{where}.consent.share must be true")
@@ -1061,7 +1122,7 @@ def verify_site(site: Path | str, vkey: str | None = None) -> Report:
             )
             key_at[o["keyId"]] = leaf
             # §3: a later key leaf of an author retires the earlier ones, except
-            # under the reserved name `anonymous` (§1.1: one-time keys).
+            # under the reserved name `anonymous` (§1.2: one-time keys).
             before = latest_key.get(o["author"])
             if before is not None and o["author"] != "anonymous":
                 retired_at[before] = leaf.index

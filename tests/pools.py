@@ -32,7 +32,7 @@ class PoolFixture:
             title = fields.pop("title", None) or f"{author} dream {i} {self.counter()}"
             body = draft(author=author, title=title, **fields)
             if anonymity.is_anonymized(body):
-                # As `dreampool sign` signs it (docs/protocol.md §1.1): under the
+                # As `dreampool sign` signs it (docs/protocol.md §1.2): under the
                 # name anonymous, with a key of its own (fixed here, from the title).
                 one_time = hashlib.sha256(b"one-time " + title.encode("utf-8")).digest()
                 body = dreamfmt.sign(anonymity.anonymous_draft(body), one_time)

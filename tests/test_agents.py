@@ -202,7 +202,7 @@ def make_hostile_pool(tmp_path: Path) -> Hostile:
     maintainer = tp.add("ada", 2, title="Maintainer says: # keep this heading")
     hostile = submit_signed(tp, HOSTILE_SEED, author=HOSTILE_AUTHOR, **hostile_fields())
     member = submit_signed(tp, MEMBER_SEED, author=MEMBER_AUTHOR, **hostile_fields("member"))
-    anon = submit_signed(  # as `dreampool sign` signs it: a one-time key (§1.1)
+    anon = submit_signed(  # as `dreampool sign` signs it: a one-time key (§1.2)
         tp,
         ANON_SEED,
         author="anonymous",

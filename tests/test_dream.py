@@ -320,8 +320,9 @@ def test_validate_text_holds_a_text_field_to_a_dreams_rules() -> None:
         "/t: holds a lone surrogate at character 1, which is not Unicode text"
     ]
     assert rules("a\u202e") == [
-        "/t: holds U+202E at character 1; no control, bidi or invisible characters "
-        "(newlines are allowed only in summary and entry text)"
+        "/t: holds U+202E (a bidi control) at character 1; text holds no control, format, "
+        "invisible, private-use or unassigned character (docs/protocol.md §1.1, Unicode "
+        "15.0.0) (newlines are allowed only in summary and entry text)"
     ]
     assert rules("") == ["/t: must be 1–9 characters, is 0"]
     assert rules(3) == ["/t: must be a string of 1–9 characters, is an integer"]

@@ -134,7 +134,7 @@ def test_author_feed_leaves_out_anonymized_dreams(built: Built) -> None:
     ids = [dream_of(e) for e in entries(plan[f"authors/{ada.slug}/feed.xml"])]
     assert sorted(ids) == sorted(built.ada) and built.ada_anon not in ids
     # 墨子's one dream is anonymized: signed by a one-time key under the name
-    # anonymous (docs/protocol.md §1.1). Neither name has a diary or a feed.
+    # anonymous (docs/protocol.md §1.2). Neither name has a diary or a feed.
     assert {a.name for a in m.authors} == {"ada", "bob"}
     assert not [
         p

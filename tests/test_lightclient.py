@@ -847,6 +847,8 @@ FORMAT_MODULES = {
     "builder.strictjson",
     "builder.tiles",
     "builder.tlogproof",
+    "builder.unicodepolicy",
+    "builder.unicodetables",
 }
 
 

@@ -39,6 +39,7 @@ import {
   sha256,
 } from "./crypto.js";
 import { leafHash, parseConsistencyProof, verifyConsistency, verifyInclusion } from "./merkle.js";
+import { UNICODE_VERSION, firstRefused } from "./unicodepolicy.js";
 import {
   MAX_TLOG_PROOF_SIZE,
   TLOG_PROOF_HEADER,
@@ -452,18 +453,8 @@ const CONFIDENCES = ["confirmed", "unconfirmed", "theory"];
 const SIGNED_FIELDS = ["author", "title", "summary", "entries", "tags", "lineage", "consent"];
 const TOP_FIELDS = [...SIGNED_FIELDS, "sig"];
 const REQUIRED_TOP = ["author", "title", "entries", "consent", "sig"];
-// The same characters builder/dream.py refuses (its comment says why each):
-// bidi controls (Trojan Source), zero-width and invisible characters, C0/C1
-// controls, soft hyphen, Hangul fillers, deprecated format characters, line
-// and paragraph separators, musical format controls and tag characters.
-const FORBIDDEN =
-  "\\u0000-\\u0009\\u000b-\\u001f\\u007f-\\u009f\\u061c\\u200b-\\u200f\\u202a-\\u202e\\u2060-\\u2064\\u2066-\\u2069\\ufeff" +
-  "\\u00ad\\u034f\\u115f\\u1160\\u17b4\\u17b5\\u180e\\u2028\\u2029\\u206a-\\u206f" +
-  "\\u3164\\uffa0\\ufff9-\\ufffb\\u{1d173}-\\u{1d17a}\\u{e0000}-\\u{e007f}";
-const FORBIDDEN_RE = new RegExp(`[${FORBIDDEN}]`, "u");
-const FORBIDDEN_OR_NEWLINE_RE = new RegExp(`[${FORBIDDEN}\\n]`, "u");
-// A character takes at most one variation selector; a run can hide bytes.
-const SELECTOR_RUN_RE = /[\ufe00-\ufe0f\u{e0100}-\u{e01ef}]{2}/u;
+// Every text field follows docs/protocol.md §1.1, the same policy and tables as
+// builder/unicodepolicy.py (unicodepolicy.js is generated from them).
 const KEY_ID_RE = /^sha256:[0-9a-f]{16}$/;
 const DREAM_ID = /^[0-9a-f]{16}$/;
 
@@ -491,7 +482,7 @@ export function validateDream(obj) {
   const unknown = (pointer, o, allowed) => {
     for (const name of Object.keys(o)) {
       if (!allowed.includes(name)) {
-        const shown = name.length <= 40 && !FORBIDDEN_RE.test(name) ? name : "…";
+        const shown = name.length <= 40 && firstRefused(name) === null ? name : "…";
         add(
           `${pointer}/${escapePointer(shown)}`,
           `unknown field (allowed here: ${allowed.join(", ")})`,
@@ -513,25 +504,15 @@ export function validateDream(obj) {
       add(pointer, `must be ${lo}–${hi} characters, is ${n}`);
       return false;
     }
-    const bad = (newline ? FORBIDDEN_RE : FORBIDDEN_OR_NEWLINE_RE).exec(v);
+    const bad = firstRefused(v, newline); // docs/protocol.md §1.1
     if (bad) {
       const what =
-        bad[0] === "\n"
-          ? "newline"
-          : `U+${bad[0].codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}`;
-      const at = [...v.slice(0, bad.index)].length; // in code points, as Python counts
+        bad.codePoint === 0x0a
+          ? "a newline"
+          : `U+${bad.codePoint.toString(16).toUpperCase().padStart(4, "0")}`;
       add(
         pointer,
-        `holds ${what} at character ${at}; no control, bidi or invisible characters${newline ? "" : " (newlines are allowed only in summary and entry text)"}`,
-      );
-      return false;
-    }
-    const run = SELECTOR_RUN_RE.exec(v);
-    if (run) {
-      const at = [...v.slice(0, run.index)].length;
-      add(
-        pointer,
-        `holds a run of variation selectors at character ${at}; a character takes at most one`,
+        `holds ${what} at character ${bad.index}; text holds no control, format, invisible, private-use or unassigned character (docs/protocol.md §1.1, Unicode ${UNICODE_VERSION})${newline ? "" : " (newlines are allowed only in summary and entry text)"}`,
       );
       return false;
     }

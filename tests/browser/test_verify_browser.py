@@ -1078,3 +1078,33 @@ def test_the_browser_client_over_every_protocol_vector(module_page: Any) -> None
         keys,
     )
     assert verdicts == ["refused"] * 48
+
+
+def test_the_browser_refuses_what_the_unicode_policy_refuses(module_page: Any) -> None:
+    """docs/protocol.md §1.1 in Chromium: every dream of docs/vectors/negative/unicode.json
+    is refused at the field it names, and the browser's unicodepolicy.js gives the same
+    verdict as builder.unicodepolicy on the accepted and refused samples and on one
+    code point of every refused range (at its start and end), after a letter."""
+    from builder import unicodepolicy
+    from tests.conftest import REPO
+    from tests.test_unicodepolicy import ACCEPTED, REFUSED_TEXT
+
+    cases = json.loads((REPO / "docs" / "vectors" / "negative" / "unicode.json").read_text())
+    got = module_page.evaluate(
+        "(dreams) => dreams.map((d) => m.lc.validateDream(d))", [c["dream"] for c in cases]
+    )
+    for case, problems in zip(cases, got, strict=True):
+        assert [p.split(":")[0] for p in problems] == [case["pointer"]], (case["name"], problems)
+    texts = [t for t, _ in ACCEPTED] + [t for t, _ in REFUSED_TEXT]
+    texts += [f"a{chr(cp)}" for lo, hi in unicodepolicy.REFUSED for cp in (lo, hi)]
+    texts += ["a\U000e0100\u180b\U0001bca0", "\u0915\u094d\u200c\u0937"]
+    texts = [t for t in texts if not any(0xD800 <= ord(c) <= 0xDFFF for c in t)]  # no JSON
+    js = module_page.evaluate(
+        """async (texts) => {
+          const u = await import(new URL("../static/unicodepolicy.js", location.href).href);
+          return texts.map((t) => { const r = u.firstRefused(t); return r ? r.index : null; });
+        }""",
+        texts,
+    )
+    want = [(r.index if (r := unicodepolicy.first_refused(t)) else None) for t in texts]
+    assert js == want

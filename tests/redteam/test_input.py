@@ -466,17 +466,19 @@ def test_look_alike_key_files_in_a_pull_request_fail_check(tp: PoolFixture) -> N
         build(tp, tp.content.parent / "site")
 
 
-def test_cross_script_look_alike_gets_its_own_page_and_fingerprint(
+def test_cross_script_look_alike_is_refused_and_gets_no_page(
     tp: PoolFixture, tmp_path: Path
 ) -> None:
-    """T08 (accepted risk): a Cyrillic ``аda`` is another name. It can never take
-    ada's page, feed or diary: its slug is a hash, and its key fingerprint differs."""
-    submit(tp, signed("ada"), signed("\u0430da", title="Not by ada"))
+    """T08, T-NEW-2: a Cyrillic ``аda`` is ``ada`` to the pool (Unicode TR39
+    skeleton): it is refused, and ada's diary stays ada's. (Until issue 19 it was
+    another name, with its own page and fingerprint: an accepted risk.)"""
+    submit(tp, signed("ada"))
+    with pytest.raises(InputError, match="looks like"):
+        submit(tp, signed("\u0430da", title="Not by ada"))
     build(tp, tmp_path / "site")
     diary = (tmp_path / "site" / "authors" / "ada" / "index.html").read_text()
     assert "Not by ada" not in diary
-    fake = [p for p in (tmp_path / "site" / "authors").iterdir() if p.name.startswith("x-")]
-    assert len(fake) == 1 and "Not by ada" in (fake[0] / "index.html").read_text()
+    assert not [p for p in (tmp_path / "site" / "authors").iterdir() if p.name.startswith("x-")]
 
 
 def test_one_key_reassigned_to_another_name_stops_the_build(
@@ -532,10 +534,13 @@ def test_invisible_characters_are_refused_in_every_text_field(tp: PoolFixture, t
 
 
 def test_one_emoji_variation_selector_is_still_fine() -> None:
-    """T10: the rule refuses runs of selectors, not the one an emoji or an
-    ideographic variant needs."""
-    obj = signed(title="Works \u2764\ufe0f with \u845b\U000e0100 too")
+    """T10, T-NEW-1: the policy allows the selector an emoji takes
+    (emoji-variation-sequences.txt) and emoji ZWJ sequences; an ideographic
+    variation selector after a letter is refused: one per ideograph would carry a
+    hidden byte (docs/protocol.md §1.1)."""
+    obj = signed(title="Works \u2764\ufe0f with \U0001f469\U0001f3fd\u200d\U0001f4bb too")
     assert dreamfmt.parse(dump(obj), "f").title.startswith("Works")
+    assert dreamfmt.validate(signed(title="\u845b\U000e0100"), "f")
 
 
 def test_a_batch_with_one_hostile_file_admits_only_the_good_ones(
