@@ -67,7 +67,7 @@ from markdown_it.utils import EnvType, OptionsDict
 from markupsafe import Markup
 
 from builder import favicon, patterns
-from builder.model import DreamView, SiteModel
+from builder.model import TIER_RANK, DreamView, SiteModel
 from builder.page import Page, key_of
 from builder.textlang import content_lang
 from builder.writer import PlanError
@@ -251,6 +251,40 @@ def lineage_walk(model: SiteModel, root: DreamView) -> list[TreeStep]:
     return steps
 
 
+def lineage_children(model: SiteModel, d: DreamView) -> tuple[list[DreamView], list[DreamView]]:
+    """A dream's children as (listed, replies), each oldest first: ``replies``
+    are the children by a guest key (or a tier :data:`TIER_RANK` does not know)
+    under a dream of a higher tier, which its page shows collapsed; the rest are
+    listed. Anyone can make a guest key and name any dream as its parent, so a
+    guest's reply must not read as the continuation of a maintainer's or a
+    member's work: every child is shown with its tier, and these apart."""
+    listed: list[DreamView] = []
+    replies: list[DreamView] = []
+    for c in d.children:
+        if c in model.by_id:
+            kid = model.by_id[c]
+            apart = _rank(kid.tier) >= _GUEST and _rank(kid.tier) > _rank(d.tier)
+            (replies if apart else listed).append(kid)
+    return listed, replies
+
+
+def tier_counts(model: SiteModel, ids: Sequence[str]) -> list[tuple[str, int]]:
+    """(tier, how many of ``ids`` are of it), most trusted first, for the tiers present."""
+    counts: dict[str, int] = defaultdict(int)
+    for i in ids:
+        if i in model.by_id:
+            counts[model.by_id[i].tier] += 1
+    return sorted(counts.items(), key=lambda tc: (_rank(tc[0]), tc[0]))
+
+
+_GUEST = TIER_RANK["guest"]
+
+
+def _rank(tier: str) -> int:
+    """A tier's rank, 0 the most trusted; a tier not known ranks below guest."""
+    return TIER_RANK.get(tier, len(TIER_RANK))
+
+
 def by_month(dreams: Sequence[DreamView]) -> list[tuple[str, str, list[DreamView]]]:
     """(YYYY-MM, "Month YYYY", dreams) groups, newest month first."""
     groups: dict[str, list[DreamView]] = defaultdict(list)
@@ -399,6 +433,8 @@ def _environment() -> jinja2.Environment:
         LINK_REL=LINK_REL,
         proof_size=proof_size,
         nav_links=nav_links,
+        lineage_children=lineage_children,
+        tier_counts=tier_counts,
     )
     return env
 
