@@ -337,7 +337,9 @@ def search_entry(d: DreamView) -> str:
     ``text`` is the summary as plain text and each entry's text, one per line,
     as the author wrote them: search.js folds them (NFKC, lower case) to match
     and shows a snippet of the original with the match marked. The title and
-    tags are searched from their own fields.
+    tags are searched from their own fields. ``tier`` is the key directory's,
+    shown on the result as on a card: a guest's dream among a maintainer's
+    must not read as one of theirs.
     """
     parts = [plain_text(d.summary)] if d.summary else []
     parts += [e.text for e in d.entries]
@@ -346,6 +348,7 @@ def search_entry(d: DreamView) -> str:
         "title": d.title,
         "author": d.author,
         "tags": [t.name for t in d.tags],
+        "tier": d.tier,
         "date": d.day,
         "text": "\n".join(parts),
     }
@@ -356,8 +359,9 @@ def search_entry_bytes(d: DreamView) -> bytes:
     return search_entry(d).encode()
 
 
+# v4: each dream carries its key's tier, shown as a badge on its result.
 # v3: "text" is the original text, not folded (v2 held it NFKC-folded, lower case).
-SEARCH_FORMAT = "dreampool-search/v3"
+SEARCH_FORMAT = "dreampool-search/v4"
 # Log leaves a search shard spans: search/shard-<k>.json holds the dreams with
 # log index in [k·2048, (k+1)·2048), ≈2 MB of text. A shard the log has
 # moved past changes only when one of its dreams does (erased, re-tiered), so
