@@ -64,7 +64,7 @@ from markupsafe import Markup
 
 from builder import favicon, patterns
 from builder.mdrender import LINK_REL, plain_text, render_markdown
-from builder.model import DreamView, SiteModel
+from builder.model import TIER_RANK, DreamView, SiteModel
 from builder.page import Page, key_of
 from builder.textlang import content_lang
 from builder.writer import PlanError
@@ -205,6 +205,40 @@ def lineage_walk(model: SiteModel, root: DreamView) -> list[TreeStep]:
     return steps
 
 
+def lineage_children(model: SiteModel, d: DreamView) -> tuple[list[DreamView], list[DreamView]]:
+    """A dream's children as (listed, replies), each oldest first: ``replies``
+    are the children by a guest key (or a tier :data:`TIER_RANK` does not know)
+    under a dream of a higher tier, which its page shows collapsed; the rest are
+    listed. Anyone can make a guest key and name any dream as its parent, so a
+    guest's reply must not read as the continuation of a maintainer's or a
+    member's work: every child is shown with its tier, and these apart."""
+    listed: list[DreamView] = []
+    replies: list[DreamView] = []
+    for c in d.children:
+        if c in model.by_id:
+            kid = model.by_id[c]
+            apart = _rank(kid.tier) >= _GUEST and _rank(kid.tier) > _rank(d.tier)
+            (replies if apart else listed).append(kid)
+    return listed, replies
+
+
+def tier_counts(model: SiteModel, ids: Sequence[str]) -> list[tuple[str, int]]:
+    """(tier, how many of ``ids`` are of it), most trusted first, for the tiers present."""
+    counts: dict[str, int] = defaultdict(int)
+    for i in ids:
+        if i in model.by_id:
+            counts[model.by_id[i].tier] += 1
+    return sorted(counts.items(), key=lambda tc: (_rank(tc[0]), tc[0]))
+
+
+_GUEST = TIER_RANK["guest"]
+
+
+def _rank(tier: str) -> int:
+    """A tier's rank, 0 the most trusted; a tier not known ranks below guest."""
+    return TIER_RANK.get(tier, len(TIER_RANK))
+
+
 def by_month(dreams: Sequence[DreamView]) -> list[tuple[str, str, list[DreamView]]]:
     """(YYYY-MM, "Month YYYY", dreams) groups, newest month first."""
     groups: dict[str, list[DreamView]] = defaultdict(list)
@@ -240,7 +274,9 @@ def search_entry(d: DreamView) -> str:
     ``text`` is the summary as plain text and each entry's text, one per line,
     as the author wrote them: search.js folds them (NFKC, lower case) to match
     and shows a snippet of the original with the match marked. The title and
-    tags are searched from their own fields.
+    tags are searched from their own fields. ``tier`` is the key directory's,
+    shown on the result as on a card: a guest's dream among a maintainer's
+    must not read as one of theirs.
     """
     parts = [plain_text(d.summary)] if d.summary else []
     parts += [e.text for e in d.entries]
@@ -249,6 +285,7 @@ def search_entry(d: DreamView) -> str:
         "title": d.title,
         "author": d.author,
         "tags": [t.name for t in d.tags],
+        "tier": d.tier,
         "date": d.day,
         "text": "\n".join(parts),
     }
@@ -259,8 +296,9 @@ def search_entry_bytes(d: DreamView) -> bytes:
     return search_entry(d).encode()
 
 
+# v4: each dream carries its key's tier, shown as a badge on its result.
 # v3: "text" is the original text, not folded (v2 held it NFKC-folded, lower case).
-SEARCH_FORMAT = "dreampool-search/v3"
+SEARCH_FORMAT = "dreampool-search/v4"
 # Log leaves a search shard spans: search/shard-<k>.json holds the dreams with
 # log index in [k·2048, (k+1)·2048), ≈2 MB of text. A shard the log has
 # moved past changes only when one of its dreams does (erased, re-tiered), so
@@ -336,6 +374,8 @@ def _environment() -> jinja2.Environment:
         LINK_REL=LINK_REL,
         proof_size=proof_size,
         nav_links=nav_links,
+        lineage_children=lineage_children,
+        tier_counts=tier_counts,
     )
     return env
 

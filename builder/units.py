@@ -8,12 +8,12 @@ Together they are a *unit*, and a unit is a pure function of a few inputs,
 hashed into its key:
 
 * the dream's view (:class:`~builder.model.DreamView`: text, tier, tags, date,
-  lineage), its children's titles and its parent's title or erasure. The
-  view's text (title, summary, entries) is read from the signed body, which
-  the dream's leaf hash binds (docs/protocol.md §2, §3: the leaf holds the
-  commitment, a SHA-256 of the dream and its salt), so the key takes that
-  32-byte hash instead of the text: hashing the repr of every entry was the
-  largest part of an incremental build's unit pass;
+  lineage), its children's titles and tiers, and its parent's title and tier
+  or erasure. The view's text (title, summary, entries) is read from the
+  signed body, which the dream's leaf hash binds (docs/protocol.md §2, §3:
+  the leaf holds the commitment, a SHA-256 of the dream and its salt), so
+  the key takes that 32-byte hash instead of the text: hashing the repr of
+  every entry was the largest part of an incremental build's unit pass;
 * the size of the checkpoint its proof is against, and that checkpoint's
   note, which the proof embeds and a witness may cosign later (the record
   never changes once published: docs/protocol.md §5; its salt is bound by the
@@ -154,8 +154,10 @@ class Units:
             self.log.tree.hash_at(0, d.index),  # the body (so the text) and the salt
             tuple(getattr(d, name) for name in VIEW_FIELDS if name != "tags"),
             tuple((t.name, t.slug) for t in d.tags),  # a dataclass repr costs 5x a tuple's
-            tuple(m.by_id[c].title for c in d.children),
-            parent.title if parent else None,
+            # A child's or the parent's tier: the page and the diary line show
+            # it, and sort a guest's reply apart (render.lineage_children).
+            tuple((m.by_id[c].title, m.by_id[c].tier) for c in d.children),
+            (parent.title, parent.tier) if parent else None,
             d.parent_id in m.erased_ids if d.parent_id else None,
             size := render.proof_size(m, d.index),
             self.notes.get(size) if size is not None else None,

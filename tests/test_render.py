@@ -530,11 +530,20 @@ def test_search_index(built: Built) -> None:
     assert b": " not in raw.split(b'"text"')[0]  # compact
     assert json.loads(plan["search/index.json"]) == {
         "dreams": len(json.loads(raw)["dreams"]),
-        "format": "dreampool-search/v3",
+        "format": "dreampool-search/v4",
         "shards": [{"dreams": len(json.loads(raw)["dreams"]), "path": "shard-0.json"}],
     }
     rows = {d["id"]: d for d in search_rows(plan)}
-    assert set(rows[built.ids["child"]]) == {"id", "title", "author", "tags", "date", "text"}
+    assert set(rows[built.ids["child"]]) == {
+        "id",
+        "title",
+        "author",
+        "tags",
+        "tier",
+        "date",
+        "text",
+    }
+    assert {r["tier"] for r in rows.values()} == {"member", "guest"}
     chinese = rows[built.ids["chinese"]]
     assert chinese["author"] == "ada" and chinese["tags"] == ["数据库", "索引"]
     assert chinese["title"] == "慢查询：复合索引的列顺序"

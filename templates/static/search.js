@@ -32,6 +32,8 @@
     return node;
   }
 
+  var TIERS = ["maintainer", "member", "guest"];
+
   function prepare(d) {
     var tags = Array.isArray(d.tags) ? d.tags.map(String) : [];
     return {
@@ -39,6 +41,9 @@
       title: String(d.title),
       author: d.author == null ? null : String(d.author),
       tags: tags,
+      // The tier names a style class: one the page knows, else read as a guest's.
+      tier: TIERS.indexOf(d.tier) >= 0 ? d.tier : "guest",
+      tierText: d.tier == null ? "guest" : String(d.tier),
       date: String(d.date),
       text: String(d.text),
       foldedTitle: fold(d.title),
@@ -106,7 +111,7 @@
   }
 
   function result(d, terms) {
-    var li = el("li", "card");
+    var li = el("li", d.tier === "guest" ? "card card-guest" : "card");
     var h = el("h2", "card-title");
     var a = el("a", "", d.title);
     a.href = root + "dreams/" + d.id + "/";
@@ -117,6 +122,11 @@
     var who = el("span", d.author ? "author" : "author anon", d.author || "anonymous");
     who.dir = "auto";
     meta.appendChild(who);
+    meta.appendChild(document.createTextNode(" "));
+    var tier = el("span", "tier tier-" + d.tier, d.tierText);
+    tier.title = "key trust tier";
+    meta.appendChild(tier);
+    meta.appendChild(document.createTextNode(" "));
     var time = el("time", "", d.date);
     time.setAttribute("datetime", d.date);
     meta.appendChild(time);

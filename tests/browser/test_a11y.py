@@ -40,10 +40,18 @@ def pages(sample_site: Path) -> dict[str, str]:
         p.name for p in (sample_site / "dreams").iterdir() if (p / "record.json").exists()
     )[0]
     diary = sorted(p.name for p in (sample_site / "authors").iterdir() if p.is_dir())[0]
+    # A maintainer's or member's dream with guest replies (collapsed, badged).
+    replies = sorted(
+        p.parent.name
+        for p in (sample_site / "dreams").glob("*/index.html")
+        if b'<details class="replies">' in p.read_bytes()
+    )[0]
     return {
         "home": "",
         "dream": f"dreams/{dream}/",
+        "dream-replies": f"dreams/{replies}/",
         "diary": f"authors/{diary}/",
+        "lineage": "lineage/",
         "patterns": "patterns/",
         "log": "log/",
         "search": "search/?q=the",
@@ -82,6 +90,8 @@ def test_no_serious_violation_on_any_page(
         page.goto(site.url + path)
         if name == "search":
             page.locator("#search-results li").first.wait_for()
+        if name == "dream-replies":  # the replies opened, as a reader opens them
+            page.locator("details.replies summary").first.click()
         problems += check(page, scheme, name)
     # The verifier's states: verified, then the verify page with its files shown.
     page.goto(site.url + pages(sample_site)["dream"])

@@ -216,3 +216,35 @@ def test_a_snippet_shows_the_text_as_written_with_the_match_marked(
         assert page.dialogs == [] and page.evaluate("() => window.__csp") == []
     finally:
         context.close()
+
+
+def test_every_result_shows_its_tier(
+    browser: Any, serve: Callable[[Path], Served], sample_site: Path
+) -> None:
+    """A guest's dream among a maintainer's in the results (as on the home and
+    tag pages, where each card has its badge) showed no tier at all: a result
+    now carries its tier badge, from the key directory via the index, and a
+    guest's is marked as on a card (THREATS.md T-NEW-1)."""
+    api = json.loads((sample_site / "api" / "dreams.json").read_bytes())["dreams"]
+    tiers = {d["id"]: d["tier"] for d in api}
+    assert {"maintainer", "member", "guest"} <= set(tiers.values())
+    served = serve(sample_site)
+    page = new_page(browser)
+    try:
+        page.goto(f"{served.url}search/?q=the")
+        page.locator("#search-results li").first.wait_for()
+        shown = page.locator("#search-results li.card").evaluate_all(
+            """items => items.map(li => [
+                li.querySelector('h2 a').getAttribute('href'),
+                li.querySelector('.meta .tier') && li.querySelector('.meta .tier').textContent,
+                li.querySelector('.meta .tier') && li.querySelector('.meta .tier').className,
+                li.classList.contains('card-guest')])"""
+        )
+    finally:
+        page.close()
+    seen = set()
+    for href, text, cls, guest in shown:
+        tier = tiers[href.rstrip("/").rsplit("/", 1)[-1]]
+        assert (text, cls, guest) == (tier, f"tier tier-{tier}", tier == "guest"), href
+        seen.add(tier)
+    assert seen == {"maintainer", "member", "guest"}, shown

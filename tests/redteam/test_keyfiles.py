@@ -385,3 +385,72 @@ def test_no_key_file_or_pool_yaml_ends_in_a_traceback_or_takes_a_second(data: by
     for line in shown:
         assert line.startswith((CONFIG, KEYS)), line
         assert line.isprintable() and line == printable(line), line
+
+
+# `added` values a pull request might write into its own key file, as YAML text,
+# and what check's refusal must name. Each is shown in the Keys table of the
+# author's diary if it passes.
+FREE_TEXT_ADDED = [
+    pytest.param("'call +1 555 867 5309'", "/added", id="phone"),
+    pytest.param("victim@example.com", "/added", id="email"),
+    pytest.param("'2026-01-01 or mail victim@example.com'", "/added", id="date-and-text"),
+    pytest.param("'2026-01-01 '", "/added", id="date-and-space"),
+    pytest.param("2026-02-30", "/added", id="no-such-day"),
+    pytest.param("'2026-01-01\u202e'", "U+202E", id="bidi-raw"),
+    pytest.param('"2026-01-01\\u2067"', "/added", id="bidi-escaped"),
+    pytest.param('"\\u202e10-10-6202"', "/added", id="bidi-reversed"),
+    pytest.param("'2026-01-01\u200b'", "U+200B", id="zero-width"),
+]
+
+
+@pytest.mark.parametrize(("added", "named"), FREE_TEXT_ADDED)
+def test_a_key_files_added_reaches_the_diary_only_as_a_date(
+    tp: PoolFixture, run: Callable[..., Any], tmp_path: Path, added: str, named: str
+) -> None:
+    """T51, T15: a key file's `added` held any text (a phone number, an e-mail,
+    bidi controls) and the author's diary showed it in its Keys table. End to
+    end: `dreampool check` refuses it naming the file and the field, `build`
+    refuses it before it signs or writes anything (the live site stays as it
+    was), nothing printed holds a raw control, and the diary shows a real date."""
+    submit(tp, signed("carol", title="A new voice"))
+    for path in tp.content.parent.glob("in-*.json"):
+        path.unlink()
+    key = tmp_path / "log.key"
+    key.write_text(tp.log_key + "\n", encoding="utf-8")
+    site = tmp_path / "site"
+    first = run("build", "--content", tp.content, "--out", site, "--log-key", key)
+    assert first.code == 0, first
+    (path,) = (tp.content / "keys").glob("*.yaml")
+    written = re.search(r"^added: '(\d{4}-\d{2}-\d{2})'$", path.read_text(), re.M)
+    assert written, path.read_text()
+    diary = site / "authors" / "carol" / "index.html"
+    assert f"<td>{written.group(1)}</td>" in diary.read_text(encoding="utf-8")
+    before = {p: p.read_bytes() for p in sorted(site.resolve().rglob("*")) if p.is_file()}
+    log_before = {p: p.read_bytes() for p in sorted((tp.content / "log").rglob("*")) if p.is_file()}
+
+    path.write_text(
+        re.sub(r"(?m)^added: .*$", lambda _: f"added: {added}", path.read_text()),
+        encoding="utf-8",
+    )
+    checked = run("check", "--content", tp.content)
+    built = run("build", "--content", tp.content, "--out", site, "--log-key", key)
+    for result in (checked, built):
+        assert result.code == 1, result
+        mine = [line for line in result.err.splitlines() if str(path) in line and named in line]
+        assert mine, result.err
+        assert "Traceback" not in result.err
+        assert not RAW.search(result.err + result.out), repr(result.err)
+    after = {p: p.read_bytes() for p in sorted(site.resolve().rglob("*")) if p.is_file()}
+    assert after == before
+    assert {p: p.read_bytes() for p in sorted((tp.content / "log").rglob("*")) if p.is_file()} == (
+        log_before
+    )
+
+    path.write_text(
+        re.sub(r"(?m)^added: .*$", "added: '2001-02-03'", path.read_text()), encoding="utf-8"
+    )
+    assert run("check", "--content", tp.content).code == 0
+    rebuilt = run("build", "--content", tp.content, "--out", site)
+    assert rebuilt.code == 0, rebuilt
+    cells = re.findall(r"<td>([^<]*)</td>", diary.read_text(encoding="utf-8"))
+    assert "2001-02-03" in cells and written.group(1) not in cells, cells
