@@ -224,7 +224,7 @@ def test_every_result_shows_its_tier(
     """A guest's dream among a maintainer's in the results (as on the home and
     tag pages, where each card has its badge) showed no tier at all: a result
     now carries its tier badge, from the key directory via the index, and a
-    guest's is marked as on a card (THREATS.md T-NEW-1)."""
+    guest's is marked as on a card (THREATS.md T71)."""
     api = json.loads((sample_site / "api" / "dreams.json").read_bytes())["dreams"]
     tiers = {d["id"]: d["tier"] for d in api}
     assert {"maintainer", "member", "guest"} <= set(tiers.values())

@@ -52,7 +52,7 @@ def _leaves(content: Path) -> list[dict[str, Any]]:
 def test_an_anonymized_dream_publishes_no_name_or_key_of_its_author(
     run: Run, home: Path, tmp_path: Path
 ) -> None:
-    """T-NEW-1: nightjar signs a draft with ``consent.anonymize: true`` with their
+    """T68: nightjar signs a draft with ``consent.anonymize: true`` with their
     own key, submits it and the pool builds. No published file (record, proof,
     pages, feeds, API, agent files, search, log tiles and leaves) and nothing
     the pool commits (key files, leaves) carries nightjar's name or key:
@@ -91,7 +91,7 @@ def test_an_anonymized_dream_publishes_no_name_or_key_of_its_author(
 
 
 def test_sign_says_what_anonymity_costs(run: Run, home: Path, tmp_path: Path) -> None:
-    """T-NEW-1: `dreampool sign --anonymize` (no key of the author needed) says
+    """T68: `dreampool sign --anonymize` (no key of the author needed) says
     what it costs: the dream counts as a guest's, it cannot be linked to the
     author, who can neither prove authorship later nor ask for erasure by
     signature (a maintainer can still erase it), and the one-time key is gone."""
@@ -115,7 +115,7 @@ def test_sign_says_what_anonymity_costs(run: Run, home: Path, tmp_path: Path) ->
 
 
 def test_an_anonymized_dream_under_a_real_name_is_refused(tp: PoolFixture, tmp_path: Path) -> None:
-    """T-NEW-1: a dream with ``consent.anonymize: true`` signed under an author's
+    """T68: a dream with ``consent.anonymize: true`` signed under an author's
     own name (what `sign` made before) would publish that name and key: `submit`
     refuses it and tells the author to sign it again with `dreampool sign`; a
     build refuses it too and logs nothing of it."""
@@ -146,7 +146,7 @@ def test_an_anonymized_dream_under_a_real_name_is_refused(tp: PoolFixture, tmp_p
 def test_an_anonymized_dream_logged_under_a_real_name_still_builds_and_check_warns(
     tp: PoolFixture, tmp_path: Path, run: Run
 ) -> None:
-    """T-NEW-1: a dream logged before the rule (anonymized, under its author's
+    """T68: a dream logged before the rule (anonymized, under its author's
     name) stays: the log is append-only and the build still builds it. `check`
     names it with a warning that says what is published and what to do
     (erase it, sign it again with `dreampool sign`), and exits 0; an author
@@ -212,7 +212,7 @@ def logbuild_origin(tp: PoolFixture) -> str:
 
 
 def test_many_one_time_keys_share_the_name_anonymous(tp: PoolFixture, tmp_path: Path) -> None:
-    """T-NEW-3: ``anonymous`` is the one name many keys may hold: three one-time
+    """T70: ``anonymous`` is the one name many keys may hold: three one-time
     keys, each with its one dream, are admitted as guests, with no rotation;
     the author ``anonymous`` has no diary and is not listed."""
     ids = submit(tp, one_time(1), one_time(2), one_time(3), signed("ada"))
@@ -232,7 +232,7 @@ def test_many_one_time_keys_share_the_name_anonymous(tp: PoolFixture, tmp_path: 
 
 
 def test_a_one_time_key_signs_one_dream(tp: PoolFixture, tmp_path: Path) -> None:
-    """T-NEW-3: a key under ``anonymous`` signs one dream: a second dream by a
+    """T70: a key under ``anonymous`` signs one dream: a second dream by a
     logged one-time key is refused by `submit` and by the build, so nobody can
     keep an unnamed identity going under the name."""
     submit(tp, one_time(1))
@@ -267,7 +267,7 @@ def test_a_one_time_key_signs_one_dream(tp: PoolFixture, tmp_path: Path) -> None
 def test_an_anonymous_key_is_always_a_guest_and_never_rotated(
     tp: PoolFixture, field: str, value: str, words: str
 ) -> None:
-    """T-NEW-3: a maintainer cannot raise a one-time key (its dreams would count
+    """T70: a maintainer cannot raise a one-time key (its dreams would count
     toward the patterns' k as a trusted author), nor link it to another key."""
     submit(tp, one_time(1))
     (path,) = (tp.content / "keys").glob("*.yaml")
@@ -282,7 +282,7 @@ def test_an_anonymous_key_is_always_a_guest_and_never_rotated(
 
 
 def test_the_name_anonymous_is_for_anonymized_dreams_only(tp: PoolFixture, tmp_path: Path) -> None:
-    """T-NEW-3: a dream under ``anonymous`` that does not ask for anonymity is
+    """T70: a dream under ``anonymous`` that does not ask for anonymity is
     refused, and so is a name that looks like it (``Anonymous``), which would
     pass for the reserved name on a page."""
     for n, obj in enumerate(
@@ -302,7 +302,7 @@ def test_the_name_anonymous_is_for_anonymized_dreams_only(tp: PoolFixture, tmp_p
 def test_anonymous_dreams_do_not_count_as_authors_for_patterns(
     tp: PoolFixture, tmp_path: Path
 ) -> None:
-    """T-NEW-3: one-time keys are free to make, and any number of them may be
+    """T70: one-time keys are free to make, and any number of them may be
     one person, perhaps an author already counted: they count toward no
     pattern's k, even at ``min_tier=guest`` (the pool's k is 2 here)."""
     from builder import logbuild, model, patterns
@@ -320,7 +320,7 @@ def test_anonymous_dreams_do_not_count_as_authors_for_patterns(
 
 
 def test_key_leaves_do_not_sit_beside_their_dreams(tp: PoolFixture, tmp_path: Path) -> None:
-    """T-NEW-2: the key leaf of a dream's key was appended just before the
+    """T69: the key leaf of a dream's key was appended just before the
     dream's leaf, so a key's log index (shown in its author's diary) gave away
     its first dream, anonymized or not. A build now appends all its new key
     leaves first, by keyId, then its dreams, by id: within a build, a key leaf's
@@ -342,7 +342,7 @@ def test_key_leaves_do_not_sit_beside_their_dreams(tp: PoolFixture, tmp_path: Pa
 def test_an_agent_drafting_an_anonymized_dream_signs_it_with_a_one_time_key(
     tp: PoolFixture, home: Path
 ) -> None:
-    """T-NEW-1: the MCP server's dream_draft (an agent writing its own dream)
+    """T68: the MCP server's dream_draft (an agent writing its own dream)
     signs an anonymized draft as `dreampool sign` does: under ``anonymous``,
     by a one-time key, not the agent's key, and says what that costs."""
     from builder import keystore, mcp_server
@@ -361,7 +361,7 @@ def test_an_agent_drafting_an_anonymized_dream_signs_it_with_a_one_time_key(
 
 
 def test_anonymous_keys_retire_none_of_each_other(tp: PoolFixture, tmp_path: Path) -> None:
-    """T-NEW-3: a later key leaf of an author retires the earlier keys
+    """T70: a later key leaf of an author retires the earlier keys
     (docs/protocol.md §3), but one-time keys all hold the name ``anonymous``:
     were the rule applied to them, each new one would retire the last, and the
     next build, ``check`` and every site verifier would refuse the pool. Two

@@ -259,7 +259,7 @@ def test_judge_refuses_what_no_contributor_writes() -> None:
 def test_a_pull_request_may_add_an_anonymous_dream_but_not_a_named_anonymized_one(
     repo: PoolFixture, run: Run
 ) -> None:
-    """T-NEW-1, T-NEW-3: the gate applies the anonymity rules to what a pull
+    """T68, T70: the gate applies the anonymity rules to what a pull
     request adds. A dream with consent.anonymize under its author's own name
     is refused, telling the author to sign it again with `dreampool sign`; one
     signed with a one-time key under ``anonymous`` (its key file a guest's)

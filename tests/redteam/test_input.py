@@ -469,7 +469,7 @@ def test_look_alike_key_files_in_a_pull_request_fail_check(tp: PoolFixture) -> N
 def test_cross_script_look_alike_is_refused_and_gets_no_page(
     tp: PoolFixture, tmp_path: Path
 ) -> None:
-    """T08, T-NEW-2: a Cyrillic ``аda`` is ``ada`` to the pool (Unicode TR39
+    """T08, T60: a Cyrillic ``аda`` is ``ada`` to the pool (Unicode TR39
     skeleton): it is refused, and ada's diary stays ada's. (Until issue 19 it was
     another name, with its own page and fingerprint: an accepted risk.)"""
     submit(tp, signed("ada"))
@@ -534,7 +534,7 @@ def test_invisible_characters_are_refused_in_every_text_field(tp: PoolFixture, t
 
 
 def test_one_emoji_variation_selector_is_still_fine() -> None:
-    """T10, T-NEW-1: the policy allows the selector an emoji takes
+    """T10, T59: the policy allows the selector an emoji takes
     (emoji-variation-sequences.txt) and emoji ZWJ sequences; an ideographic
     variation selector after a letter is refused: one per ideograph would carry a
     hidden byte (docs/protocol.md §1.1)."""

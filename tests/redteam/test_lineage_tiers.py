@@ -1,4 +1,4 @@
-"""Lineage lends no authority (THREATS.md T-NEW-1): a guest who names a
+"""Lineage lends no authority (THREATS.md T71): a guest who names a
 maintainer's dream as ``lineage.parent`` is shown as what it is, with its tier,
 wherever the parent lists its children, and collapsed under a dream of a
 higher tier.
@@ -110,7 +110,7 @@ def listed(html: str) -> dict[str, str]:
 
 
 def test_guest_replies_under_a_maintainers_dream_are_collapsed_and_badged(pool: Pool) -> None:
-    """T-NEW-1: three guests name the maintainer's dream as their parent. Its page
+    """T71: three guests name the maintainer's dream as their parent. Its page
     listed them as "child: …" beside the member's reply, no tier shown. Now the
     member's reply is listed with its badge, and the guests' sit in a closed
     <details> "3 guest replies", each with a guest badge; none outside it."""
@@ -127,7 +127,7 @@ def test_guest_replies_under_a_maintainers_dream_are_collapsed_and_badged(pool: 
 
 
 def test_a_dream_page_shows_its_parents_tier(pool: Pool) -> None:
-    """T-NEW-1: a guest's page said "parent: House rule: pin the parser", a
+    """T71: a guest's page said "parent: House rule: pin the parser", a
     maintainer's title with no tier beside the guest's own: the parent's tier is
     shown next to it."""
     section = lineage_of(page(pool.site, f"dreams/{pool.ids['eve']}"))
@@ -135,7 +135,7 @@ def test_a_dream_page_shows_its_parents_tier(pool: Pool) -> None:
 
 
 def test_children_of_a_guest_dream_are_listed_each_with_its_tier(pool: Pool) -> None:
-    """T-NEW-1: under a guest's dream nothing is borrowed, so nothing is collapsed,
+    """T71: under a guest's dream nothing is borrowed, so nothing is collapsed,
     but each child still shows its tier."""
     section = lineage_of(page(pool.site, f"dreams/{pool.ids['guest_root']}"))
     assert "<details" not in section
@@ -143,7 +143,7 @@ def test_children_of_a_guest_dream_are_listed_each_with_its_tier(pool: Pool) -> 
 
 
 def test_every_node_of_the_lineage_tree_shows_its_tier(pool: Pool) -> None:
-    """T-NEW-1: the lineage page badged guests only, so a member under a maintainer
+    """T71: the lineage page badged guests only, so a member under a maintainer
     and a maintainer's own root looked alike; every node now carries its tier."""
     html = (pool.site / "lineage" / "index.html").read_text(encoding="utf-8")
     nodes = re.findall(r'<div class="node[^"]*">(.*?)</div>', html, re.S)
@@ -160,7 +160,7 @@ def test_every_node_of_the_lineage_tree_shows_its_tier(pool: Pool) -> None:
 
 
 def test_the_diary_counts_continuations_by_tier(pool: Pool) -> None:
-    """T-NEW-1: the maintainer's diary said "continued by 4" of a dream that one
+    """T71: the maintainer's diary said "continued by 4" of a dream that one
     member and three guests replied to; it now says how many of each tier, with
     the tier badges."""
     html = page(pool.site, "authors/ada")
@@ -175,7 +175,7 @@ def test_the_diary_counts_continuations_by_tier(pool: Pool) -> None:
 
 
 def test_feeds_api_and_agent_files_lend_no_authority(pool: Pool) -> None:
-    """T-NEW-1: the other readers: feeds and the JSON API list no children; the
+    """T71: the other readers: feeds and the JSON API list no children; the
     agent files show each dream's lineage inside its own quotation, under its own
     tier, and list no children under the maintainer's unquoted text."""
     ids = pool.ids
@@ -199,7 +199,7 @@ def test_feeds_api_and_agent_files_lend_no_authority(pool: Pool) -> None:
 def test_a_child_promoted_later_moves_out_of_the_collapsed_replies(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """T-NEW-1: the parent's page is kept between builds while its inputs stand
+    """T71: the parent's page is kept between builds while its inputs stand
     still (builder.units); a child's tier is one of them, so promoting a guest
     who replied makes the parent's page (and its diary line) again."""
     monkeypatch.setenv("DREAMPOOL_HOME", str(tmp_path / "home"))

@@ -314,7 +314,7 @@ def test_tampered_or_missing_tiles_are_detected(
 def test_monitor_catches_a_dream_dropped_from_the_site(
     history: History, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """T-NEW-1: the operator (or a mirror) serves the honest, signed log but drops a
+    """T65: the operator (or a mirror) serves the honest, signed log but drops a
     logged dream's folder, record and page, with no erasure leaf. The monitor names
     it (exit 2), with the signed checkpoint that logs it, and keeps its state."""
     site = tmp_path / "site"
@@ -333,7 +333,7 @@ def test_monitor_catches_a_dream_dropped_from_the_site(
 def test_a_mirror_cannot_make_the_monitor_cry_fork(
     history: History, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """T-NEW-2: a mirror serves the honest checkpoint of an honest growth, but no tiles
+    """T66: a mirror serves the honest checkpoint of an honest growth, but no tiles
     and a garbled consistency file. Nothing it serves proves anything: could not check
     (exit 3), never "fork" with two honest checkpoints as false evidence."""
     site = tmp_path / "site"

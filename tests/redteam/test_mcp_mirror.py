@@ -150,7 +150,7 @@ def tools_over(p: Pool, mirror: Path) -> mcp_server.Tools:
 
 
 def test_checker_finds_attacker_text_outside_quotes() -> None:
-    """T-NEW-1: the checker itself fails on what it must catch (else it proves nothing)."""
+    """T63: the checker itself fails on what it must catch (else it proves nothing)."""
     for doc in (
         f"# {CANARY} pool\n",
         f"{FAKE_END}\n",
@@ -165,7 +165,7 @@ def test_checker_finds_attacker_text_outside_quotes() -> None:
 def test_a_mirror_listing_every_dream_as_maintainer_raises_no_tier(
     pool: Pool, tmp_path: Path
 ) -> None:
-    """T-NEW-1: a mirror's api/dreams.json lists every dream as maintainer; the log
+    """T63: a mirror's api/dreams.json lists every dream as maintainer; the log
     signs no tier, so over --site every dream is guest, and its text quoted."""
     h = pool.hostile
     tools = tools_over(pool, mirror_of(pool, tmp_path, tiers=True))
@@ -188,7 +188,7 @@ def test_a_mirror_listing_every_dream_as_maintainer_raises_no_tier(
 
 
 def test_a_mirror_title_cannot_forge_an_end_of_quote(pool: Pool, tmp_path: Path) -> None:
-    """T-NEW-1: a mirror's api/dreams.json titles the pool with several lines, one a
+    """T63: a mirror's api/dreams.json titles the pool with several lines, one a
     fake end-of-quote marker; the title is not signed, so it is not used (the log's
     origin is shown), and no tool answer has a line of it."""
     tools = tools_over(pool, mirror_of(pool, tmp_path, title=True))
@@ -199,7 +199,7 @@ def test_a_mirror_title_cannot_forge_an_end_of_quote(pool: Pool, tmp_path: Path)
 
 
 def test_a_duplicate_member_name_is_quoted_in_errors(pool: Pool, tmp_path: Path) -> None:
-    """T-NEW-1: a mirror's record.json repeats a member whose name is an end-of-quote
+    """T63: a mirror's record.json repeats a member whose name is an end-of-quote
     marker; strictjson names it in its error, and every answer that carries the error
     (a listing's failures, dream_verify, dream_get's tool error) has it only quoted."""
     tools = tools_over(pool, mirror_of(pool, tmp_path, dup=True))
@@ -218,7 +218,7 @@ def test_a_duplicate_member_name_is_quoted_in_errors(pool: Pool, tmp_path: Path)
 
 
 def test_stats_count_what_member_authors_share_not_a_guest_swarm(pool: Pool) -> None:
-    """T-NEW-2: eight fresh guest keys tagging a dream each with one tag do not rank it
+    """T64: eight fresh guest keys tagging a dream each with one tag do not rank it
     in dream_stats, which names only what the patterns page shows (builder.patterns:
     tags k distinct member-or-higher authors share, with consent); over a site, where
     no tier is signed, it names none."""
@@ -246,7 +246,7 @@ def test_stats_count_what_member_authors_share_not_a_guest_swarm(pool: Pool) -> 
 
 
 def test_over_stdio_a_mirror_gets_nothing_unquoted_to_the_agent(pool: Pool, tmp_path: Path) -> None:
-    """T-NEW-1: every attack at once, through the MCP SDK's own client: every tool's
+    """T63: every attack at once, through the MCP SDK's own client: every tool's
     text and data, and the SDK's tool errors, hold the attacker's text only quoted,
     and every dream is guest."""
     h = pool.hostile
@@ -282,7 +282,7 @@ def test_over_stdio_a_mirror_gets_nothing_unquoted_to_the_agent(pool: Pool, tmp_
 
 
 def test_errors_quote_what_is_not_the_servers_own_words() -> None:
-    """T-NEW-1: an error's lead is the server's own words, made printable; what it
+    """T63: an error's lead is the server's own words, made printable; what it
     carries from elsewhere, and the whole of any other error, is quoted."""
     exc = mcp_server.ReaderError(
         "dream fedcba9876543210 failed verification at step 2; it is not shown",

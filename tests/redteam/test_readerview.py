@@ -65,7 +65,7 @@ def _signed_as_is(**fields: Any) -> dict[str, Any]:
 
 
 def test_the_attackers_summary_is_refused_by_the_pool(tp: PoolFixture) -> None:
-    """T-NEW-1: the summary of issue 19 passed `check` and `build`, and its page
+    """T56: the summary of issue 19 passed `check` and `build`, and its page
     showed the decoded e-mail, phone, key and IP. The pool now judges the
     rendering: refused, naming the file, the field, each kind and what to do;
     nothing is added."""
@@ -91,7 +91,7 @@ def test_the_attackers_summary_is_refused_by_the_pool(tp: PoolFixture) -> None:
     ("summary", "kind"), [(s, k) for _, s, k in RENDERINGS], ids=[i for i, _, _ in RENDERINGS]
 )
 def test_what_only_the_rendering_shows_is_refused(summary: str, kind: str) -> None:
-    """T-NEW-1: character references, backslash escapes, emphasis and code spans
+    """T56: character references, backslash escapes, emphasis and code spans
     inside a token, link targets and titles, line breaks and runs of spaces the
     page collapses, and NFKC forms of two digits: each passed as clean text."""
     with pytest.raises(InputError) as info:
@@ -100,7 +100,7 @@ def test_what_only_the_rendering_shows_is_refused(summary: str, kind: str) -> No
 
 
 def test_entries_and_titles_are_judged_as_agents_read_them() -> None:
-    """T-NEW-1: agent exports are Markdown documents, so a character reference
+    """T56: agent exports are Markdown documents, so a character reference
     in an entry or a title is decoded by whoever renders them."""
     entries = [{"text": "ask ada&#64;example.com", "type": "fact", "confidence": "confirmed"}]
     for fields, pointer in (
@@ -113,7 +113,7 @@ def test_entries_and_titles_are_judged_as_agents_read_them() -> None:
 
 
 def test_sign_refuses_what_only_the_rendering_shows(run: Any, home: Path, tmp_path: Path) -> None:
-    """T-NEW-1: `sign` redacts what it can in the source; what only the
+    """T56: `sign` redacts what it can in the source; what only the
     rendering shows it cannot replace, so it refuses: exit 1, a message naming
     the file, the field and the kind, and nothing written."""
     key_id = run("keygen", "--author", "ada").out.split("keyId")[1].split()[0]
@@ -129,7 +129,7 @@ def test_sign_refuses_what_only_the_rendering_shows(run: Any, home: Path, tmp_pa
 
 
 def test_the_mcp_draft_refuses_what_only_the_rendering_shows(tmp_path: Path, home: Path) -> None:
-    """T-NEW-1: `dream_draft` redacts and signs like `sign`, so it refuses like
+    """T56: `dream_draft` redacts and signs like `sign`, so it refuses like
     `sign` too: nothing is signed or written to the pool."""
     from builder import keystore, mcp_server
 
@@ -171,7 +171,7 @@ MISSED = [
     ("text", "kind"), [(t, k) for _, t, k in MISSED], ids=[i for i, _, _ in MISSED]
 )
 def test_missed_kinds_are_redacted_by_sign_and_refused_by_the_pool(text: str, kind: str) -> None:
-    """T-NEW-2: superscript and circled digits, e-mail local parts of any script
+    """T57: superscript and circled digits, e-mail local parts of any script
     (accented, Cyrillic look-alike, Chinese), Stripe, Google, AWS secret and
     GitLab keys, HTTP Authorization credentials and 00-prefixed international
     numbers passed `sign` and the pool. `sign` now replaces them in the source;
@@ -203,7 +203,7 @@ def _signed_texts(draft_: dict[str, Any]) -> list[str]:
     "number", ["138 1234 5678", "+44 20 7946 0958", "13812345678", "AKIAIOSFODNN7EXAMPLE"]
 )
 def test_the_importer_never_splits_personal_data_past_redaction(number: str) -> None:
-    """T-NEW-3: a phone number, a mobile number or an AWS key straddling the
+    """T58: a phone number, a mobile number or an AWS key straddling the
     300-character entry split or the 120-character title cut was signed in two
     halves that each passed. The importer now cuts only where no token and no
     match of the rules (run on the whole field) is cut."""
@@ -347,7 +347,7 @@ def _readable(data: bytes) -> str:
 def test_no_planted_personal_data_reaches_any_file_of_a_built_site(
     tmp_path: Path, plants: list[tuple[str, str, str]]
 ) -> None:
-    """T-NEW-1, T-NEW-2: random Markdown around planted personal data (e-mails,
+    """T56, T57: random Markdown around planted personal data (e-mails,
     phones, keys, IPs; as character references, escapes, emphasis or code inside
     the token, super- and circled digits, full width, look-alike letters,
     non-ASCII local parts, link targets). Each is either refused (by `sign`, or

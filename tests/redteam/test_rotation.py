@@ -117,7 +117,7 @@ def _says_retired(text: str, file: str) -> None:
 
 
 def test_a_retired_key_cannot_submit_as_its_author(tmp_path: Path) -> None:
-    """T-NEW-1: after ada's logged rotation, `submit` took a dream the old
+    """T61: after ada's logged rotation, `submit` took a dream the old
     key signed as ada. Now it is refused, naming the rotation."""
     tp, _ = rotated_pool(tmp_path)
     before = sorted((tp.content / "dreams").iterdir())
@@ -128,7 +128,7 @@ def test_a_retired_key_cannot_submit_as_its_author(tmp_path: Path) -> None:
 
 
 def test_check_and_build_refuse_a_dream_of_a_retired_key(tmp_path: Path, run: Run) -> None:
-    """T-NEW-1: the old key's dream put in content/dreams (as a pull request
+    """T61: the old key's dream put in content/dreams (as a pull request
     does) passed `check` and was logged by `build` as ada's."""
     tp, _ = rotated_pool(tmp_path)
     bad = place(tp, by_old_key())
@@ -153,7 +153,7 @@ def _git_pool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> PoolFixture:
 def test_check_base_refuses_a_dream_of_a_retired_key(
     tmp_path: Path, run: Run, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """T-NEW-1: a pull request adding a dream the retired key signed passed
+    """T61: a pull request adding a dream the retired key signed passed
     `check --base`."""
     tp = _git_pool(tmp_path, monkeypatch)
     bad = place(tp, by_old_key())
@@ -178,7 +178,7 @@ def _third_key_files(tp: PoolFixture) -> None:
 def test_a_retired_key_cannot_move_the_name_again(
     tmp_path: Path, run: Run, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """T-NEW-1: the retired key signed a second rotation, ada → the
+    """T61: the retired key signed a second rotation, ada → the
     attacker's key: `submit`, `check`, `check --base` and `build` took it,
     and the attacker's key signed as ada from then on. Only the current key
     may rotate the name: the chain of keys for a name is linear."""
@@ -201,7 +201,7 @@ def test_a_retired_key_cannot_move_the_name_again(
 
 
 def test_an_old_key_dream_that_comes_with_the_rotation_is_refused(tmp_path: Path, run: Run) -> None:
-    """T-NEW-1: the rotation says the old key may have leaked, so a dream it
+    """T61: the rotation says the old key may have leaked, so a dream it
     signed that comes in the same submission (or pull request, or build) as
     the rotation is refused, wherever it sorts, and nothing is written."""
     tp = make_pool(tmp_path)
@@ -225,7 +225,7 @@ def test_an_old_key_dream_that_comes_with_the_rotation_is_refused(tmp_path: Path
 def test_an_unlogged_dream_of_the_old_key_is_refused_once_the_rotation_lands(
     tmp_path: Path,
 ) -> None:
-    """T-NEW-1: an old-key dream that was merged before the rotation but not
+    """T61: an old-key dream that was merged before the rotation but not
     yet logged is refused by the build that logs the rotation: only the
     log's order counts (a key file's `added` date, like anything an author
     writes, proves nothing about when a dream was signed)."""
@@ -240,7 +240,7 @@ def test_an_unlogged_dream_of_the_old_key_is_refused_once_the_rotation_lands(
 
 
 def test_two_rotations_from_one_key_are_refused(tmp_path: Path, run: Run) -> None:
-    """T-NEW-1: one key rotated twice (to the author's new key and to the
+    """T61: one key rotated twice (to the author's new key and to the
     attacker's) forks the name; the second is refused, in one submission
     or in two before any build."""
     tp = make_pool(tmp_path)
@@ -264,7 +264,7 @@ def test_two_rotations_from_one_key_are_refused(tmp_path: Path, run: Run) -> Non
 
 
 def test_a_rotation_to_a_key_the_pool_knows_is_refused(tmp_path: Path) -> None:
-    """T-NEW-1: a rotation to a key the pool already holds (another author's,
+    """T61: a rotation to a key the pool already holds (another author's,
     or the author's own retired key, which would bring it back) was taken
     by `submit` and silently dropped: exit 0, nothing written. It is refused,
     saying why; so is a rotation that comes without a dream by its new key."""
@@ -282,7 +282,7 @@ def test_a_rotation_to_a_key_the_pool_knows_is_refused(tmp_path: Path) -> None:
 
 
 def test_logged_dreams_of_the_retired_key_stay(tmp_path: Path, run: Run) -> None:
-    """T-NEW-1: what the old key signed before the rotation was logged stays
+    """T61: what the old key signed before the rotation was logged stays
     (the log is append-only); the site verifies."""
     tp, (first,) = rotated_pool(tmp_path)
     assert run("check", "--content", tp.content).code == 0
@@ -312,7 +312,7 @@ def _log_by_hand(tp: PoolFixture, obj: dict[str, Any]) -> str:
 def test_a_site_verifier_refuses_a_dream_its_retired_key_signed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """T-NEW-2: a log whose dream leaf, after the key leaf of ada's new key,
+    """T62: a log whose dream leaf, after the key leaf of ada's new key,
     holds a dream her old key signed: the independent site verifier took it.
     It now applies docs/protocol.md §3's rule (a later key leaf of the same
     author retires every earlier key from that leaf on)."""
@@ -331,7 +331,7 @@ def test_a_site_verifier_refuses_a_dream_its_retired_key_signed(
 def test_the_pool_names_a_logged_dream_of_a_retired_key_and_erasing_it_clears_it(
     tmp_path: Path, run: Run
 ) -> None:
-    """T-NEW-2: `check` and `build` replayed such a log without a word; now
+    """T62: `check` and `build` replayed such a log without a word; now
     they name the leaf and say to erase the dream, after which the site
     verifies (an erased dream has no record to judge)."""
     tp, _ = rotated_pool(tmp_path)

@@ -56,7 +56,7 @@ VISIBLE = "Notes on deploying the build workflow safely"
 def test_an_instruction_hidden_one_code_point_per_letter_is_refused(
     tp: PoolFixture, carrier: str
 ) -> None:
-    """T-NEW-1, T10, T39: a hidden instruction, one invisible code point after each
+    """T59, T10, T39: a hidden instruction, one invisible code point after each
     visible letter, is refused in every text field of a dream, by ``submit`` and by
     ``check``, so it never reaches agents/digest.md or MCP dream_get."""
     text = hide(VISIBLE, SECRET, CARRIERS[carrier])
@@ -84,7 +84,7 @@ def test_an_instruction_hidden_one_code_point_per_letter_is_refused(
 
 @pytest.mark.parametrize("carrier", sorted(CARRIERS))
 def test_three_more_authors_who_display_as_ada_are_refused(carrier: str) -> None:
-    """T-NEW-1, T08: ``ada`` with an invisible suffix is not a name a dream, a key
+    """T59, T08: ``ada`` with an invisible suffix is not a name a dream, a key
     file or a rotation statement can hold."""
     name = "ada" + CARRIERS[carrier]("x")
     assert dreamfmt.validate_author(name, "k.yaml", "/author")
@@ -108,7 +108,7 @@ def test_three_more_authors_who_display_as_ada_are_refused(carrier: str) -> None
 
 
 def test_pool_settings_refuse_the_same_code_points(tp: PoolFixture) -> None:
-    """T-NEW-1, T52: pool.yaml's title follows the same policy."""
+    """T59, T52: pool.yaml's title follows the same policy."""
     for carrier in CARRIERS.values():
         obj = {"title": hide("My pool", "hi", carrier), "origin": "example.org/p"}
         config, problems = pool.check_config(obj, "pool.yaml")
@@ -116,7 +116,7 @@ def test_pool_settings_refuse_the_same_code_points(tp: PoolFixture) -> None:
 
 
 def test_what_is_refused_is_escaped_when_printed_and_replaced_for_agents() -> None:
-    """T-NEW-1, T53, T39: a second wall. Whatever the policy refuses is spelled as an
+    """T59, T53, T39: a second wall. Whatever the policy refuses is spelled as an
     escape by ``errors.printable`` and replaced in what agents read."""
     for carrier in CARRIERS.values():
         text = hide("abc", "xyz", carrier)
@@ -140,7 +140,7 @@ LOOK_ALIKES = [
     ("alike", "plain"), [(a, p) for _, a, p in LOOK_ALIKES], ids=[n for n, _, _ in LOOK_ALIKES]
 )
 def test_look_alike_names_across_scripts_collide(alike: str, plain: str) -> None:
-    """T-NEW-2, T08: names are compared by their Unicode TR39 skeleton after
+    """T60, T08: names are compared by their Unicode TR39 skeleton after
     NFKC_Casefold, so a Cyrillic ``а``, a Greek ``ο``, Cherokee or Armenian letters
     cannot make a second ``ada``, ``bob`` or ``alice``; different names stay apart."""
     assert alike != plain
@@ -149,7 +149,7 @@ def test_look_alike_names_across_scripts_collide(alike: str, plain: str) -> None
 
 
 def test_a_cyrillic_ada_cannot_sit_beside_ada(tp: PoolFixture) -> None:
-    """T-NEW-2, T08: submit refuses the look-alike name under another key; so does
+    """T60, T08: submit refuses the look-alike name under another key; so does
     check, when a pull request writes its key file by hand."""
     submit(tp, signed("ada"))
     with pytest.raises(InputError, match="looks like"):
