@@ -536,7 +536,8 @@ def render_llms_txt(model: SiteModel) -> str:
         f"- [Atom feed]({base}feed.xml): the 50 newest dreams",
         "- MCP: `dreampool mcp --site <this site's URL>` serves the same as tools "
         "(dream_list, dream_get, dream_stats, dream_verify, dream_digest, dream_draft), "
-        "verifying every dream it returns; it needs the mcp extra: "
+        "verifying every dream it returns and quoting each as a guest's (the log "
+        "signs no tier); it needs the mcp extra: "
         "`pip install 'dreampool[mcp]'`",
         "",
         "## Verify",
