@@ -20,8 +20,10 @@
     verify/index.html                verify saved proofs in the browser, from local files
     404.html
     static/style.css, static/search.js
-    static/jcs.js, crypto.js, merkle.js, tlog.js, lightclient.js, unicodepolicy.js, verify.js
-                                     the browser verifier (ES modules)
+    static/jcs.js, crypto.js, merkle.js, tlog.js, lightclient.js, unicodepolicy.js,
+    fetchcap.js, pins.js, history.js, markdown.js, markdown-it.min.js, display.js, verify.js
+                                     the browser verifier (ES modules; markdown-it
+                                     is markdown-it 14.1.0, MIT, for display.js)
     static/favicon.svg, favicon.ico  the icon (builder.favicon)
 
 Safety, in the order a hostile dream meets it:
@@ -92,6 +94,12 @@ STATIC = (
     "tlog.js",
     "lightclient.js",
     "unicodepolicy.js",
+    "fetchcap.js",
+    "pins.js",
+    "history.js",
+    "markdown.js",
+    "markdown-it.min.js",
+    "display.js",
     "verify.js",
     "favicon.svg",  # builder.favicon.svg(), kept as a file (tests/test_render.py)
 )

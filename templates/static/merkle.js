@@ -124,12 +124,8 @@ export async function verifyInclusion(leaf, index, size, proof, root) {
  * Requires 0 < size1 <= size2 (BigInts); equal sizes need an empty proof and equal roots.
  */
 export async function verifyConsistency(size1, size2, root1, root2, proof) {
-  if (size1 < 0n || size2 < size1) fail(`tree sizes go backwards: ${size1} to ${size2}`);
-  if (size2 > MAX_MERKLE_SIZE) fail(`tree size ${size2} does not fit in 64 bits`);
-  // Every tree extends the empty one, so a proof from size 0 proves nothing.
-  if (size1 === 0n)
-    fail("a consistency proof from the empty tree (size 0) is meaningless; want size1 > 0");
   if (size1 === size2) {
+    checkSizes(size1, size2);
     if (proof.length)
       fail(`consistency proof between equal sizes ${size1} has ${proof.length} hashes, want 0`);
     if (!bytesEqual(root1, root2)) {
@@ -139,6 +135,36 @@ export async function verifyConsistency(size1, size2, root1, root2, proof) {
     }
     return;
   }
+  const [got1, got2] = await consistencyRoots(size1, size2, root1, proof);
+  if (!bytesEqual(got1, root1)) {
+    fail(
+      `consistency proof from size ${size1} to ${size2} gives old root ${hex(got1)}, want ${hex(root1)}`,
+    );
+  }
+  if (!bytesEqual(got2, root2)) {
+    fail(
+      `consistency proof from size ${size1} to ${size2} gives new root ${hex(got2)}, want ${hex(root2)}`,
+    );
+  }
+}
+
+function checkSizes(size1, size2) {
+  if (size1 < 0n || size2 < size1) fail(`tree sizes go backwards: ${size1} to ${size2}`);
+  if (size2 > MAX_MERKLE_SIZE) fail(`tree size ${size2} does not fit in 64 bits`);
+  // Every tree extends the empty one, so a proof from size 0 proves nothing.
+  if (size1 === 0n)
+    fail("a consistency proof from the empty tree (size 0) is meaningless; want size1 > 0");
+}
+
+/**
+ * The two roots a consistency proof from size1 to size2 > size1 rebuilds (RFC 9162
+ * §2.1.4.2 step 6): [old root, new root]. Throws only when the proof cannot be one
+ * (sizes, hash count or length). When size1 is a power of two the old root is the
+ * proof's seed, so it is root1 by construction and only the new root can disagree.
+ */
+export async function consistencyRoots(size1, size2, root1, proof) {
+  checkSizes(size1, size2);
+  if (size1 === size2) fail("consistencyRoots needs size1 < size2");
   if (!proof.length) fail(`consistency proof from size ${size1} to ${size2} is empty`);
   checkHashes(proof);
   // The proof is the inclusion proof, in the tree of size2, of the node at level
@@ -161,26 +187,17 @@ export async function verifyConsistency(size1, size2, root1, root2, proof) {
     );
   }
   const nodeIndex = (size1 - 1n) >> BigInt(shift);
-  // RFC 9162 §2.1.4.2 step 6: the hashes left of the path rebuild root1 ...
+  // The hashes left of the path rebuild root1 ...
   const got1 = await chainBorderRight(
     await chainInnerRight(seed, path.slice(0, inner), nodeIndex),
     path.slice(inner),
   );
-  if (!bytesEqual(got1, root1)) {
-    fail(
-      `consistency proof from size ${size1} to ${size2} gives old root ${hex(got1)}, want ${hex(root1)}`,
-    );
-  }
   // ... and all of them rebuild root2.
   const got2 = await chainBorderRight(
     await chainInner(seed, path.slice(0, inner), nodeIndex),
     path.slice(inner),
   );
-  if (!bytesEqual(got2, root2)) {
-    fail(
-      `consistency proof from size ${size1} to ${size2} gives new root ${hex(got2)}, want ${hex(root2)}`,
-    );
-  }
+  return [got1, got2];
 }
 
 // --- log/consistency/<m> (docs/protocol.md §4) -----------------------------------------------------

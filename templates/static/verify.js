@@ -4,24 +4,30 @@
 // fetches or reads the inputs, keeps what the browser trusts between visits, and shows
 // each step. Everything shown is set with textContent: no input becomes HTML.
 //
-// What this browser keeps (localStorage of the site's web origin, per log origin):
-//
-//   dreampool/v1/pin/<origin>   the policy pinned on first use or pasted by the reader
-//   dreampool/v1/seen/<origin>  the last checkpoint this browser verified for the log
+// What this browser keeps (localStorage of the site's web origin, keyed by the pool:
+// web origin, pool root path and log origin; pins.js): the policy pinned on first use
+// or pasted by the reader, and the last checkpoint this browser verified for the log.
 //
 // Pinning: the first verification takes the log key from the site's log/policy and,
 // once it verifies the proof's checkpoint (step 1), pins it; later visits verify with
-// the pinned policy only, and a pool whose key changed fails step 1 loudly. A site that
-// starts serving a log of another origin, with a pin for the first one kept here, is
-// refused the same way: a new origin is no way around a pinned key.
+// the pinned policy only, and a pool whose key changed fails step 1 loudly. A pool
+// that starts serving a log of another origin, with a pin for the first one kept
+// here, is refused the same way: a new origin is no way around a pinned key.
 //
-// History: each verification of a dream page proves the current log/checkpoint
-// consistent with the remembered one (log/consistency/<m>, or equal roots when the
-// sizes are equal), so a pool cannot rewrite what this browser once saw.
+// History (history.js): each verification of a dream page checks the current
+// log/checkpoint against the remembered one; only a proof makes a verdict.
+//
+// What the page shows (display.js): "Verified" only when every field of the dream the
+// page shows equals the verified record, and nothing else of <main> claims to be it.
+//
+// Where the pool is comes from this script's own address (<root>/static/verify.js) and
+// which dream from the page's address (<root>/dreams/<id>/), never from markup alone.
+// Every fetch has a deadline and a size cap (fetchcap.js).
 //
 // Programs read the outcome from the panel: data-verify-status ("running", "ok",
-// "failed", "unavailable"), data-verify-step (the failed step), data-pin ("first-use",
-// "pinned", "changed") and data-history ("first-visit", "unchanged", "rewritten").
+// "failed", "differs", "incomplete", "unavailable"), data-verify-step (the failed
+// step), data-differs (the fields that differ), data-pin ("first-use", "pinned",
+// "changed") and data-history ("first-visit", "unchanged", "rewritten", "unchecked").
 
 import {
   CryptoUnavailableError,
@@ -29,11 +35,29 @@ import {
   VerificationError,
   verifyProof,
 } from "./lightclient.js";
-import { bytesEqual, hex, sha256 } from "./crypto.js";
-import { parseConsistencyProof, verifyConsistency } from "./merkle.js";
-import { TLOG_PROOF_HEADER, parseCheckpoint, parsePolicy, splitNote } from "./tlog.js";
+import { hex, sha256 } from "./crypto.js";
+import { NOT_COVERED, compareDisplay } from "./display.js";
+import { DEFAULT_DEADLINE_MS, FetchError, fetchCapped } from "./fetchcap.js";
+import { checkHistory } from "./history.js";
+import { MAX_RECORD_SIZE } from "./lightclient.js";
+import { MAX_CONSISTENCY_SIZE } from "./merkle.js";
+import { canRemember, forget, load, pinnedLogs, poolOf, save } from "./pins.js";
+import {
+  MAX_NOTE_SIZE,
+  MAX_POLICY_SIZE,
+  MAX_TLOG_PROOF_SIZE,
+  TLOG_PROOF_HEADER,
+  parseCheckpoint,
+  parsePolicy,
+  splitNote,
+} from "./tlog.js";
 
-const KEY_PREFIX = "dreampool/v1/";
+// The pool's root: this script is <root>/static/verify.js.
+const ROOT = new URL("../", import.meta.url);
+const POOL = poolOf(ROOT);
+const DREAM_PATH = /^dreams\/([0-9a-f]{16})\/(?:index\.html)?$/;
+// No file a reader gives is larger than a proof (docs/protocol.md §4.1, §5).
+const MAX_GIVEN_FILE = MAX_TLOG_PROOF_SIZE;
 const ENCODER = new TextEncoder();
 const DECODER = new TextDecoder();
 const CLI = "dreampool verify-proof proof.tlog-proof --record record.json --policy policy";
@@ -49,57 +73,6 @@ function el(tag, className, text) {
 
 function part(section, name) {
   return section.querySelector(`[data-part="${name}"]`);
-}
-
-// --- what the browser keeps ----------------------------------------------------------------
-
-function storage() {
-  try {
-    const s = window.localStorage;
-    s.getItem(KEY_PREFIX + "probe");
-    return s;
-  } catch {
-    return null; // storage disabled: trust holds for this visit only
-  }
-}
-
-function load(kind, origin) {
-  const s = storage();
-  if (!s) return null;
-  try {
-    const value = JSON.parse(s.getItem(KEY_PREFIX + kind + "/" + origin) || "null");
-    return value && typeof value === "object" ? value : null;
-  } catch {
-    return null;
-  }
-}
-
-function save(kind, origin, value) {
-  const s = storage();
-  if (!s) return false;
-  try {
-    s.setItem(KEY_PREFIX + kind + "/" + origin, JSON.stringify(value));
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-function forget(kind, origin) {
-  const s = storage();
-  if (s) s.removeItem(KEY_PREFIX + kind + "/" + origin);
-}
-
-/** The log origins this browser holds a pin for, on this site. */
-function pinnedOrigins() {
-  const s = storage();
-  if (!s) return [];
-  const out = [];
-  for (let i = 0; i < s.length; i++) {
-    const key = s.key(i);
-    if (key && key.startsWith(KEY_PREFIX + "pin/")) out.push(key.slice(KEY_PREFIX.length + 4));
-  }
-  return out.sort();
 }
 
 // --- reading the inputs without trusting them --------------------------------------------
@@ -144,16 +117,17 @@ async function policyFingerprint(policyText, origin) {
   }
 }
 
-async function fetchBytes(url) {
-  try {
-    // no-store: a revalidation that ends in 304 on a coarse Last-Modified could hand
-    // back a stale policy or checkpoint, and these files are small.
-    const response = await fetch(url, { credentials: "same-origin", cache: "no-store" });
-    if (!response.ok) return new Error(`cannot fetch ${url.pathname}: HTTP ${response.status}`);
-    return new Uint8Array(await response.arrayBuffer());
-  } catch (err) {
-    return new Error(`cannot fetch ${url.pathname}: ${err.message}`);
-  }
+/** The dream id the page's address names, or null: <root>/dreams/<id>/. */
+function dreamIdOfPage() {
+  const here = new URL(location.href);
+  if (here.origin !== ROOT.origin || !here.pathname.startsWith(ROOT.pathname)) return null;
+  const m = DREAM_PATH.exec(here.pathname.slice(ROOT.pathname.length));
+  return m ? m[1] : null;
+}
+
+/** A fetch that failed for want of an answer (not an HTTP refusal): nothing to judge. */
+function unanswered(file) {
+  return file instanceof FetchError && file.kind !== "http";
 }
 
 // --- showing steps -------------------------------------------------------------------------
@@ -161,10 +135,11 @@ async function fetchBytes(url) {
 function resetPanel(section) {
   section.dataset.verifyStatus = "running";
   delete section.dataset.verifyStep;
+  delete section.dataset.differs;
   delete section.dataset.history;
   delete section.dataset.pin;
   part(section, "steps").replaceChildren();
-  for (const name of ["outcome", "pin", "history"]) {
+  for (const name of ["outcome", "pin", "history", "scope"]) {
     const node = part(section, name);
     if (node) {
       node.replaceChildren();
@@ -224,39 +199,49 @@ function unavailable(section, err) {
 /**
  * Verify the dream of a dream page's panel: fetch its record, proof, the pool's policy
  * (unless one is pinned), the current checkpoint and the consistency proof, run steps
- * 1-5, pin on first use and watch the history. Resolves to the panel's outcome.
+ * 1-5, pin on first use, watch the history and compare what the page shows with the
+ * verified record. options.deadlineMs bounds each fetch. Resolves to the outcome.
  */
-export async function verifyDreamPanel(section) {
+export async function verifyDreamPanel(section, options = {}) {
   const started = performance.now();
+  const deadlineMs = Number(options.deadlineMs) > 0 ? Number(options.deadlineMs) : DEFAULT_DEADLINE_MS;
   resetPanel(section);
-  const base = new URL(section.dataset.root || "../../", location.href);
-  const dir = new URL(`dreams/${section.dataset.dreamId}/`, base);
+  const pageId = dreamIdOfPage();
+  const dreamId = pageId || section.dataset.dreamId || "";
+  const dir = new URL(`dreams/${dreamId}/`, ROOT);
+  const get = (url, cap) => fetchCapped(url, cap, deadlineMs);
   const [proof, record, sitePolicy, newer] = await Promise.all([
-    fetchBytes(new URL("proof.tlog-proof", dir)),
-    fetchBytes(new URL("record.json", dir)),
-    fetchBytes(new URL("log/policy", base)),
-    fetchBytes(new URL("log/checkpoint", base)),
+    get(new URL("proof.tlog-proof", dir), MAX_TLOG_PROOF_SIZE),
+    get(new URL("record.json", dir), MAX_RECORD_SIZE),
+    get(new URL("log/policy", ROOT), MAX_POLICY_SIZE),
+    get(new URL("log/checkpoint", ROOT), MAX_NOTE_SIZE),
   ]);
   // Which consistency file to fetch, from the unverified sizes: step 5 verifies both.
   const proofCheckpoint = peekProofCheckpoint(proof);
   const current = peekCheckpoint(newer);
   let consistency = new Uint8Array();
   if (proofCheckpoint && current && proofCheckpoint.size < current.size) {
-    consistency = await fetchBytes(new URL(`log/consistency/${proofCheckpoint.size}`, base));
+    consistency = await get(
+      new URL(`log/consistency/${proofCheckpoint.size}`, ROOT),
+      MAX_CONSISTENCY_SIZE,
+    );
   }
+  const missing = [proof, record, newer, consistency].find(unanswered);
+  if (missing) return incomplete(section, started, missing.message);
   const origin = proofCheckpoint ? proofCheckpoint.origin : section.dataset.origin || "";
-  const pin = load("pin", origin);
-  const others = pinnedOrigins().filter((o) => o !== origin);
+  const pin = load("pin", POOL, origin);
+  if (!pin && unanswered(sitePolicy)) return incomplete(section, started, sitePolicy.message);
+  const others = pinnedLogs(POOL).filter((o) => o !== origin);
   const policy = pin ? ENCODER.encode(String(pin.policy)) : sitePolicy;
   section.dataset.pin = pin ? "pinned" : "first-use";
 
   if (!pin && others.length) {
-    // A site that switches to a new log origin does not get a fresh first use.
+    // A pool that switches to a new log origin does not get a fresh first use.
     showStep(section, {
       number: 1,
       title: STEP_TITLES[1],
       ok: false,
-      detail: `this site now serves the log ${origin}, but this browser pinned the log ${others.join(", ")} for it`,
+      detail: `this pool now serves the log ${origin}, but this browser pinned the log ${others.join(", ")} for it`,
       hint: "if the pool really moved to a new log, paste its new policy under “Trusted log key”",
     });
     section.dataset.pin = "changed";
@@ -272,11 +257,11 @@ export async function verifyDreamPanel(section) {
 
   let result;
   try {
-    const expectId = section.dataset.dreamId;
+    const expectId = dreamId;
     result = await verifyProof({ proof, record, policy, newer, consistency, expectId }, (step) => {
       showStep(section, step);
       if (step.number === 1 && step.ok && !pin && sitePolicy instanceof Uint8Array) {
-        save("pin", origin, {
+        save("pin", POOL, origin, {
           policy: DECODER.decode(sitePolicy),
           pinned: new Date().toISOString(),
         });
@@ -307,16 +292,68 @@ export async function verifyDreamPanel(section) {
     return outcomeOf(section, started);
   }
   await showPin(section, origin, !pin);
-  await watchHistory(section, origin, result.newer, DECODER.decode(newer), base);
+  await watchHistory(section, origin, result, DECODER.decode(newer), (path, cap) =>
+    get(new URL(path, ROOT), cap),
+  );
+  // What the page shows must be what verified (display.js).
+  const main = section.closest("main") || document.body;
+  const { differs, notCovered } = await compareDisplay(main, section, result.dream.body);
+  if (pageId === null || pageId !== section.dataset.dreamId) {
+    differs.unshift({
+      field: "dream",
+      why: `this page is not the page of dream ${result.id} at dreams/${result.id}/ of this pool`,
+    });
+  }
+  if (new URL(section.dataset.root || "", location.href).href !== ROOT.href) {
+    differs.unshift({ field: "root", why: "the panel names another folder as the pool's root" });
+  }
   // The status goes last: a program that waits for it sees the pin and history too.
   const rewritten = section.dataset.history === "rewritten";
+  const warn = rewritten ? " But the pool's history changed since your last visit: see the warning." : "";
+  if (differs.length) {
+    showDiffers(section, result, differs);
+    return outcomeOf(section, started);
+  }
+  showScope(section, notCovered);
   finish(
     section,
     "ok",
-    `Verified: dream ${result.id} is entry ${result.index} of ${result.checkpoint.origin}.` +
-      (rewritten ? " But the pool's history changed since your last visit: see the warning." : ""),
+    `Verified: dream ${result.id} is entry ${result.index} of ${result.checkpoint.origin}, ` +
+      `and this page shows it as logged.${warn}`,
   );
   return outcomeOf(section, started);
+}
+
+function incomplete(section, started, message) {
+  finish(
+    section,
+    "incomplete",
+    `Could not check: ${message}. Nothing was decided about this dream; try again later.`,
+  );
+  return outcomeOf(section, started);
+}
+
+function showDiffers(section, result, differs) {
+  section.dataset.differs = [...new Set(differs.map((d) => d.field))].join(" ");
+  finish(
+    section,
+    "differs",
+    `Not verified: the log holds dream ${result.id}, but this page shows something else. ` +
+      "Read the dream from its record.json or with dreampool verify-proof.",
+  );
+  const list = el("ul", "differs");
+  for (const d of differs.slice(0, 20)) list.append(el("li", "", `${d.field}: ${d.why}`));
+  part(section, "outcome").append(list);
+}
+
+function showScope(section, notCovered) {
+  const node = part(section, "scope");
+  if (!node) return;
+  const pool = notCovered.length ? notCovered : Object.values(NOT_COVERED);
+  node.textContent =
+    "Verified covers what this page shows of the dream itself: its id, title, author, key, " +
+    "tags, summary, entries and lineage. Not covered, as the pool's own statements the log " +
+    `does not sign: ${pool.join(", ")}.`;
 }
 
 function outcomeOf(section, started) {
@@ -325,6 +362,7 @@ function outcomeOf(section, started) {
     step: section.dataset.verifyStep ? Number(section.dataset.verifyStep) : null,
     pin: section.dataset.pin || null,
     history: section.dataset.history || null,
+    differs: section.dataset.differs || null,
     ms: performance.now() - started,
   };
 }
@@ -332,9 +370,9 @@ function outcomeOf(section, started) {
 async function showPin(section, origin, firstUse = false) {
   const node = part(section, "pin");
   if (!node) return;
-  const pin = load("pin", origin);
+  const pin = load("pin", POOL, origin);
   if (!pin) {
-    node.textContent = storage()
+    node.textContent = canRemember()
       ? "No log key is pinned for this pool yet."
       : "This browser keeps no data for this site, so the key is trusted for this visit only.";
     return;
@@ -344,7 +382,7 @@ async function showPin(section, origin, firstUse = false) {
   node.replaceChildren(
     document.createTextNode(
       firstUse
-        ? `First visit: this browser pinned the log key of ${origin}. Compare its fingerprint with a copy you trust: `
+        ? `First visit: this browser pinned the log key of ${origin}. Compare its fingerprint with a copy you trust (the pool's README or announcement): `
         : `Checked against the log key of ${origin} that you pinned on ${when}, fingerprint `,
     ),
     el("code", "fingerprint", fp ? fp.fingerprint : "?"),
@@ -375,7 +413,7 @@ async function showKeyChange(section, origin, pin, sitePolicy) {
             : ` The policy you pinned on ${when} names no usable key for this log`) +
             "; the pool now publishes " +
             (siteKey ? `fingerprint ${siteKey.fingerprint}.` : "no usable key for this log.")
-        : ` This browser pinned another log for this site; the pool now publishes ${origin}` +
+        : ` This browser pinned another log for this pool; the pool now publishes ${origin}` +
             (siteKey ? ` with fingerprint ${siteKey.fingerprint}.` : "."),
     ),
     el(
@@ -395,62 +433,48 @@ function showHistoryNotChecked(section) {
   if (node) node.textContent = "History not checked: the dream did not verify.";
 }
 
-/**
- * Prove the verified current checkpoint consistent with the one this browser saw last:
- * log/consistency/<m> from the remembered size m, or equal roots when sizes are equal.
- */
-async function watchHistory(section, origin, current, currentNote, base) {
+/** Check the verified current checkpoint against the remembered one (history.js). */
+async function watchHistory(section, origin, result, currentNote, fetchFile) {
   const node = part(section, "history");
-  const seen = load("seen", origin);
+  const current = result.newer || result.checkpoint;
+  const seen = load("seen", POOL, origin);
   // The signed note is kept whole: with its signature it is evidence for anyone.
   const remember = () =>
-    save("seen", origin, { checkpoint: currentNote, seen: new Date().toISOString() });
-  let old = null;
-  try {
-    old = seen ? parseCheckpoint(splitNote(ENCODER.encode(String(seen.checkpoint))).text) : null;
-  } catch {
-    old = null; // unreadable: start over
-  }
-  if (!old || old.origin !== current.origin) {
-    section.dataset.history = "first-visit";
+    save("seen", POOL, origin, { checkpoint: currentNote, seen: new Date().toISOString() });
+  const seenNote = seen && typeof seen.checkpoint === "string" ? seen.checkpoint : null;
+  const verdict = await checkHistory({ policy: result.policy, seenNote, current, fetchFile });
+  section.dataset.history = verdict.state;
+  const { old } = verdict;
+  if (verdict.state === "first-visit") {
     node.textContent = remember()
-      ? `First visit: this browser now remembers checkpoint ${current.size} of ${current.origin}; later visits prove the log only grew from it.`
+      ? `First visit: this browser now remembers checkpoint ${current.size} of ${current.origin}; later visits prove the log only grew from it.` +
+        (verdict.detail ? ` (${verdict.detail}.)` : "")
       : "This browser keeps no data for this site, so the log's history cannot be watched.";
     return;
   }
-  let problem = null;
-  if (old.size > current.size) {
-    problem = `the log shrank from size ${old.size} to ${current.size}`;
-  } else if (old.size === current.size) {
-    if (!bytesEqual(old.root, current.root)) problem = `two different trees of size ${old.size}`;
-  } else {
-    const file = await fetchBytes(new URL(`log/consistency/${old.size}`, base));
-    if (file instanceof Error) {
-      problem = `the pool publishes no consistency proof from size ${old.size} (${file.message})`;
-    } else {
-      try {
-        await verifyConsistency(
-          old.size,
-          current.size,
-          old.root,
-          current.root,
-          parseConsistencyProof(file),
-        );
-      } catch (err) {
-        if (!(err instanceof VerificationError)) throw err;
-        problem = err.message;
-      }
-    }
-  }
-  if (problem === null) {
-    section.dataset.history = "unchanged";
+  if (verdict.state === "unchanged") {
     node.className = `${node.dataset.baseClass || ""} history-ok`;
     node.textContent = `History unchanged since your last visit (size ${old.size} → ${current.size}).`;
     remember();
     return;
   }
-  // Keep the remembered checkpoint: the warning stays until the reader decides.
-  section.dataset.history = "rewritten";
+  const when = String(seen.seen || "").slice(0, 10) || "an earlier visit";
+  if (verdict.state === "unchecked") {
+    // No verdict, and the remembered checkpoint stays the baseline.
+    node.className = `${node.dataset.baseClass || ""} callout callout-info`;
+    node.replaceChildren(
+      el("strong", "", "Could not check the pool's history this time."),
+      el(
+        "span",
+        "",
+        ` ${verdict.detail}. This is not a verdict on the pool: nothing here proves its history changed. ` +
+          `This browser still compares with the checkpoint it verified on ${when} (size ${old.size}); try again later.`,
+      ),
+    );
+    return;
+  }
+  // Rewritten: proved by two signed checkpoints. Keep the remembered one: the warning
+  // stays until the reader decides.
   node.className = `${node.dataset.baseClass || ""} callout callout-danger`;
   node.setAttribute("role", "alert");
   const accept = el("button", "button", "Accept the current checkpoint as the new baseline");
@@ -465,14 +489,15 @@ async function watchHistory(section, origin, current, currentNote, base) {
     el(
       "span",
       "",
-      ` The checkpoint this browser verified on ${String(seen.seen || "").slice(0, 10) || "an earlier visit"} ` +
-        `(size ${old.size}) is not a prefix of the current one (size ${current.size}): ${problem}. ` +
-        "A log must only grow; keep both checkpoints below as evidence.",
+      ` The checkpoint this browser verified on ${when} ` +
+        `(size ${old.size}) is not a prefix of the current one (size ${current.size}): ${verdict.detail}. ` +
+        "A log must only grow; keep the signed checkpoints below as evidence.",
     ),
     el("p", "history-label", `Checkpoint you saw before (size ${old.size}):`),
     el("pre", "note", String(seen.checkpoint)),
     el("p", "history-label", `Checkpoint the pool serves now (size ${current.size}):`),
     el("pre", "note", currentNote),
+    ...verdict.evidence.flatMap((e) => [el("p", "history-label", e.label), el("pre", "note", e.note)]),
     accept,
   );
 }
@@ -498,9 +523,9 @@ async function pinPasted(section) {
     message.textContent = `Not pinned: the policy names no log ${origin}, the log of this pool.`;
     return;
   }
-  // A pasted policy replaces every pin of this site: it is the reader's own choice.
-  for (const other of pinnedOrigins()) forget("pin", other);
-  if (!save("pin", origin, { policy: text, pinned: new Date().toISOString() })) {
+  // A pasted policy replaces every pin of this pool: it is the reader's own choice.
+  for (const other of pinnedLogs(POOL)) forget("pin", POOL, other);
+  if (!save("pin", POOL, origin, { policy: text, pinned: new Date().toISOString() })) {
     message.textContent = "Not pinned: this browser keeps no data for this site.";
     return;
   }
@@ -535,18 +560,59 @@ const SLOT_NAMES = {
   consistency: "consistency proof (log/consistency/<m>)",
 };
 
-/** Which input a dropped file is, by its content (names are only a tie-breaker). */
+/**
+ * Which input a dropped file is, by its content (names are only a tie-breaker). Linear
+ * in the file's size: each test reads the bytes once, no pattern backtracks over lines.
+ */
 export function classify(bytes, name = "") {
   const head = DECODER.decode(bytes.subarray(0, 64));
   if (head.startsWith(TLOG_PROOF_HEADER + "\n")) return "proof";
   if (/^\s*\{/.test(head)) return "record";
   if (peekCheckpoint(bytes)) return "checkpoint";
   const text = DECODER.decode(bytes);
-  if (!text || /^(?:[A-Za-z0-9+/]{43}=\n)+$/.test(text)) return "consistency";
-  if (/^\s*(?:log|quorum|witness|group|#)/m.test(text)) return "policy";
+  if (!text || isConsistencyText(text)) return "consistency";
+  if (isPolicyText(text)) return "policy";
   if (/\.tlog-proof$/i.test(name)) return "proof";
   if (/\.json$/i.test(name)) return "record";
   return "policy";
+}
+
+const HASH_LINE = /[A-Za-z0-9+/]{43}=\n/y; // one b64 SHA-256 and its newline: 45 chars
+const POLICY_WORD = /log|quorum|witness|group|#/y;
+
+/** One b64 SHA-256 per line, each ending in a newline (docs/protocol.md §4). */
+function isConsistencyText(text) {
+  if (text.length % 45 !== 0) return false;
+  for (let at = 0; at < text.length; at += 45) {
+    HASH_LINE.lastIndex = at;
+    if (!HASH_LINE.test(text)) return false;
+  }
+  return true;
+}
+
+/** A line whose first item is a tlog-policy directive or a comment: one pass. */
+function isPolicyText(text) {
+  let start = true;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x0a) start = true;
+    else if (start && c !== 0x20 && (c < 0x09 || c > 0x0d)) {
+      POLICY_WORD.lastIndex = i;
+      if (POLICY_WORD.test(text)) return true;
+      start = false;
+    }
+  }
+  return false;
+}
+
+/** Read a file the reader gave, or say why not: none of the inputs is this large. */
+async function readGiven(file) {
+  if (file.size > MAX_GIVEN_FILE) {
+    return new Error(
+      `${file.name}: too large (${file.size} bytes; no file this page checks is over ${MAX_GIVEN_FILE} bytes), not read`,
+    );
+  }
+  return new Uint8Array(await file.arrayBuffer());
 }
 
 function setUpFilePage(section) {
@@ -572,7 +638,13 @@ function setUpFilePage(section) {
   };
 
   const take = async (slot, file) => {
-    files.set(slot, { name: file.name, bytes: new Uint8Array(await file.arrayBuffer()) });
+    const bytes = await readGiven(file);
+    if (bytes instanceof Error) {
+      files.delete(slot);
+      part(section, "dropped").textContent = bytes.message;
+    } else {
+      files.set(slot, { name: file.name, bytes });
+    }
     show();
   };
 
@@ -606,12 +678,16 @@ function setUpFilePage(section) {
     stop(e);
     zone.classList.remove("dropzone-active");
     const dropped = e.dataTransfer ? [...e.dataTransfer.files] : [];
+    const refused = [];
     for (const file of dropped) {
-      const bytes = new Uint8Array(await file.arrayBuffer());
-      files.set(classify(bytes, file.name), { name: file.name, bytes });
+      const bytes = await readGiven(file);
+      if (bytes instanceof Error) refused.push(bytes.message);
+      else files.set(classify(bytes, file.name), { name: file.name, bytes });
     }
     show();
-    part(section, "dropped").textContent = `${dropped.length} file(s) dropped; see the list below.`;
+    part(section, "dropped").textContent =
+      `${dropped.length} file(s) dropped; see the list below.` +
+      (refused.length ? ` ${refused.join("; ")}.` : "");
   });
 
   const run = part(section, "run");
@@ -639,7 +715,7 @@ export async function verifyFiles(section, files) {
   }
   const peeked = peekProofCheckpoint(proof);
   const origin = peeked ? peeked.origin : "";
-  const pin = load("pin", origin);
+  const pin = load("pin", POOL, origin);
   let policy = bytes("policy");
   let usedPin = false;
   if (!policy && pin) {
@@ -718,10 +794,13 @@ function setUp() {
 }
 
 // A hook for programs and the benchmark: verify a dream page's panel, get its outcome
-// ({status, step, pin, history, ms}).
-window.dreampoolVerify = (section = document.querySelector("section.verify[data-dream-id]")) => {
+// ({status, step, pin, history, differs, ms}); options: {deadlineMs} for each fetch.
+window.dreampoolVerify = (
+  section = document.querySelector("section.verify[data-dream-id]"),
+  options = {},
+) => {
   if (!section) return Promise.reject(new Error("this page has no dream to verify"));
-  return verifyDreamPanel(section);
+  return verifyDreamPanel(section, options);
 };
 
 if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", setUp);

@@ -239,6 +239,19 @@ def local_storage(page: Any) -> dict[str, Any]:
     return {k: json.loads(v) for k, v in raw.items()}
 
 
+def kept(page: Any, kind: str, log: str = "test.example/pool") -> Any:
+    """What the verifier keeps of kind ("pin" or "seen") for log, in pins.js's layout
+    ("dreampool/v2 <kind> <web origin><pool root path> <log origin>"): the one entry of
+    any pool of this page's web origin, or None. Two would be ambiguous: an error."""
+    found = [
+        v
+        for k, v in local_storage(page).items()
+        if k.startswith(f"dreampool/v2 {kind} ") and k.endswith(f" {log}")
+    ]
+    assert len(found) <= 1, found
+    return found[0] if found else None
+
+
 @pytest.fixture(scope="session")
 def axe_source() -> str:
     """axe.min.js from axe-core@4 on the npm registry, installed once into a cache dir."""

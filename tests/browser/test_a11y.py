@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from builder import note
-from tests.browser.conftest import SCREENSHOTS, Served, new_page
+from tests.browser.conftest import SCREENSHOTS, Pool, Served, new_page
 
 RUN_AXE = """async () => {
   const result = await axe.run(document, { resultTypes: ["violations"] });
@@ -106,15 +106,18 @@ def test_no_serious_violation_on_any_page(
 
 
 def test_no_serious_violation_in_the_warning_states(
-    scheme_page: tuple[str, Any], site: Served, sample_site: Path
+    scheme_page: tuple[str, Any],
+    site: Served,
+    sample_site: Path,
+    standard_pool: Pool,
+    serve: Callable[[Path], Served],
 ) -> None:
-    """A failed step 1 with the changed-key warning, and the rewritten-history warning."""
+    """A failed step 1 with the changed-key warning, and the rewritten-history warning
+    (a remembered checkpoint of the current size with another root, signed by the
+    pool's log key: only two signed checkpoints make that verdict)."""
     scheme, page = scheme_page
     origin = (sample_site / "log" / "checkpoint").read_text().split("\n")[0]
     _, other_key = note.generate_key(origin)
-    checkpoint = (sample_site / "log" / "checkpoint").read_text()
-    lines = checkpoint.split("\n")
-    forged = "\n".join([lines[0], lines[1], base64.b64encode(bytes(32)).decode(), *lines[3:]])
     dream = site.url + pages(sample_site)["dream"]
     page.goto(dream)
     page.evaluate(
@@ -128,13 +131,21 @@ def test_no_serious_violation_in_the_warning_states(
         "() => document.querySelector('section.verify').dataset.pin === 'changed'"
     )
     problems = check(page, scheme, "dream-key-changed")
+    # The standard pool's key signs a second tree of the current size.
+    served = serve(standard_pool.site)
+    checkpoint = (standard_pool.site / "log" / "checkpoint").read_text()
+    lines = checkpoint.split("\n")
+    text = "\n".join([lines[0], lines[1], base64.b64encode(bytes(32)).decode()]) + "\n"
+    signer = note.parse_private_key(standard_pool.fixture.log_key)
+    forged = note.sign_note(text, [signer]).decode()
+    page.goto(f"{served.url}dreams/{standard_pool.ids[-1]}/")
     page.evaluate(
         """([origin, note]) => {
           localStorage.clear();
           localStorage.setItem(`dreampool/v1/seen/${origin}`,
             JSON.stringify({ checkpoint: note, seen: "2026-01-01T00:00:00Z" }));
         }""",
-        [origin, forged],
+        [lines[0], forged],
     )
     page.locator('section.verify [data-part="run"]').click()
     page.wait_for_function(
