@@ -86,25 +86,11 @@ def _make_markdown() -> MarkdownIt:
 
 _MD = _make_markdown()
 
-# Without links: for text that no page renders as Markdown (every field but the
-# summary), judged as any renderer might show it. Link labels are what make
-# markdown-it slow on hostile input ("*[_" repeated: quadratic bracket scans).
-_MD_NO_LINKS = _make_markdown()
-_MD_NO_LINKS.disable(["link", "linkify", "autolink"], ignoreInvalid=True)
-
 
 @functools.lru_cache(maxsize=64)  # a dream page and its card render one summary
 def render_markdown(text: str) -> str:
     """HTML for a dream summary: CommonMark without raw HTML or images, safe links only."""
     html: str = _MD.render(text)
-    return html
-
-
-def render_inline_only(text: str) -> str:
-    """HTML for text no page renders as Markdown, as a generic renderer would show
-    it (character references, escapes, emphasis, code) but without links: where such
-    text is written into Markdown (the agent exports) its brackets are escaped."""
-    html: str = _MD_NO_LINKS.render(text)
     return html
 
 

@@ -31,6 +31,8 @@ the pool refuses such a dream, and ``sign`` refuses to sign it
 
 from __future__ import annotations
 
+import html
+import re
 import unicodedata
 from collections.abc import Iterator, Mapping
 from html.parser import HTMLParser
@@ -107,21 +109,43 @@ def reader_texts(text: str, *, markdown: bool = True) -> tuple[str, ...]:
     text percent-decoded where it holds a "%" (a link target shows decoded), and
     each view again less its combining marks where it holds any.
 
-    ``markdown`` is whether a page renders the field as Markdown (the summary):
-    else it is rendered without links, as a generic renderer might show it (the
-    agent exports escape every such field's Markdown characters)."""
+    ``markdown`` is whether a page renders the field as Markdown (the summary).
+    No page renders any other field so, and the agent exports escape their
+    Markdown, but whoever reads one may render it: it is judged as any renderer
+    could show it without links (:func:`_decoded`), in linear time, where
+    markdown-it scans brackets and delimiters of hostile text slowly."""
     views = [_collapse(text)]
-    if not _MARKDOWN_CHANGES.isdisjoint(text):
+    if markdown and not _MARKDOWN_CHANGES.isdisjoint(text):
         reader = _Reader()
-        html = mdrender.render_markdown(text) if markdown else mdrender.render_inline_only(text)
-        reader.feed(html)
+        reader.feed(mdrender.render_markdown(text))
         reader.close()
         # As mdrender.plain_text: the text nodes joined, white space as one space.
         views.append(_collapse("".join(reader.parts)))
         views += reader.attributes
+    elif not markdown and not _MARKDOWN_CHANGES.isdisjoint(text):
+        decoded = _decoded(text)
+        views.append(_collapse(decoded))
+        views.append(_collapse(_DELIMITERS.sub("", decoded)))
     if "%" in text:
         views.append(_collapse(unquote(text)))
     return _folded(views)
+
+
+# A backslash escape or a character reference, in one left-to-right pass (an
+# escaped "\\&" starts no reference), as CommonMark reads them outside code.
+_DECODABLE = re.compile(
+    r"\\([!-/:-@\[-`{-~])|&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});"
+)
+# What emphasis, strikethrough and code spans may remove: every such character.
+_DELIMITERS = re.compile(r"[*_`~]")
+
+
+def _decoded(text: str) -> str:
+    """``text`` with escapes and character references decoded everywhere. A
+    renderer shows that less some of its delimiters (emphasis, code spans), and
+    keeps a reference inside a code span as written: the views are the source,
+    this, and this with every delimiter removed."""
+    return _DECODABLE.sub(lambda m: m[1] or html.unescape(m[0]), text)
 
 
 def _folded(views: list[str]) -> tuple[str, ...]:

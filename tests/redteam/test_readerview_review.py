@@ -75,7 +75,9 @@ def test_home_card_excerpt_cuts_a_long_number_into_a_phone(tmp_path: Path) -> No
     files = _site(tmp_path, obj)
     cards = re.findall(r'<p class="excerpt" dir="auto">(.*?)</p>', files["index.html"].decode())
     shown = [html.unescape(c) for c in cards]
-    assert shown and shown[0].endswith("13812345678…")  # what the reader sees
+    # Fixed at the source: the cut falls between tokens (mdrender.clip), so the
+    # card shows the prose before the number, never a part of it.
+    assert shown and shown[0].endswith("…") and "1381234" not in shown[0]
     assert not any("phone" in _kinds(c) for c in shown), CAUGHT_IN
 
 
@@ -92,20 +94,28 @@ def test_feed_summary_cut_makes_a_prc_id(tmp_path: Path) -> None:
     files = _site(tmp_path, signed(summary=summary))
     feed = files["feed.xml"].decode()
     summaries = [html.unescape(s) for s in re.findall(r"<summary[^>]*>(.*?)</summary>", feed, re.S)]
-    assert any(valid + "…" in s for s in summaries)
+    # Fixed at the source: the cut falls between tokens, before the number.
+    assert any(s.endswith("…") for s in summaries) and not any(first17 in s for s in summaries)
     assert not any("id" in _kinds(s) for s in summaries), CAUGHT_IN
 
 
 def test_feed_summary_cut_drops_the_digit_that_hid_an_address(tmp_path: Path) -> None:
-    """T56 (bypass): "ada@example.com1" is no address to the rules (a TLD
+    """T56 (bypass): "ada@example.com1" was no address to the rules (a TLD
     must not run into a digit), though a reader sees one; cut at the 299th
-    character the feed shows "ada@example.com…"."""
+    character the feed showed "ada@example.com…".
+
+    Fixed twice: a top-level label now ends where its letters end, so the rules
+    see the address a reader sees (and `sign` replaces it); and a cut falls
+    between tokens. The site cannot be built from a dream the pool refuses, so
+    the test checks the rules and the pool, and the cut on a token the rules
+    leave alone."""
     summary = _filler(284) + "ada@example.com1 is the desk to write to about it."
-    assert redact.redact_text(summary)[1] == ()
+    assert redact.redact_text(summary)[1] == ("email",)
+    assert not _passes_check(signed(summary=summary)), CAUGHT_IN
+    summary = _filler(284) + "adaexample.com12 is the desk to write to about it."
     files = _site(tmp_path, signed(summary=summary))
     feed = html.unescape(files["feed.xml"].decode())
-    assert "ada@example.com…" in feed
-    assert "email" not in _kinds(feed.split("<summary", 1)[1]), CAUGHT_IN
+    assert not re.search(r"adaexample\.com1?…", feed)  # no cut inside the token
 
 
 # --- joins: texts judged apart, shown together ----------------------------------------
@@ -124,7 +134,9 @@ def test_search_shard_joins_summary_and_entry_into_a_phone(tmp_path: Path) -> No
     files = _site(tmp_path, obj)
     shards = [json.loads(b) for p, b in files.items() if p.startswith("search/shard-")]
     texts = [d["text"] for s in shards for d in s["dreams"]]
-    assert any("+44 20\n7946 0958" in t for t in texts)
+    # Fixed at the source: the texts are joined by a visible " · " (render.SEARCH_JOIN),
+    # which no rule reads as part of a number, not by a line break shown as a space.
+    assert any("+44 20 · 7946 0958" in t for t in texts)
     assert not any("phone" in _kinds(t) for t in texts), CAUGHT_IN
 
 
@@ -341,4 +353,6 @@ def test_a_pathological_markdown_dream_costs_no_more_than_ordinary_markdown() ->
     )
     hostile = _full("*[_")
     base, cost = _cpu_check(ordinary), _cpu_check(hostile)
-    assert cost < max(1.0, 3 * base), (round(cost, 2), round(base, 2))
+    # Relative to the baseline measured in this run (no absolute floor, which on a
+    # fast machine hid a 6x regression); 20 ms keeps timer noise out.
+    assert cost < 3 * max(base, 0.02), (round(cost, 3), round(base, 3))
