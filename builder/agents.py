@@ -63,6 +63,7 @@ from __future__ import annotations
 import bisect
 import functools
 import hashlib
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -142,6 +143,22 @@ def _one_line(text: str) -> str:
     return " ".join(_lines(text))
 
 
+# Every character by which Markdown text can reach past its own field: links and
+# link titles ([ ] ( )), reference definitions, autolinks and HTML (< >),
+# character references (&), code spans and fences (` ~), emphasis (* _), images
+# (!) and escapes (\). A document holds many fields of many dreams; escaped,
+# each renders to its own characters, and the reader views of each field alone
+# (builder.readerview) are what any renderer shows of it.
+# An underscore between two letters or digits (dream_draft) opens and closes no
+# emphasis (CommonMark: intraword "_" is never a delimiter), so it stays as is.
+_MARKDOWN_SIGNIFICANT = re.compile(r"([\\`*\[\]()<>!&~|]|(?<![^\W_])_|_(?![^\W_]))")
+
+
+def _md(text: str) -> str:
+    """Untrusted ``text`` with its Markdown-significant characters backslash-escaped."""
+    return _MARKDOWN_SIGNIFICANT.sub(r"\\\1", text)
+
+
 # --- documents and quoting -------------------------------------------------------
 
 
@@ -213,29 +230,33 @@ def render_segments(segments: Sequence[Segment]) -> str:
 
 
 def _body(d: DreamView, *, full: bool) -> str:
-    """The author's part of a dream, as plain lines (quoted by the caller if need be)."""
-    lines = [f"title: {d.title}"]
-    lines.append("author: (anonymized)" if d.author is None else f"author: {d.author}")
+    """The author's part of a dream, as plain lines (quoted by the caller if need be).
+
+    Every author-written field is escaped (:func:`_md`): Markdown in one field must
+    not join another ("title: … [](x \"" and "author: \") …" into one link title)
+    nor resolve a reference another field, or another dream, defines."""
+    lines = [f"title: {_md(d.title)}"]
+    lines.append("author: (anonymized)" if d.author is None else f"author: {_md(d.author)}")
     if d.tags:
-        lines.append("tags: " + ", ".join(t.name for t in d.tags))
+        lines.append("tags: " + ", ".join(_md(t.name) for t in d.tags))
     if d.generation is not None or d.parent_id is not None:
         lineage = [] if d.generation is None else [f"generation {d.generation}"]
         if d.parent_id is not None:
-            lineage.append(f"parent {d.parent_id}")
+            lineage.append(f"parent {_md(d.parent_id)}")
         lines.append("lineage: " + ", ".join(lineage))
     if not full:
         kinds = sorted({e.type for e in d.entries})
         lines.append(f"entries: {len(d.entries)} ({', '.join(kinds)})")
         return "\n".join(lines)
     if d.summary:
-        lines += ["", "summary:", *_lines(d.summary)]
+        lines += ["", "summary:", *(_md(line) for line in _lines(d.summary))]
     lines += ["", "entries:"]
     for e in d.entries:
-        first, *rest = _lines(e.text) or [""]
+        first, *rest = [_md(line) for line in _lines(e.text)] or [""]
         lines.append(f"- {e.type} ({e.confidence}): {first}")
         lines += [f"  {line}" for line in rest]
         if e.source is not None:
-            lines.append(f"  source: {e.source}")
+            lines.append(f"  source: {_md(e.source)}")
     return "\n".join(lines)
 
 

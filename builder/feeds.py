@@ -42,6 +42,7 @@ from typing import Any
 from urllib.parse import quote
 from xml.sax.saxutils import escape
 
+from builder import mdrender
 from builder.model import DreamView, SiteModel
 from builder.page import Page, key_of
 
@@ -51,7 +52,7 @@ SITEMAP_NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
 SITEMAP_LIMIT = 50_000
 API_FORMAT = "dreampool-api/v1"
 FEED_LIMIT = 50
-SUMMARY_LIMIT = 300
+SUMMARY_LIMIT = mdrender.FEED_SUMMARY_LIMIT
 THIRD_PARTY = "third-party"
 # Used only when the model has no checkpoint at all (then it has no dreams either).
 _FALLBACK_DATE = "1970-01-01T00:00:00Z"
@@ -301,11 +302,9 @@ def _entry(model: SiteModel, dream: DreamView) -> list[str]:
 
 
 def _clip(text: str, limit: int = SUMMARY_LIMIT) -> str:
-    """``text`` stripped, at most ``limit`` characters including a closing "…"."""
-    text = text.strip()
-    if len(text) <= limit:
-        return text
-    return text[: limit - 1].rstrip() + "…"
+    """``text`` stripped, at most ``limit`` characters including a closing "…",
+    cut between tokens (:func:`builder.mdrender.clip`)."""
+    return mdrender.clip(text, limit)
 
 
 # --- sitemap, robots ---------------------------------------------------------

@@ -15,6 +15,8 @@ h1 and a section's h2).
 from __future__ import annotations
 
 import functools
+import re
+import unicodedata
 from collections.abc import Sequence
 from html.parser import HTMLParser
 
@@ -25,6 +27,15 @@ from markdown_it.utils import EnvType, OptionsDict
 
 LINK_SCHEMES = ("http:", "https:", "mailto:")
 LINK_REL = "nofollow ugc noopener"
+
+EXCERPT_LIMIT = 180
+"""Characters of a summary's plain text a card shows (with the closing "…")."""
+FEED_SUMMARY_LIMIT = 300
+"""Characters of a summary (or first entry) an Atom <summary> shows (with "…")."""
+
+# A fenced code block's info string becomes class="language-<first word>",
+# entity-decoded and unescaped by markdown-it: only a plain language name is kept.
+_LANGUAGE = re.compile(r"[A-Za-z0-9_+\-]{1,32}")
 
 
 def _validate_link(url: str) -> bool:
@@ -50,6 +61,18 @@ def _heading(
     return self.renderToken(tokens, idx, options, env)
 
 
+def _fence(
+    self: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+) -> str:
+    # The info string is source text: "```ada&#64;example.com" would put the decoded
+    # address into the page's bytes (class="language-ada@example.com"), where no
+    # reader view looks. A plain language name is kept; anything else is dropped.
+    token = tokens[idx]
+    words = token.info.split(maxsplit=1)
+    token.info = words[0] if words and _LANGUAGE.fullmatch(words[0]) else ""
+    return RendererHTML.fence(self, tokens, idx, options, env)
+
+
 def _make_markdown() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
     md.disable("image")  # no remote loads: ![a](b) becomes "!" and a plain link
@@ -57,6 +80,7 @@ def _make_markdown() -> MarkdownIt:
     md.add_render_rule("link_open", _link_open)
     md.add_render_rule("heading_open", _heading)
     md.add_render_rule("heading_close", _heading)
+    md.add_render_rule("fence", _fence)
     return md
 
 
@@ -85,3 +109,38 @@ def plain_text(markdown: str) -> str:
     parser.feed(render_markdown(markdown))
     parser.close()
     return " ".join("".join(parser.parts).split())
+
+
+def _cuttable(text: str, at: int) -> bool:
+    """Whether ``text`` may be cut before ``at`` without cutting a token: at white
+    space, or beside a character of a script written without spaces."""
+    return any(c.isspace() or _unspaced(c) for c in (text[at - 1], text[at]))
+
+
+def _unspaced(char: str) -> bool:
+    code = ord(char)
+    return (
+        0x2E80 <= code <= 0x9FFF  # CJK radicals, punctuation, kana, ideographs
+        or 0xAC00 <= code <= 0xD7AF  # Hangul syllables
+        or 0xF900 <= code <= 0xFAFF
+        or 0xFE30 <= code <= 0xFE4F
+        or 0x20000 <= code <= 0x3FFFF
+        or (not char.isascii() and unicodedata.category(char)[0] == "P")
+    )
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` stripped, at most ``limit`` characters including a closing "…".
+
+    A cut falls only between tokens (as :mod:`builder.memos` splits a memo): a
+    cut inside one would show what the whole text does not hold ("138123456789"
+    cut to the phone "13812345678…", "ada@example.com1" to "ada@example.com…").
+    A text with no such place within the limit shows as "…" alone.
+    """
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    for at in range(limit - 1, 0, -1):
+        if _cuttable(text, at):
+            return text[:at].rstrip() + "…"
+    return "…"

@@ -90,6 +90,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import itertools
 import re
 import unicodedata
 from bisect import bisect_left, bisect_right
@@ -452,9 +453,13 @@ def _local_start(text: str, at: int, done: int) -> int | None:
 # label ends where ASCII letters end ("ada@example.com联系我" stops at "com").
 _DOMAIN = re.compile(
     r"(?:[^\W_](?:(?:[^\W_]|-){0,61}[^\W_])?\.)+"
-    r"(?P<tld>(?:[A-Za-z]{2,63}|xn--[A-Za-z0-9]{1,59})(?![A-Za-z0-9])"
+    r"(?P<tld>(?:[A-Za-z]{2,63}|xn--[A-Za-z0-9]{1,59})(?![A-Za-z])"
     r"|[^\W\d_A-Za-z]{2,63})"
 )
+# A package at a version (react@19.0.0-rc.canary, tools@v0.1.0-beta.rc): a
+# semver pre-release's last identifier reads as a top-level domain, but no
+# domain starts with three numeric labels.
+_VERSION = re.compile(r"[vV]?[0-9]+\.[0-9]+\.[0-9]+(?![0-9])")
 # Image scale suffixes (icon@2x.png) look like addresses; none is a top-level domain.
 _FILE_TLDS = frozenset({"png", "jpg", "jpeg", "gif", "svg", "webp", "ico", "bmp", "tif", "tiff"})
 
@@ -470,6 +475,7 @@ def _emails(text: str) -> Iterator[tuple[int, int]]:
             and text[start:at] != "git"  # git@host:owner/repo is an SSH remote
             and (domain := _DOMAIN.match(text, at + 1)) is not None
             and domain["tld"].lower() not in _FILE_TLDS
+            and not _VERSION.match(text, at + 1)
         ):
             yield start, domain.end()
             done = domain.end()
@@ -645,6 +651,16 @@ def _national(text: str) -> Iterator[tuple[int, int]]:
                 at = m.start() + 1
 
 
+def _years(number: str) -> bool:
+    """Whether ``number`` is a list of years ("mobile 2023 2024 releases"): two or
+    more groups, each a year from 1950 to 2099, each later than the one before.
+    Kept narrow: an eight-digit number split 4+4 is a phone in many places."""
+    groups = number.replace(".", " ").replace("-", " ").split()
+    if len(groups) < 2 or any(len(g) != 4 or not "1950" <= g <= "2099" for g in groups):
+        return False
+    return all(a < b for a, b in itertools.pairwise(groups))
+
+
 def _labelled(text: str) -> Iterator[tuple[int, int]]:
     # Seven digits with nothing but separators between them come first.
     if not _has_run(text, _DIGIT_SHAPE, b"d" * 7, skip=b" .-"):
@@ -661,7 +677,7 @@ def _labelled(text: str) -> Iterator[tuple[int, int]]:
             if count + len(run.group()) > 15:
                 break
             count, end = count + len(run.group()), number + run.end()
-        if count >= 7:
+        if count >= 7 and not _years(text[number:end]):
             yield number, end
 
 

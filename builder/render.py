@@ -65,7 +65,7 @@ import jinja2
 from markupsafe import Markup
 
 from builder import favicon, patterns
-from builder.mdrender import LINK_REL, plain_text, render_markdown
+from builder.mdrender import EXCERPT_LIMIT, LINK_REL, clip, plain_text, render_markdown
 from builder.model import TIER_RANK, DreamView, SiteModel
 from builder.page import Page, key_of
 from builder.textlang import content_lang
@@ -269,18 +269,24 @@ def proof_size(model: SiteModel, index: int) -> int | None:
 
 
 @functools.lru_cache(maxsize=64)
-def excerpt(markdown: str, limit: int = 180) -> str:
-    """The first ``limit`` characters of a summary's text, Markdown syntax
-    removed (plain text: the template escapes it like any other)."""
-    text = plain_text(markdown)
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+def excerpt(markdown: str, limit: int = EXCERPT_LIMIT) -> str:
+    """At most ``limit`` characters of a summary's text, Markdown syntax removed
+    (plain text: the template escapes it like any other), cut between tokens."""
+    return clip(plain_text(markdown), limit)
+
+
+SEARCH_JOIN = " · "
+"""Between the texts of a search shard's ``text``: a visible separator, not a line break."""
 
 
 def search_entry(d: DreamView) -> str:
     """A dream's object in its search shard (search_shard), as JSON text.
 
-    ``text`` is the summary as plain text and each entry's text, one per line,
-    as the author wrote them: search.js folds them (NFKC, lower case) to match
+    ``text`` is the summary as plain text and each entry's text as the author
+    wrote them, joined by :data:`SEARCH_JOIN`: a result shows it in one paragraph,
+    where a line break would read as a space and join the end of one text to the
+    start of the next ("+44 20" and "7946 0958" into a phone number); the dot
+    joins no token. search.js folds them (NFKC, lower case) to match
     and shows a snippet of the original with the match marked. The title and
     tags are searched from their own fields. ``tier`` is the key directory's,
     shown on the result as on a card: a guest's dream among a maintainer's
@@ -295,7 +301,7 @@ def search_entry(d: DreamView) -> str:
         "tags": [t.name for t in d.tags],
         "tier": d.tier,
         "date": d.day,
-        "text": "\n".join(parts),
+        "text": SEARCH_JOIN.join(parts),
     }
     return json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
 

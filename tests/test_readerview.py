@@ -51,3 +51,36 @@ def test_where_markdown_changes_nothing_the_rendering_joins_nothing(text: str) -
     """The fast path: without & \\ * _ ` < [ or a second line, the rendering is
     the text less a block marker at its start, so it can join no tokens."""
     assert mdrender.plain_text(text) in " ".join(text.split())
+
+
+ORDINARY_MORE = [
+    "Accented: crème brûlée, naïve café, Ångström, 日本語のテキスト、한국어 문장.",
+    "```python\nprint('hi')\n```",
+    "Upgrade with `npm i react@19.0.0-rc.canary`; released 2023 2024 on mobile.",
+    "Emoji keycaps in prose: press 1️⃣ then 2️⃣ to choose.",
+]
+
+
+@pytest.mark.parametrize("text", ORDINARY_MORE)
+def test_more_ordinary_text_shows_nothing_to_refuse(text: str) -> None:
+    assert readerview.findings({"summary": text, "entries": [{"text": text}]}) == ()
+
+
+def test_a_fence_keeps_a_plain_language_name_only() -> None:
+    assert 'class="language-python"' in mdrender.render_markdown("```python\nx\n```")
+    html = mdrender.render_markdown("```ada&#64;example.com\nx\n```")
+    assert "language" not in html and "@" not in html
+
+
+@pytest.mark.parametrize(
+    ("text", "limit", "shown"),
+    [
+        ("short", 10, "short"),
+        ("one two three four", 10, "one two…"),
+        ("138123456789 x", 12, "…"),  # no place to cut within the limit
+        ("数据库索引的列顺序很重要", 6, "数据库索引…"),
+    ],
+)
+def test_a_clip_falls_between_tokens(text: str, limit: int, shown: str) -> None:
+    assert mdrender.clip(text, limit) == shown
+    assert len(mdrender.clip(text, limit)) <= limit

@@ -548,9 +548,10 @@ def test_search_index(built: Built) -> None:
     assert chinese["author"] == "ada" and chinese["tags"] == ["数据库", "索引"]
     assert chinese["title"] == "慢查询：复合索引的列顺序"
     # The text as written (search.js folds it to match and shows it as it is):
-    # the summary without its Markdown syntax, then each entry, one per line.
+    # the summary without its Markdown syntax, then each entry, joined by " · "
+    # (a line break would show as a space and join two texts into one token).
     child = rows[built.ids["child"]]
-    assert child["text"] == "See the docs and this.\nA fact with a source."
+    assert child["text"] == "See the docs and this. · A fact with a source."
     assert built.ids["gone"] not in rows
 
 

@@ -84,6 +84,9 @@
     return { text: folded, from: from, to: to };
   }
 
+  // White space, CJK and Hangul: a snippet may be cut beside one.
+  var CUT = /[\s\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\ufe30-\ufe4f]/;
+
   // Not in the middle of a surrogate pair.
   function boundary(text, at) {
     var c = text.charCodeAt(at);
@@ -100,6 +103,11 @@
       var markEnd = folded.to[at + terms[i].length - 1];
       var start = boundary(text, Math.max(0, markStart - 50));
       var end = boundary(text, Math.min(text.length, markEnd + 80));
+      // Cut only between tokens (at white space, or beside a character of a
+      // script written without spaces), never inside one: "1381234567890" cut
+      // to "13812345678" would show a phone number the text does not hold.
+      while (start > 0 && !CUT.test(text.charAt(start - 1)) && !CUT.test(text.charAt(start))) start--;
+      while (end < text.length && !CUT.test(text.charAt(end - 1)) && !CUT.test(text.charAt(end))) end++;
       var p = el("p", "snippet");
       p.dir = "auto";
       p.appendChild(document.createTextNode((start > 0 ? "…" : "") + text.slice(start, markStart)));
