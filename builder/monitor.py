@@ -205,13 +205,12 @@ class DirectorySite:
             raise SiteError(f"{self.describe(path)} is over {limit} bytes, too big for its kind")
         return data
 
-    def exists(self, path: str) -> bool:
-        """Whether ``path`` is a regular file below the root (:meth:`fetch`'s rules)."""
+    def get(self, path: str, limit: int) -> bytes | None:
+        """:meth:`fetch`, or None when there is no such file."""
         try:
-            self._target(path)
+            return self.fetch(path, limit)
         except NotFoundError:
-            return False
-        return True
+            return None
 
 
 class HttpSite:
@@ -247,12 +246,12 @@ class HttpSite:
         except fetch.FetchError as exc:
             raise SiteError(exc.message, hint=exc.hint) from None
 
-    def exists(self, path: str) -> bool:
-        _check_site_path(path)
+    def get(self, path: str, limit: int) -> bytes | None:
+        """:meth:`fetch`, or None when there is no such file."""
         try:
-            return fetch.exists(self.describe(path), deadline=self._deadline)
-        except fetch.FetchError as exc:
-            raise SiteError(exc.message, hint=exc.hint) from None
+            return self.fetch(path, limit)
+        except NotFoundError:
+            return None
 
 
 def open_site(site: str) -> DirectorySite | HttpSite:
@@ -496,16 +495,23 @@ def run_monitor(
     # 4. Presence of every dream leaf checked (docs/protocol.md §5).
     since = new.size if verdict.old is None else verdict.old.size
     presence = _presence(source, new, bundles_to_check(since, new.size, sample))
-    if presence.missing:
+    if presence.missing or presence.altered:
         lines += [
             f"missing: dream {dream_id} (leaf {index}) has no record on the site "
             f"({source.describe(f'dreams/{dream_id}/record.json')}) and no erasure leaf"
             for index, dream_id in presence.missing
         ]
+        lines += [
+            f"altered: dream {dream_id} (leaf {index}) has no erasure leaf, and what the site "
+            f"serves as its record ({source.describe(f'dreams/{dream_id}/record.json')}) is "
+            f"not the logged dream: {why}"
+            for index, dream_id, why in presence.altered
+        ]
         lines += [f"unchecked: {why}" for why in presence.unchecked]
+        count = len(presence.missing) + len(presence.altered)
         lines += [
             f"evidence: the signed checkpoint of size {new.size} whose entry bundles log "
-            f"{'these dreams' if len(presence.missing) > 1 else 'this dream'}, "
+            f"{'these dreams' if count > 1 else 'this dream'}, "
             f"{source.describe(CHECKPOINT_PATH)}:"
         ]
         lines += _note_lines(verdict.new_note)

@@ -148,8 +148,10 @@ class _HostileSite:
         assert len(data) <= limit
         return data
 
-    def exists(self, path: str) -> bool:
-        return False
+    def get(self, path: str, limit: int) -> bytes | None:
+        # The monitor now GETs each record (finding 1); the one dream's is "not found".
+        assert path.startswith("dreams/"), path
+        return None
 
     def describe(self, path: str) -> str:
         return path
