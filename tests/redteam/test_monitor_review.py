@@ -229,10 +229,16 @@ def test_a_slow_site_cannot_hold_the_monitor_for_dreams_times_the_deadline(
             "--state",
             tmp_path / "state",
             "--all",
+            # The run's deadline is an option (default 10 minutes, so an honest --all run
+            # of a large pool fits); a cron job sets it under its interval.
+            "--deadline",
+            "5",
             f"{base}/pool/",
         )
         elapsed = time.monotonic() - started
     assert elapsed < 4 * 2.0, f"{elapsed:.1f} s, exit {result.code}"
+    assert result.code == 3, result
+    assert "deadline" in result.err, result
 
 
 # --- state: a checkpoint verified in a run that ends in exit 3 is forgotten -------------
