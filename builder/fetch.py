@@ -1,8 +1,9 @@
 """Bounded HTTP(S) reads: the one way the readers' tools fetch from the network.
 
 ``dreampool monitor`` and ``dreampool mcp --site URL`` read a site through
-:class:`builder.monitor.HttpSite`, which calls :func:`get` and :func:`exists` here
-and nothing else. Whatever the server does, a call
+:class:`builder.monitor.HttpSite`, which calls :func:`get` here and nothing else
+(:func:`exists`, a HEAD, proves nothing about a file's content; the monitor GETs
+each record and checks it). Whatever the server does, a call
 
 * ends within its **deadline**: wall-clock seconds for the whole exchange
   (connection, headers, body), not a socket timeout per read, which a server

@@ -6,21 +6,28 @@ dream's record. A monitor keeps the last checkpoint it accepted and, on every ru
 checks that the site's current checkpoint extends it (docs/protocol.md §4–§5) and
 that the logged dreams are still there::
 
-    dreampool monitor --policy POLICY --state FILE [--sample N | --all] SITE
+    dreampool monitor --policy POLICY --state FILE [--sample N | --all] [--deadline S] SITE
 
 SITE is a site directory or an http(s) URL of the site root; the log is at
 ``SITE/log/``. Each run:
 
 1. fetches ``log/checkpoint`` and verifies it with the pinned policy: signed by
    the policy's log key, origin = key name, quorum met (docs/protocol.md §5 step 1);
-2. reads FILE, the signed note of the checkpoint accepted last, and verifies it the
-   same way. With no FILE it trusts the site's checkpoint on first use;
-3. compares the two (:func:`check_site`);
-4. checks that every dream leaf it reads has its record or an erasure leaf
-   (:mod:`builder.presence`: the leaves added since FILE's checkpoint and a random
-   sample of ``N`` older entry bundles, or all of them);
+2. reads FILE, the signed note of the checkpoint whose dreams were last all checked,
+   and FILE.seen, the newest checkpoint verified since (kept even when presence could
+   not be checked), and verifies them the same way. With neither it trusts the site's
+   checkpoint on first use;
+3. compares the site's with the newer of the two (:func:`check_site`) and, if it is
+   consistent, keeps it in FILE.seen atomically before going on;
+4. checks that every dream leaf it reads has its record, the logged dream itself, or
+   an erasure leaf (:mod:`builder.presence`: the leaves added since FILE's checkpoint
+   and a random sample of ``N`` older entry bundles, or all of them);
 5. only if all of that held, stores the new checkpoint in FILE atomically
-   (temporary file, then rename) and prints ``history unchanged: size m → n``.
+   (temporary file, then rename), removes FILE.seen and prints
+   ``history unchanged: size m → n``.
+
+A run holds FILE.lock (``flock``, not waiting: a concurrent run exits 3) and ends
+by its deadline (``--deadline``, :data:`DEFAULT_RUN_DEADLINE`) with exit 3.
 
 **Only a proof makes a verdict.** Exit status 2 is printed with evidence anyone can
 check against the policy: two checkpoints signed for the same size with different
@@ -28,11 +35,12 @@ roots; or a consistency proof (from ``log/consistency/<m>`` or computed from the
 tiles, c2sp.org/tlog-tiles) that reproduces the NEW signed root but gives an old root
 other than the one signed before (RFC 9162 §2.1.4.2: its nodes are then the new
 tree's own, so the two signed trees differ in their first m leaves); or a logged
-dream, not erased, whose record the site says it does not have. Anything else the
+dream, not erased, whose record the site says it does not have or serves altered
+(not recomputing the logged leaf). Anything else the
 site does — files missing, garbled, unverifiable, stale (a smaller checkpoint, which
 the log did once sign), slow or refused — is exit 3, *could not check*: it says what
 could not be fetched or verified, and FILE keeps the old checkpoint. Exit 1 is a
-local problem (the policy, FILE, the arguments).
+local problem (the policy, FILE, the arguments: a SITE URL no request can carry).
 
 Tile bytes are not trusted: a proof computed from them means something only once it
 reproduces a signed root. The monitor tries the tiles first and the consistency
