@@ -43,6 +43,7 @@ __all__ = [
     "MAX_REDIRECTS",
     "FetchError",
     "NotFound",
+    "TooLarge",
     "check_url",
     "exists",
     "get",
@@ -64,6 +65,10 @@ class FetchError(DreampoolError):
 
 class NotFound(FetchError):
     """The server says there is no such file (HTTP 404 or 410)."""
+
+
+class TooLarge(FetchError):
+    """The server answers 200 with a body over the caller's limit for that kind of file."""
 
 
 def _error(
@@ -260,7 +265,10 @@ def _request(url: str, method: str, limit: int, timeout: float, connections: _Co
                 return b""
             length = response.headers.get("Content-Length")
             if length is not None and length.isdigit() and int(length) > limit:
-                raise _error(f"{url} is {length} bytes, over {limit} for its kind")
+                raise TooLarge(
+                    printable(f"{url} is {length} bytes, over {limit} for its kind"),
+                    hint="check the URL and the network; run again later",
+                )
             data: bytes = response.read(limit + 1)
     except urllib.error.HTTPError as exc:
         exc.close()
@@ -272,7 +280,9 @@ def _request(url: str, method: str, limit: int, timeout: float, connections: _Co
     except (OSError, http.client.HTTPException, ValueError) as exc:
         raise _error(f"{url}: {exc or type(exc).__name__}") from None
     if len(data) > limit:
-        raise _error(f"{url} is over {limit} bytes, too big for its kind", hint="report it")
+        raise TooLarge(
+            printable(f"{url} is over {limit} bytes, too big for its kind"), hint="report it"
+        )
     return data
 
 

@@ -77,7 +77,13 @@ from builder.merkle import (
 )
 from builder.note import MAX_NOTE_SIZE
 from builder.policy import MAX_POLICY_SIZE, Policy, parse_policy, verify_checkpoint
-from builder.presence import Presence, UncheckedError, bundles_to_check, check_presence
+from builder.presence import (
+    OversizeError,
+    Presence,
+    UncheckedError,
+    bundles_to_check,
+    check_presence,
+)
 from builder.tiles import TILE_WIDTH, TileHashReader
 
 __all__ = [
@@ -95,6 +101,7 @@ __all__ = [
     "RunDeadline",
     "Site",
     "SiteError",
+    "TooLargeError",
     "Verdict",
     "check_site",
     "open_site",
@@ -133,6 +140,10 @@ class SiteError(CouldNotCheck):
 
 class NotFoundError(SiteError):
     """The site has no file at that path (HTTP 404/410, or no such file)."""
+
+
+class TooLargeError(SiteError, OversizeError):
+    """The site's file at that path is over the size cap for its kind."""
 
 
 class Site(Protocol):
@@ -219,7 +230,9 @@ class DirectorySite:
         except OSError as exc:
             raise SiteError(f"{self.describe(path)}: {exc.strerror or exc}") from None
         if len(data) > limit:
-            raise SiteError(f"{self.describe(path)} is over {limit} bytes, too big for its kind")
+            raise TooLargeError(
+                f"{self.describe(path)} is over {limit} bytes, too big for its kind"
+            )
         return data
 
     def get(self, path: str, limit: int) -> bytes | None:
@@ -268,6 +281,8 @@ class HttpSite:
             return fetch.get(self.describe(path), limit, deadline=self._seconds(path))
         except fetch.NotFound as exc:
             raise NotFoundError(exc.message, hint=exc.hint) from None
+        except fetch.TooLarge as exc:
+            raise TooLargeError(exc.message, hint=exc.hint) from None
         except fetch.FetchError as exc:
             if self._until is not None and time.monotonic() >= self._until:
                 raise RunDeadline(

@@ -55,6 +55,7 @@ from builder.merkle import (
 __all__ = [
     "MAX_BUNDLE_SIZE",
     "WORKERS",
+    "OversizeError",
     "Presence",
     "PresenceSite",
     "bundles_to_check",
@@ -101,6 +102,11 @@ class Presence:
     missing: tuple[tuple[int, str], ...]
     unchecked: tuple[str, ...]
     altered: tuple[tuple[int, str, str], ...] = ()
+
+
+class OversizeError(DreampoolError):
+    """The site serves a file over the size cap for its kind (a site's ``fetch`` raises
+    one that is also this, so presence can tell "too big to be the record" apart)."""
 
 
 class UncheckedError(DreampoolError):
@@ -240,6 +246,9 @@ def _check_records(site: PresenceSite, dreams: Sequence[tuple[int, str, bytes]])
         index, dream_id, leaf = dream
         try:
             record = site.get(_record_path(dream_id), MAX_RECORD_SIZE)
+        except OversizeError:
+            # No record is that large (§1: a dream's JCS is at most 65,536 bytes).
+            return "absent", f"the site serves over {MAX_RECORD_SIZE} bytes, more than any record"
         except DreampoolError as exc:
             return "unchecked", exc.message
         if record is None:

@@ -747,3 +747,14 @@ def test_a_site_url_is_sent_in_ascii(given: str, sent: str) -> None:
 
 def test_a_host_idna_cannot_encode_is_exit_1(tmp_path: Path, policy: Path, state: Path) -> None:
     assert monitor_run(policy, state, "http://" + "ü" * 70 + ".example/") == 1
+
+
+def test_a_record_over_any_records_size_is_altered(
+    tmp_path: Path, policy: Path, state: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file too large to be a record is not "could not check" forever: it is not the dream."""
+    site = site_at(tmp_path, LARGE)
+    (dream_folder(site, "late") / "record.json").write_bytes(b" " * (300 * 1024))
+    state.write_bytes(standard_log().checkpoints[SMALL])
+    assert monitor_run(policy, state, site) == monitor.EXIT_EVIDENCE
+    assert "altered: dream" in capsys.readouterr().out
