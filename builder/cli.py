@@ -344,7 +344,11 @@ def cmd_monitor(args: argparse.Namespace) -> int:
 
     try:
         report = monitor.run_monitor(
-            args.policy, args.state, args.site, sample=None if args.all else args.sample
+            args.policy,
+            args.state,
+            args.site,
+            sample=None if args.all else args.sample,
+            deadline=args.deadline,
         )
     except monitor.CouldNotCheck as exc:
         # Not a verdict: the site gave nothing to decide on (docs/verifiers.md).
@@ -355,6 +359,16 @@ def cmd_monitor(args: argparse.Namespace) -> int:
     for line in report.lines:
         out(printable(line))  # the lines carry the site's URLs and signed notes
     return report.code
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value <= 86400:
+        raise argparse.ArgumentTypeError("give between 0 and 86400 seconds")
+    return value
 
 
 def _count(text: str) -> int:
@@ -569,12 +583,17 @@ def build_parser() -> argparse.ArgumentParser:
         "monitor",
         cmd_monitor,
         "check a pool's new checkpoint against the last one seen, and its dreams' records",
-        epilog="exit status: 0 history unchanged and every dream checked present (the state "
-        "is stored); 2 a verdict, printed with its evidence: a fork (two signed checkpoints "
-        "that a proof shows inconsistent) or a logged dream missing (no record, no erasure "
-        "leaf); 3 could not check (a file missing, garbled, unverifiable, stale or slow: run "
-        "again later); 1 a local problem (policy, state file, arguments). The state file is "
-        "written only on 0.",
+        epilog="A dream is present when its record.json is fetched (GET) and recomputes "
+        "its logged leaf. exit status: 0 history unchanged and every dream checked present "
+        "(the state is stored); 2 a verdict, printed with its evidence: a fork (two signed "
+        "checkpoints that a proof shows inconsistent) or a logged dream, not erased, missing "
+        "(no record) or altered (the record served is not the logged dream); 3 could not "
+        "check (a file missing, garbled, unverifiable, stale or slow, the --deadline passed, "
+        "or another run holds the state: run again later); 1 a local problem (policy, state "
+        "file, arguments, a SITE URL no request can carry). The state file is written only "
+        "on 0; FILE.seen keeps the newest checkpoint verified on any run that reached "
+        "presence, so a fork is found even if that run ended in 3; FILE.lock is locked for "
+        "the run.",
     )
     p.add_argument("site", metavar="SITE", help="a site directory or http(s) URL")
     group = p.add_mutually_exclusive_group()
@@ -595,7 +614,16 @@ def build_parser() -> argparse.ArgumentParser:
         required=True,
         type=Path,
         metavar="FILE",
-        help="the last checkpoint seen, kept between runs (made on the first)",
+        help="the last checkpoint fully checked, kept between runs (made on the first); "
+        "FILE.seen and FILE.lock are kept beside it",
+    )
+    p.add_argument(
+        "--deadline",
+        type=_seconds,
+        default=600.0,
+        metavar="SECONDS",
+        help="seconds the whole run may take, fetches included; then it ends with exit 3 "
+        "(default 600)",
     )
     return parser
 

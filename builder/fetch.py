@@ -1,8 +1,9 @@
 """Bounded HTTP(S) reads: the one way the readers' tools fetch from the network.
 
 ``dreampool monitor`` and ``dreampool mcp --site URL`` read a site through
-:class:`builder.monitor.HttpSite`, which calls :func:`get` and :func:`exists` here
-and nothing else. Whatever the server does, a call
+:class:`builder.monitor.HttpSite`, which calls :func:`get` here and nothing else
+(:func:`exists`, a HEAD, proves nothing about a file's content; the monitor GETs
+each record and checks it). Whatever the server does, a call
 
 * ends within its **deadline**: wall-clock seconds for the whole exchange
   (connection, headers, body), not a socket timeout per read, which a server
@@ -42,6 +43,7 @@ __all__ = [
     "MAX_REDIRECTS",
     "FetchError",
     "NotFound",
+    "TooLarge",
     "check_url",
     "exists",
     "get",
@@ -63,6 +65,10 @@ class FetchError(DreampoolError):
 
 class NotFound(FetchError):
     """The server says there is no such file (HTTP 404 or 410)."""
+
+
+class TooLarge(FetchError):
+    """The server answers 200 with a body over the caller's limit for that kind of file."""
 
 
 def _error(
@@ -259,7 +265,10 @@ def _request(url: str, method: str, limit: int, timeout: float, connections: _Co
                 return b""
             length = response.headers.get("Content-Length")
             if length is not None and length.isdigit() and int(length) > limit:
-                raise _error(f"{url} is {length} bytes, over {limit} for its kind")
+                raise TooLarge(
+                    printable(f"{url} is {length} bytes, over {limit} for its kind"),
+                    hint="check the URL and the network; run again later",
+                )
             data: bytes = response.read(limit + 1)
     except urllib.error.HTTPError as exc:
         exc.close()
@@ -271,7 +280,9 @@ def _request(url: str, method: str, limit: int, timeout: float, connections: _Co
     except (OSError, http.client.HTTPException, ValueError) as exc:
         raise _error(f"{url}: {exc or type(exc).__name__}") from None
     if len(data) > limit:
-        raise _error(f"{url} is over {limit} bytes, too big for its kind", hint="report it")
+        raise TooLarge(
+            printable(f"{url} is over {limit} bytes, too big for its kind"), hint="report it"
+        )
     return data
 
 

@@ -70,6 +70,7 @@ __all__ = [
     "STEP_TITLES",
     "Result",
     "Step",
+    "check_record",
     "cli_verify_proof",
     "parse_consistency_proof",
     "verify_proof",
@@ -359,7 +360,22 @@ def _extra_of(line: bytes) -> bytes:
         raise VerificationError("proof: extra is not canonical base64 (RFC 4648 §4)") from None
 
 
-def _leaf_mismatch(extra: bytes, rec: _Record) -> str:
+def check_record(record: bytes, index: int, leaf: bytes) -> None:
+    """Check that ``record`` (a record.json) is the dream logged as ``leaf`` at ``index``.
+
+    Step 2 of docs/protocol.md §5 without a proof: the record parses strictly, and its
+    leaf data recomputed (the commitment over its dream and salt) is ``leaf``, byte for
+    byte. ``leaf`` must already be authenticated (proved under a signed root). Raises
+    :class:`VerificationError` saying what differs, echoing only ids.
+    """
+    rec = _parse_record(record)
+    if rec.leaf_data != leaf:
+        raise VerificationError(_leaf_mismatch(leaf, rec, f"leaf {index}"))
+    if rec.index != index:
+        raise VerificationError(f"record says index {rec.index}, the dream is leaf {index}")
+
+
+def _leaf_mismatch(extra: bytes, rec: _Record, label: str = "proof") -> str:
     """Say how the logged leaf differs from the recomputed one, echoing only ids."""
     # Both are canonical JSON: is_canonical parsed extra, and leaf_data is JCS output.
     logged = strictjson.loads(extra, max_bytes=len(extra))
@@ -370,12 +386,14 @@ def _leaf_mismatch(extra: bytes, rec: _Record) -> str:
     if "id" in differing:
         logged_id = logged.get("id")
         shown = logged_id if isinstance(logged_id, str) and dreams.is_dream_id(logged_id) else "?"
-        return f"proof is for dream {shown}, the record is dream {rec.id}"
+        return f"{label} is for dream {shown}, the record is dream {rec.id}"
     if differing == ["commitment"]:
         return (
             f"record of dream {rec.id} does not hash to the logged commitment: "
             "its dream or salt differs from what was logged"
         )
+    if label != "proof":
+        return f"{label}: the logged leaf data is not the one recomputed from the record"
     return "proof: extra is not the leaf data recomputed from the record"
 
 

@@ -6,21 +6,28 @@ dream's record. A monitor keeps the last checkpoint it accepted and, on every ru
 checks that the site's current checkpoint extends it (docs/protocol.md §4–§5) and
 that the logged dreams are still there::
 
-    dreampool monitor --policy POLICY --state FILE [--sample N | --all] SITE
+    dreampool monitor --policy POLICY --state FILE [--sample N | --all] [--deadline S] SITE
 
 SITE is a site directory or an http(s) URL of the site root; the log is at
 ``SITE/log/``. Each run:
 
 1. fetches ``log/checkpoint`` and verifies it with the pinned policy: signed by
    the policy's log key, origin = key name, quorum met (docs/protocol.md §5 step 1);
-2. reads FILE, the signed note of the checkpoint accepted last, and verifies it the
-   same way. With no FILE it trusts the site's checkpoint on first use;
-3. compares the two (:func:`check_site`);
-4. checks that every dream leaf it reads has its record or an erasure leaf
-   (:mod:`builder.presence`: the leaves added since FILE's checkpoint and a random
-   sample of ``N`` older entry bundles, or all of them);
+2. reads FILE, the signed note of the checkpoint whose dreams were last all checked,
+   and FILE.seen, the newest checkpoint verified since (kept even when presence could
+   not be checked), and verifies them the same way. With neither it trusts the site's
+   checkpoint on first use;
+3. compares the site's with the newer of the two (:func:`check_site`) and, if it is
+   consistent, keeps it in FILE.seen atomically before going on;
+4. checks that every dream leaf it reads has its record, the logged dream itself, or
+   an erasure leaf (:mod:`builder.presence`: the leaves added since FILE's checkpoint
+   and a random sample of ``N`` older entry bundles, or all of them);
 5. only if all of that held, stores the new checkpoint in FILE atomically
-   (temporary file, then rename) and prints ``history unchanged: size m → n``.
+   (temporary file, then rename), removes FILE.seen and prints
+   ``history unchanged: size m → n``.
+
+A run holds FILE.lock (``flock``, not waiting: a concurrent run exits 3) and ends
+by its deadline (``--deadline``, :data:`DEFAULT_RUN_DEADLINE`) with exit 3.
 
 **Only a proof makes a verdict.** Exit status 2 is printed with evidence anyone can
 check against the policy: two checkpoints signed for the same size with different
@@ -28,11 +35,12 @@ roots; or a consistency proof (from ``log/consistency/<m>`` or computed from the
 tiles, c2sp.org/tlog-tiles) that reproduces the NEW signed root but gives an old root
 other than the one signed before (RFC 9162 §2.1.4.2: its nodes are then the new
 tree's own, so the two signed trees differ in their first m leaves); or a logged
-dream, not erased, whose record the site says it does not have. Anything else the
+dream, not erased, whose record the site says it does not have or serves altered
+(not recomputing the logged leaf). Anything else the
 site does — files missing, garbled, unverifiable, stale (a smaller checkpoint, which
 the log did once sign), slow or refused — is exit 3, *could not check*: it says what
 could not be fetched or verified, and FILE keeps the old checkpoint. Exit 1 is a
-local problem (the policy, FILE, the arguments).
+local problem (the policy, FILE, the arguments: a SITE URL no request can carry).
 
 Tile bytes are not trusted: a proof computed from them means something only once it
 reproduces a signed root. The monitor tries the tiles first and the consistency
@@ -45,11 +53,13 @@ directory is read only below its root, symlinks included.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import tempfile
+import time
 import urllib.parse
-from collections.abc import Sequence
-from contextlib import suppress
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
@@ -67,10 +77,17 @@ from builder.merkle import (
 )
 from builder.note import MAX_NOTE_SIZE
 from builder.policy import MAX_POLICY_SIZE, Policy, parse_policy, verify_checkpoint
-from builder.presence import Presence, UncheckedError, bundles_to_check, check_presence
+from builder.presence import (
+    OversizeError,
+    Presence,
+    UncheckedError,
+    bundles_to_check,
+    check_presence,
+)
 from builder.tiles import TILE_WIDTH, TileHashReader
 
 __all__ = [
+    "DEFAULT_RUN_DEADLINE",
     "DEFAULT_SAMPLE",
     "EXIT_EVIDENCE",
     "EXIT_OK",
@@ -81,12 +98,16 @@ __all__ = [
     "MonitorError",
     "NotFoundError",
     "Report",
+    "RunDeadline",
     "Site",
     "SiteError",
+    "TooLargeError",
     "Verdict",
     "check_site",
     "open_site",
     "run_monitor",
+    "seen_path",
+    "site_base",
 ]
 
 CHECKPOINT_PATH = "log/checkpoint"
@@ -100,6 +121,9 @@ EXIT_UNCHECKED = 3
 
 DEFAULT_SAMPLE = 4
 """Entry bundles older than the state drawn at random on each run (up to 1,024 dreams)."""
+
+DEFAULT_RUN_DEADLINE = 600.0
+"""Seconds a whole run may take (fetches included); then it ends with exit 3."""
 
 
 class MonitorError(DreampoolError):
@@ -116,6 +140,10 @@ class SiteError(CouldNotCheck):
 
 class NotFoundError(SiteError):
     """The site has no file at that path (HTTP 404/410, or no such file)."""
+
+
+class TooLargeError(SiteError, OversizeError):
+    """The site's file at that path is over the size cap for its kind."""
 
 
 class Site(Protocol):
@@ -202,63 +230,128 @@ class DirectorySite:
         except OSError as exc:
             raise SiteError(f"{self.describe(path)}: {exc.strerror or exc}") from None
         if len(data) > limit:
-            raise SiteError(f"{self.describe(path)} is over {limit} bytes, too big for its kind")
+            raise TooLargeError(
+                f"{self.describe(path)} is over {limit} bytes, too big for its kind"
+            )
         return data
 
-    def exists(self, path: str) -> bool:
-        """Whether ``path`` is a regular file below the root (:meth:`fetch`'s rules)."""
+    def get(self, path: str, limit: int) -> bytes | None:
+        """:meth:`fetch`, or None when there is no such file."""
         try:
-            self._target(path)
+            return self.fetch(path, limit)
         except NotFoundError:
-            return False
-        return True
+            return None
 
 
 class HttpSite:
     """A site served over http(s); ``base`` is the site root URL. Every read goes
-    through :mod:`builder.fetch` (total deadline, size cap, checked redirects)."""
+    through :mod:`builder.fetch` (total deadline, size cap, checked redirects).
 
-    __slots__ = ("_base", "_deadline")
+    ``until`` (a :func:`time.monotonic` time) is the end of the whole run: no fetch
+    starts after it, and none runs past it (:class:`RunDeadline`).
+    """
 
-    def __init__(self, base: str, *, deadline: float | None = None) -> None:
-        try:
-            parts = fetch.check_url(base)
-        except fetch.FetchError:
-            raise SiteError(
-                "site URL must be http(s)://host/path", hint="give the site root URL"
-            ) from None
-        if parts.query or parts.fragment or parts.username or parts.password:
-            raise SiteError(
-                "site URL must not carry a query, fragment or credentials",
-                hint="give the site root URL, e.g. https://example.org/dreams/",
-            )
-        self._base = base if base.endswith("/") else base + "/"
+    __slots__ = ("_base", "_deadline", "_until")
+
+    def __init__(
+        self, base: str, *, deadline: float | None = None, until: float | None = None
+    ) -> None:
+        self._base = site_base(base)
         self._deadline = deadline
+        self._until = until
 
     def describe(self, path: str) -> str:
         return self._base + urllib.parse.quote(path)
 
+    def _seconds(self, path: str) -> float | None:
+        """This fetch's deadline: the per-fetch one, cut to what is left of the run's."""
+        if self._until is None:
+            return self._deadline
+        left = self._until - time.monotonic()
+        if left <= 0:
+            raise RunDeadline(
+                f"the run's deadline passed before {self.describe(path)} was fetched",
+                hint="the site is too slow for the run's deadline (--deadline); run again later",
+            )
+        return min(fetch.DEFAULT_DEADLINE if self._deadline is None else self._deadline, left)
+
     def fetch(self, path: str, limit: int) -> bytes:
         _check_site_path(path)
         try:
-            return fetch.get(self.describe(path), limit, deadline=self._deadline)
+            return fetch.get(self.describe(path), limit, deadline=self._seconds(path))
         except fetch.NotFound as exc:
             raise NotFoundError(exc.message, hint=exc.hint) from None
+        except fetch.TooLarge as exc:
+            raise TooLargeError(exc.message, hint=exc.hint) from None
         except fetch.FetchError as exc:
+            if self._until is not None and time.monotonic() >= self._until:
+                raise RunDeadline(
+                    f"the run's deadline passed while fetching {self.describe(path)}",
+                    hint="the site is too slow for the run's deadline (--deadline); "
+                    "run again later",
+                ) from None
             raise SiteError(exc.message, hint=exc.hint) from None
 
-    def exists(self, path: str) -> bool:
-        _check_site_path(path)
+    def get(self, path: str, limit: int) -> bytes | None:
+        """:meth:`fetch`, or None when there is no such file."""
         try:
-            return fetch.exists(self.describe(path), deadline=self._deadline)
-        except fetch.FetchError as exc:
-            raise SiteError(exc.message, hint=exc.hint) from None
+            return self.fetch(path, limit)
+        except NotFoundError:
+            return None
 
 
-def open_site(site: str) -> DirectorySite | HttpSite:
+class RunDeadline(SiteError):
+    """The run's total deadline passed: nothing more is fetched."""
+
+
+_URL_SAFE = "/%:@!$&'()*+,;=-._~"
+
+
+def site_base(base: str) -> str:
+    """The site root URL ``base``, checked and in the ASCII form http.client sends.
+
+    Refuses (:class:`SiteError`) a URL that is not http(s) with a host, one with a
+    query, fragment or credentials, and one with white space or a control character
+    anywhere (no request could carry it: a typo, never the site's fault). A non-ASCII
+    host is encoded with IDNA (RFC 3490, Python's ``idna`` codec), a non-ASCII path
+    percent-encoded as UTF-8. The result ends with ``/``.
+    """
+    if any(c.isspace() or not c.isprintable() for c in base):
+        raise SiteError(
+            "site URL contains white space or a control character, which no request can carry",
+            hint="percent-encode it (a space is %20) or fix the URL",
+        )
+    try:
+        parts = fetch.check_url(base)
+    except fetch.FetchError:
+        raise SiteError(
+            "site URL must be http(s)://host/path", hint="give the site root URL"
+        ) from None
+    if parts.query or parts.fragment or parts.username or parts.password:
+        raise SiteError(
+            "site URL must not carry a query, fragment or credentials",
+            hint="give the site root URL, e.g. https://example.org/dreams/",
+        )
+    netloc = parts.netloc
+    host = parts.hostname or ""
+    if not host.isascii():
+        try:
+            ascii_host = host.encode("idna").decode("ascii")
+        except UnicodeError:
+            raise SiteError(
+                "site URL host is not an internationalized domain name IDNA can encode",
+                hint="give the host in its ASCII form (xn--…)",
+            ) from None
+        netloc = ascii_host + (f":{parts.port}" if parts.port is not None else "")
+    path = urllib.parse.quote(parts.path, safe=_URL_SAFE)
+    url = urllib.parse.urlunsplit((parts.scheme, netloc, path, "", ""))
+    return url if url.endswith("/") else url + "/"
+
+
+def open_site(site: str, *, until: float | None = None) -> DirectorySite | HttpSite:
     """A :class:`HttpSite` for an http(s) URL, a :class:`DirectorySite` for anything else."""
     if site.startswith(("http://", "https://")):
-        return HttpSite(site)
+        return HttpSite(site, until=until)
     if "://" in site:
         raise SiteError(
             "site URL scheme is not http or https",
@@ -446,24 +539,117 @@ def run_monitor(
     site: str | os.PathLike[str],
     *,
     sample: int | None = DEFAULT_SAMPLE,
+    deadline: float = DEFAULT_RUN_DEADLINE,
 ) -> Report:
     """``dreampool monitor``: check SITE against FILE, store its checkpoint if all holds.
 
     ``sample`` is the number of older entry bundles whose dreams are checked for
-    presence (None: all). Returns a report of status 0 (history unchanged, every
-    checked dream present, checkpoint stored) or 2 (a proved fork, or logged dreams
-    missing: the evidence is in the lines). Raises :class:`CouldNotCheck` (exit 3)
-    when the site gave nothing to decide on, and :class:`MonitorError` (exit 1) for a
-    local problem. FILE is written only with status 0.
+    presence (None: all); ``deadline`` the seconds the whole run may take. Returns a
+    report of status 0 (history unchanged, every checked dream present, checkpoint
+    stored) or 2 (a proved fork, or logged dreams missing or altered: the evidence is
+    in the lines). Raises :class:`CouldNotCheck` (exit 3) when the site gave nothing
+    to decide on, the deadline passed or another run holds FILE, and
+    :class:`MonitorError` (exit 1) for a local problem.
+
+    FILE is written only with status 0. Every checkpoint the run verified and found
+    consistent with what it knew is kept in FILE.seen (:func:`seen_path`) whatever
+    presence says, so the next run compares the site's checkpoint with it too.
     """
+    until = time.monotonic() + deadline
     policy = parse_policy(_read_local(policy_path, MAX_POLICY_SIZE, "policy"))
     state_file = Path(state_path)
-    state = _read_state(state_file)
     try:
-        source = open_site(os.fspath(site))
+        source = open_site(os.fspath(site), until=until)
     except SiteError as exc:  # the argument itself: a local problem
         raise MonitorError(exc.message, hint=exc.hint) from None
-    verdict = check_site(policy, state, source)
+    with _locked(state_file):
+        try:
+            return _run(policy, state_file, source, sample)
+        except CouldNotCheck as exc:
+            if time.monotonic() < until or isinstance(exc, RunDeadline):
+                raise
+            raise CouldNotCheck(
+                f"the run's deadline of {deadline:g} s passed: {exc.message}",
+                hint=f"the site is too slow for --deadline; run again later ({exc.hint})",
+            ) from None
+
+
+def seen_path(state_file: Path) -> Path:
+    """FILE.seen: the newest checkpoint verified, whether or not its dreams could be checked."""
+    return state_file.with_name(state_file.name + ".seen")
+
+
+@contextmanager
+def _locked(state_file: Path) -> Iterator[None]:
+    """Hold FILE.lock (``flock``, not waiting) for the run: one run at a time per state."""
+    lock = state_file.with_name(state_file.name + ".lock")
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise MonitorError(
+            f"cannot open the lock file {lock}: {exc.strerror or exc}",
+            hint="create the state file's directory, or give --state a path in a writable one",
+        ) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise CouldNotCheck(
+                f"another monitor run holds the state {state_file} (lock {lock})",
+                hint="runs overlap: run less often, or give --deadline under the interval",
+            ) from None
+        except OSError as exc:
+            raise MonitorError(f"cannot lock {lock}: {exc.strerror or exc}") from None
+        yield
+    finally:
+        os.close(fd)  # releases the lock; the file stays (removing it would race)
+
+
+def _stored(policy: Policy, note: bytes, path: Path) -> Checkpoint:
+    try:
+        cp, _ = verify_checkpoint(policy, note)
+    except DreampoolError as exc:
+        raise MonitorError(
+            f"{path}: {exc.message}",
+            hint="it holds no checkpoint this policy accepts; if the pool changed its log key, "
+            "check that out of band, then delete the state file and its .seen file to trust anew",
+        ) from exc
+    return cp
+
+
+def _run(
+    policy: Policy, state_file: Path, source: DirectorySite | HttpSite, sample: int | None
+) -> Report:
+    checked = _read_state(state_file)  # the last checkpoint whose dreams were all checked
+    seen_file = seen_path(state_file)
+    seen = _read_state(seen_file)  # the newest checkpoint verified, maybe unchecked
+    checked_cp = None if checked is None else _stored(policy, checked, state_file)
+    seen_cp = None if seen is None else _stored(policy, seen, seen_file)
+    # Compare the site with the newer of the two (consistent with the older: it was
+    # stored only once proved so), so a fork against either is found.
+    anchor, anchor_file = checked, state_file
+    if seen is not None and seen_cp is not None:
+        if checked_cp is not None and checked_cp.origin != seen_cp.origin:
+            raise MonitorError(
+                f"{state_file} and {seen_file} hold checkpoints of different logs",
+                hint="use one state file per log",
+            )
+        if checked_cp is None or seen_cp.size > checked_cp.size:
+            anchor, anchor_file = seen, seen_file
+        elif seen_cp.size == checked_cp.size and seen_cp.root != checked_cp.root:
+            assert checked is not None
+            return Report(
+                EXIT_EVIDENCE,
+                (
+                    f"fork: two different roots are signed for tree size {seen_cp.size}",
+                    f"evidence: the checkpoint accepted before, from {state_file}:",
+                    *_note_lines(checked),
+                    f"evidence: the checkpoint seen since, from {seen_file}:",
+                    *_note_lines(seen),
+                    "the state files are unchanged; keep this evidence",
+                ),
+            )
+    verdict = check_site(policy, anchor, source)
     warnings = [f"warning: {warning}" for warning in verdict.warnings]
     lines: list[str] = []
     new = verdict.new
@@ -476,7 +662,7 @@ def run_monitor(
     if verdict.status == "fork":
         assert verdict.old_note is not None
         lines += [f"fork: {verdict.reason}", *warnings]
-        lines += [f"evidence: the checkpoint accepted before, from {state_file}:"]
+        lines += [f"evidence: the checkpoint accepted before, from {anchor_file}:"]
         lines += _note_lines(verdict.old_note)
         lines += [
             f"evidence: the checkpoint the site serves now, {source.describe(CHECKPOINT_PATH)}:"
@@ -493,19 +679,33 @@ def run_monitor(
         lines += [f"the state file {state_file} is unchanged; keep this evidence"]
         return Report(EXIT_EVIDENCE, tuple(lines))
     lines += warnings
-    # 4. Presence of every dream leaf checked (docs/protocol.md §5).
+    # Verified, and consistent with every checkpoint kept: keep it whatever follows,
+    # so a different one signed for its size later is a fork, not a first use.
+    if verdict.new_note != anchor:
+        _store(seen_file, verdict.new_note)
+    # 4. Presence of every dream leaf checked (docs/protocol.md §5): every leaf added
+    # since the last full check, and a sample of the older ones.
     since = new.size if verdict.old is None else verdict.old.size
+    if checked_cp is not None:
+        since = checked_cp.size
     presence = _presence(source, new, bundles_to_check(since, new.size, sample))
-    if presence.missing:
+    if presence.missing or presence.altered:
         lines += [
             f"missing: dream {dream_id} (leaf {index}) has no record on the site "
             f"({source.describe(f'dreams/{dream_id}/record.json')}) and no erasure leaf"
             for index, dream_id in presence.missing
         ]
+        lines += [
+            f"altered: dream {dream_id} (leaf {index}) has no erasure leaf, and what the site "
+            f"serves as its record ({source.describe(f'dreams/{dream_id}/record.json')}) is "
+            f"not the logged dream: {why}"
+            for index, dream_id, why in presence.altered
+        ]
         lines += [f"unchecked: {why}" for why in presence.unchecked]
+        count = len(presence.missing) + len(presence.altered)
         lines += [
             f"evidence: the signed checkpoint of size {new.size} whose entry bundles log "
-            f"{'these dreams' if len(presence.missing) > 1 else 'this dream'}, "
+            f"{'these dreams' if count > 1 else 'this dream'}, "
             f"{source.describe(CHECKPOINT_PATH)}:"
         ]
         lines += _note_lines(verdict.new_note)
@@ -518,17 +718,20 @@ def run_monitor(
             + (f" (and {len(presence.unchecked) - 1} more)" if len(presence.unchecked) > 1 else ""),
             hint=f"run again later; {state_file} is unchanged",
         )
-    # 5. All held: store.
+    # 5. All held: store. FILE is now the newest checkpoint kept; FILE.seen is done.
     _store(state_file, verdict.new_note)
+    with suppress(FileNotFoundError):
+        os.unlink(seen_file)
     found = (
         f"{presence.checked} dreams checked: {presence.present} present, {presence.erased} erased"
     )
-    if verdict.old is None:
+    if checked is None:
         lines += [
             f"no state file: trusting {new.origin} at size {new.size} on first use; "
             f"stored its checkpoint in {state_file}; {found}"
         ]
     else:
+        assert verdict.old is not None
         lines += [f"history unchanged: size {verdict.old.size} → {new.size}; {found}"]
     return Report(EXIT_OK, tuple(lines))
 

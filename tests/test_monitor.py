@@ -77,7 +77,8 @@ def test_first_run_trusts_and_stores(
     assert monitor_run(policy, state, site) == 0
     assert state.read_bytes() == standard_log().checkpoints[SMALL]
     assert "first use" in capsys.readouterr().out
-    assert [p.name for p in state.parent.iterdir()] == [state.name]  # no temporary file left
+    # no temporary file left; the lock file stays (removing it would race another run)
+    assert sorted(p.name for p in state.parent.iterdir()) == [state.name, f"{state.name}.lock"]
 
 
 def test_growth_is_proved_from_the_tiles(
@@ -694,3 +695,66 @@ def test_an_oversize_body_is_refused(policy: Path, state: Path, run: Callable[..
         result = run("monitor", "--policy", policy, "--state", state, base)
     assert result.code == 3, result
     assert "over" in result.err and "bytes" in result.err
+
+
+# --- run-level guards: the state lock, the seen checkpoint, the site URL ---------------
+
+
+def test_a_second_concurrent_run_is_exit_3_and_leaves_the_state(
+    tmp_path: Path, policy: Path, state: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import fcntl
+    import os
+
+    site = site_at(tmp_path, LARGE)
+    state.write_bytes(standard_log().checkpoints[SMALL])
+    fd = os.open(f"{state}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another run holds it
+        assert monitor_run(policy, state, site) == monitor.EXIT_UNCHECKED
+        assert "another monitor run holds the state" in capsys.readouterr().err
+    finally:
+        os.close(fd)
+    assert state.read_bytes() == standard_log().checkpoints[SMALL]
+    assert monitor_run(policy, state, site) == 0  # released: the next run goes ahead
+    assert state.read_bytes() == standard_log().checkpoints[LARGE]
+    assert not monitor.seen_path(state).exists()  # a full check folds it into the state
+
+
+def test_a_missing_dream_keeps_the_state_but_remembers_the_checkpoint(
+    tmp_path: Path, policy: Path, state: Path
+) -> None:
+    site = site_at(tmp_path, LARGE)
+    (dream_folder(site, "late") / "record.json").unlink()
+    state.write_bytes(standard_log().checkpoints[SMALL])
+    assert monitor_run(policy, state, site) == monitor.EXIT_EVIDENCE
+    assert state.read_bytes() == standard_log().checkpoints[SMALL]
+    assert monitor.seen_path(state).read_bytes() == standard_log().checkpoints[LARGE]
+
+
+@pytest.mark.parametrize(
+    ("given", "sent"),
+    [
+        ("https://bücher.example/pool", "https://xn--bcher-kva.example/pool/"),
+        ("http://example.org:8080/tr%C3%A4ume/", "http://example.org:8080/tr%C3%A4ume/"),
+        ("http://example.org/träume", "http://example.org/tr%C3%A4ume/"),
+        ("http://[::1]:8000/", "http://[::1]:8000/"),
+    ],
+)
+def test_a_site_url_is_sent_in_ascii(given: str, sent: str) -> None:
+    assert monitor.site_base(given) == sent
+
+
+def test_a_host_idna_cannot_encode_is_exit_1(tmp_path: Path, policy: Path, state: Path) -> None:
+    assert monitor_run(policy, state, "http://" + "ü" * 70 + ".example/") == 1
+
+
+def test_a_record_over_any_records_size_is_altered(
+    tmp_path: Path, policy: Path, state: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file too large to be a record is not "could not check" forever: it is not the dream."""
+    site = site_at(tmp_path, LARGE)
+    (dream_folder(site, "late") / "record.json").write_bytes(b" " * (300 * 1024))
+    state.write_bytes(standard_log().checkpoints[SMALL])
+    assert monitor_run(policy, state, site) == monitor.EXIT_EVIDENCE
+    assert "altered: dream" in capsys.readouterr().out
