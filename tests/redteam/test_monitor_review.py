@@ -1,5 +1,5 @@
 """Review of ``dreampool monitor`` (presence, proof-only verdicts, bounded fetches) as a
-hostile mirror or server (T56, a placeholder id).
+hostile mirror or server (T65–T67).
 
 Each test here fails on the reviewed code: it performs an attack and asserts what the
 monitor should do. Helpers come from ``tests/test_monitor.py`` (synthetic logs served
@@ -70,7 +70,7 @@ def test_a_dropped_record_is_not_present_because_head_says_200(
     run: Callable[..., Any],
     handler: type[QuietHandler],
 ) -> None:
-    """T56. The site drops a logged, unerased dream's record (as in
+    """T65. The site drops a logged, unerased dream's record (as in
     test_a_dropped_dream_is_reported_missing), but its server answers 200 for a path
     it has no file for: an SPA fallback serving index.html, or a HEAD that says 200
     to everything. Presence asks only ``HEAD dreams/<id>/record.json`` and takes the
@@ -97,7 +97,7 @@ def test_a_record_that_is_not_the_logged_dream_is_not_present(
     run: Callable[..., Any],
     body: str,
 ) -> None:
-    """T56. The site keeps a file at ``dreams/<id>/record.json`` but it is not that
+    """T65. The site keeps a file at ``dreams/<id>/record.json`` but it is not that
     dream: another dream's record, an empty file, or garbage. The monitor counts it
     present (exit 0, "every dream checked is present") although the leaf's
     commitment matches nothing the site serves: the dream is as gone as if the file
@@ -158,7 +158,7 @@ class _HostileSite:
 
 
 def test_one_missing_record_does_not_make_the_monitor_hold_every_bundle() -> None:
-    """T56. To look for an erasure leaf, ``presence._erased_ids`` reads *every* entry
+    """T67. To look for an erasure leaf, ``presence._erased_ids`` reads *every* entry
     bundle of the log into one list and checks them against the signed root only
     once all are in memory. A hostile site answers 404 for one record and serves
     every other bundle at the 16.8 MB maximum that still decodes: peak memory is
@@ -208,7 +208,7 @@ def _many_dreams_log(count: int) -> LogBuilder:
 def test_a_slow_site_cannot_hold_the_monitor_for_dreams_times_the_deadline(
     tmp_path: Path, run: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """T56. Each fetch ends within DEFAULT_DEADLINE, but nothing bounds the run: a site
+    """T67. Each fetch ends within DEFAULT_DEADLINE, but nothing bounds the run: a site
     that answers every request just under the deadline holds the monitor for
     (tiles + bundles + dreams / 4) deadlines. With the defaults (30 s, --sample 4) a
     pool of 1,000+ dreams keeps an hourly cron monitor busy for hours, runs pile up
@@ -264,7 +264,7 @@ def _split_view() -> tuple[LogBuilder, LogBuilder]:
 def test_a_signed_checkpoint_seen_before_an_unchecked_presence_is_not_forgotten(
     tmp_path: Path, run: Callable[..., Any], seen: int | None
 ) -> None:
-    """T56. The log key signs two trees of size 5 (a split view). Run 1 sees view A,
+    """T66. The log key signs two trees of size 5 (a split view). Run 1 sees view A,
     verifies its checkpoint (and, with a state, its consistency), but one record
     cannot be asked for (here a directory where record.json should be; over HTTP a
     503 or a timeout): exit 3, and the monitor keeps nothing of what it verified.
@@ -306,7 +306,7 @@ def test_a_site_url_that_can_never_be_fetched_is_exit_1(
     run: Callable[..., Any],
     url: str,
 ) -> None:
-    """T56. docs/verifiers.md: exit 1 is "a local problem: the policy, the state file,
+    """T67. docs/verifiers.md: exit 1 is "a local problem: the policy, the state file,
     the arguments — fix it"; exit 3 is the site's fault, "run again later; alert when
     it repeats". A SITE argument http.client will never send (a space or a control
     character in it) passes ``fetch.check_url`` and fails on every run as exit 3,
