@@ -431,7 +431,7 @@ def test_history_unchanged_across_growth_and_rewritten_on_a_fork(
     assert panel.get_attribute("data-history") == "unchanged"
 
 
-def test_shrunk_log_is_rewritten_history(
+def test_a_shrunk_log_is_unchecked_not_rewritten_history(
     context: Any, history: dict[str, Any], serve: Callable[[Path], Served]
 ) -> None:
     """A checkpoint smaller than the one this browser saw is a rollback or a stale
