@@ -927,6 +927,21 @@ def submit(content: Path, files: list[Path], *, today: dt.date | None = None) ->
                 )
             )
             continue
+        rotating = rotations.get(d.key_id)
+        if rotating is not None and d.author != rotating[1]["author"]:
+            # check_key_rules waves a rotation's new key through; it may only
+            # sign as the name the rotation moves (else OLD's retirement is
+            # filed under another author's name).
+            problems.append(
+                Problem(
+                    str(path),
+                    "/author",
+                    f"key {d.key_id} is the new key of {rotating[1]['author']!r}'s rotation "
+                    f"({rotation_files[d.key_id]}), so it signs as {rotating[1]['author']!r}, "
+                    f"not {d.author!r}: one key signs for one author",
+                )
+            )
+            continue
         view = KeyDirectory({**directory.keys, **new_keys})
         rule = check_key_rules(d, str(path), view, rotations)
         if rule:
