@@ -228,12 +228,14 @@ def check_pull_request(content: Path, base: str) -> tuple[list[Problem], list[po
                 )
             )
     scanned: list[pool.ScannedDream] = []
+    signing: set[str] = set()  # the keys of the dreams this pull request adds
     for path in added.dreams:
         file = Path(_shown(root, path))
         result = pool.check_file(file)
         if isinstance(result, list):
             problems.extend(result)
             continue
+        signing.add(result.key_id)
         name_id = file.stem
         if result.id != name_id:
             problems.append(
@@ -270,6 +272,22 @@ def check_pull_request(content: Path, base: str) -> tuple[list[Problem], list[po
             problems.append(Problem(str(file), "/sig/keyId", retired_rule))
             continue
         scanned.append(pool.ScannedDream(str(file), result))
+    # docs/protocol.md §7: a rotation is stored with the first dream its new
+    # key signs, whose key leaf retires the old key in the log too (as
+    # `dreampool submit` requires); a bare rotation would retire it in the
+    # pool only, where no site verifier sees it.
+    for key_id, path in new_keys.items():
+        entry = directory.keys.get(key_id)
+        if entry is not None and entry.rotated_from is not None and key_id not in signing:
+            problems.append(
+                Problem(
+                    _shown(root, path),
+                    "/rotatedFrom",
+                    f"a rotation is stored with the first dream signed by its new key {key_id}; "
+                    "add a dream signed by the new key to this pull request "
+                    f"(`dreampool sign --key {key_id}`, then `dreampool submit`)",
+                )
+            )
     # docs/protocol.md §1.2: a key the pool held before this pull request has
     # signed a dream, so a one-time key among them signs no other.
     before = directory.keys.keys() - new_keys.keys()
