@@ -395,7 +395,10 @@ def _check_unsigned_tail(
             ok = (
                 ident not in seen.dreams
                 and present[ident].dream.key_id in seen.keys
-                and _retired_problem(present[ident], seen) is None
+                # A leaf the log holds is judged in log order (§7), not by the
+                # key directory: a rotation merged after the killed build does
+                # not reach back before its own key leaf.
+                and present[ident].dream.key_id not in seen.retired_at
                 and isinstance(commit, str)
                 and data == dream_leaf(ident, commit)
             )
