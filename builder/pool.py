@@ -296,9 +296,14 @@ def load_keys(
         problems.extend(found)
         if entry is not None:
             directory.keys[entry.key_id] = entry
-    problems.extend(_check_authors(content, directory))
-    problems.extend(_check_anonymous_keys(content, directory))
+    problems.extend(directory_problems(content, directory))
     return directory, problems
+
+
+def directory_problems(content: Path, directory: KeyDirectory) -> list[Problem]:
+    """What breaks the key rules between the entries of ``directory`` (names,
+    rotations, forks, one-time keys), not within one key file."""
+    return _check_authors(content, directory) + _check_anonymous_keys(content, directory)
 
 
 def read_key_file(data: bytes, file: str, hex_id: str) -> tuple[KeyEntry | None, list[Problem]]:
