@@ -37,6 +37,10 @@ class BuildReport:
     admitted: list[str] = field(default_factory=list)
     erased: list[str] = field(default_factory=list)
     refused: list[Problem] = field(default_factory=list)
+    # Refused for good by the log as it stood (a retired key's dream, the
+    # losing side of a fork): named every build, each with what to remove,
+    # but no cause to fail a publish that deploys everything else.
+    set_aside: list[Problem] = field(default_factory=list)
     files: int = 0
     size: int = 0
     signed: bool = False
@@ -200,6 +204,7 @@ def _build(
         admitted=log.admitted_now,
         erased=log.erased_now,
         refused=refused + log.refused,
+        set_aside=log.set_aside,
         files=len(w.written),
         size=log.tree.size,
         signed=log.signed_now,

@@ -277,9 +277,13 @@ def cmd_build(args: argparse.Namespace) -> int:
         note(line)
     for problem in report.refused:
         err(f"{PROG}: refused: {problem}")
+    for problem in report.set_aside:
+        err(f"{PROG}: refused (set aside, not failing the build): {problem}")
     signed = "signed a new checkpoint" if report.signed else "checkpoint unchanged"
+    aside = f" ({len(report.set_aside)} set aside: remove them)" if report.set_aside else ""
     out(
-        f"built {args.out}: {len(report.admitted)} admitted, {len(report.refused)} refused, "
+        f"built {args.out}: {len(report.admitted)} admitted, "
+        f"{len(report.refused) + len(report.set_aside)} refused{aside}, "
         f"{len(report.erased)} erased; log size {report.size} ({signed}); "
         f"{report.files} files in {report.seconds:.2f}s"
     )

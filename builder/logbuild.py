@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import json
@@ -116,8 +117,14 @@ class Log:
     admitted_now: list[str] = field(default_factory=list)
     erased_now: list[str] = field(default_factory=list)
     refused: list[Problem] = field(default_factory=list)
+    # Refused for good by the log as it stood before this build (a key the log
+    # had retired): named every build, but no fault of this one's input.
+    set_aside: list[Problem] = field(default_factory=list)
     signed_now: bool = False
     notes: list[str] = field(default_factory=list)  # for the build to report
+
+
+SET_ASIDE = "retired key; remove the file (the log retired its key, so no build will log it): "
 
 
 def now_time() -> str:
@@ -197,7 +204,13 @@ def update(
             continue
         retired = _retired_problem(present[dream_id], logged)
         if retired is not None:
-            log.refused.append(retired)
+            if present[dream_id].dream.key_id in logged.retired_at:
+                # The log retired the key before this build (new key leaves come
+                # after this loop): no build will ever log the dream. A file
+                # merged on a stale green check must not fail every publish.
+                log.set_aside.append(dataclasses.replace(retired, rule=SET_ASIDE + retired.rule))
+            else:
+                log.refused.append(retired)
             continue
         if dream_id in refused:
             log.refused.append(Problem(str(present[dream_id].path), *refused[dream_id]))
