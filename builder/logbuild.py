@@ -534,6 +534,11 @@ def _read_leaves(leaves: list[bytes]) -> _Logged:
     return logged
 
 
+def logged_keys(content: Path) -> dict[str, int]:
+    """Each keyId the log holds, with the index of its key leaf."""
+    return _read_leaves(logstate.load(content).leaves).keys
+
+
 def _check_retired(logged: _Logged, present: dict[str, ScannedDream]) -> None:
     """docs/protocol.md §3: a dream leaf whose dream is signed by a key that an
     earlier key leaf retired is invalid, and a site verifier refuses the site.

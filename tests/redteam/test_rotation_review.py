@@ -292,3 +292,37 @@ def test_submit_refuses_a_rotation_whose_new_key_signs_as_another_author(
         submit_files(tp, rotation(OLD, NEW), signed("bob", seed=NEW, title="I am bob now"))
     assert sorted(p.name for p in (tp.content / "keys").iterdir()) == keys_before
     assert run("check", "--content", tp.content).code == 0
+
+
+def test_the_build_keeps_the_rotation_the_log_holds_and_sets_the_fork_aside(
+    tmp_path: Path, run: Run
+) -> None:
+    """T56: the fork above, at the build: the rotation whose new key the log
+    holds (NEW) stays, the other (THIRD) and the dream it signed are set
+    aside, named with what to remove, and the rest of the pool is logged and
+    deployed: the build does not refuse the whole pool or fail the publish."""
+    tp = make_pool(tmp_path)
+    submit(tp, signed("ada", seed=OLD, title="Before the leak"))
+    buildmod.build(tp.content, tmp_path / "site", signer=signer(tp))
+    submit_files(tp, rotation(OLD, NEW), signed("ada", seed=NEW, title="With my new key"))
+    buildmod.build(tp.content, tmp_path / "site", signer=signer(tp))  # NEW logged
+    (carol,) = submit(tp, signed("carol", title="An honest dream"))  # merged, not logged
+    third = signed("ada", seed=THIRD, title="Ada's name is mine")
+    entry = pool.KeyEntry(kid(THIRD), "ada", public_key_of(THIRD), "guest", "2026-01-01", kid(OLD))
+    (tp.content / "keys" / f"{kid(THIRD)[7:]}.yaml").write_bytes(pool.format_key_entry(entry))
+    (tp.content / "rotations" / f"{kid(THIRD)[7:]}.json").write_bytes(dump(rotation(OLD, THIRD)))
+    bad = place(tp, third)
+    _clean_inputs(tmp_path)
+    result = run(
+        "build",
+        "--content",
+        tp.content,
+        "--out",
+        tmp_path / "site",
+        "--log-key",
+        _key_file(tp),
+    )
+    assert result.code == 0, result.err
+    assert carol in logged_ids(tp) and bad not in logged_ids(tp)
+    assert f"keys/{kid(THIRD)[7:]}.yaml" in result.err and f"dreams/{bad}.json" in result.err
+    assert "set aside" in result.err and kid(NEW) in result.err, result
