@@ -326,3 +326,16 @@ def test_the_build_keeps_the_rotation_the_log_holds_and_sets_the_fork_aside(
     assert carol in logged_ids(tp) and bad not in logged_ids(tp)
     assert f"keys/{kid(THIRD)[7:]}.yaml" in result.err and f"dreams/{bad}.json" in result.err
     assert "set aside" in result.err and kid(NEW) in result.err, result
+
+
+def test_the_current_key_signs_the_erasure_request_of_a_retired_keys_dream(
+    tmp_path: Path,
+) -> None:
+    """T56: after the rotation, ada asks to erase a dream her old key signed:
+    her current key signs the request (the retired one may not)."""
+    tp, (first,) = rotated_pool(tmp_path)
+    request = tmp_path / "erase-request.json"
+    obj = {"type": statement.ERASE, "id": first, "reason": "author-request"}
+    request.write_bytes(dump(statement.sign(obj, NEW)))
+    erase.erase(tp.content, first, "author-request", request)
+    assert not (tp.content / "dreams" / f"{first}.json").exists()
