@@ -37,6 +37,10 @@ class BuildReport:
     admitted: list[str] = field(default_factory=list)
     erased: list[str] = field(default_factory=list)
     refused: list[Problem] = field(default_factory=list)
+    # Refused for good by the log as it stood (a retired key's dream, the
+    # losing side of a fork): named every build, each with what to remove,
+    # but no cause to fail a publish that deploys everything else.
+    set_aside: list[Problem] = field(default_factory=list)
     files: int = 0
     size: int = 0
     signed: bool = False
@@ -159,13 +163,24 @@ def _build(
     notes = derived.secure(out)  # before anything beside the output is read
     cache = buildcache.BuildCache(writer.builds_dir(out) / "cache")
     directory, key_problems = pool.load_keys(content, cache=cache["keys"])
+    set_aside: dict[str, Problem] = {}
+    if key_problems:  # a fork stale checks let in: the log's order decides (§7)
+        order = logbuild.logged_keys(content)
+        key_problems, set_aside = pool.settle_forks(content, directory, key_problems, order)
     if key_problems:
         raise InputError(key_problems, hint="fix the key directory (content/keys) first")
     total = _count_dreams(content)
     known = set(cache["scan"])
     with stage("scan"), Progress(total, "verifying dreams", enabled=progress_enabled(quiet)) as bar:
+        aside = list(set_aside.values())
         scanned, refused = pool.scan_dreams(
-            content, directory, bar.advance, cache=cache["scan"], commitments=cache["commit"]
+            content,
+            directory,
+            bar.advance,
+            cache=cache["scan"],
+            commitments=cache["commit"],
+            set_aside=set_aside,
+            aside=aside,
         )
     url = normalize_base_url(base_url or config.base_url)
     # Only an https address goes into the policy readers pin: never a preview's
@@ -200,6 +215,7 @@ def _build(
         admitted=log.admitted_now,
         erased=log.erased_now,
         refused=refused + log.refused,
+        set_aside=aside + log.set_aside,
         files=len(w.written),
         size=log.tree.size,
         signed=log.signed_now,

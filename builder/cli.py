@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import errno
 import json
 import os
@@ -209,7 +210,17 @@ def cmd_check(args: argparse.Namespace) -> int:
     warnings: list[Problem] = []
     if args.base is not None:
         # A pull request: only what it changes (builder.gate).
-        problems, scanned = gate.check_pull_request(content, args.base)
+        notes: list[Problem] = []
+        problems, scanned = gate.check_pull_request(content, args.base, notes)
+        # Not this pull request's to fix (builder.gate._blame): said, not failed.
+        warnings += [
+            dataclasses.replace(
+                p,
+                rule=p.rule + " (on the base branch already, not caused by this pull request: "
+                "a maintainer fixes it there)",
+            )
+            for p in notes
+        ]
     else:
         problems, scanned = pool.check(content)
         named = {p.file for p in problems}
@@ -266,9 +277,13 @@ def cmd_build(args: argparse.Namespace) -> int:
         note(line)
     for problem in report.refused:
         err(f"{PROG}: refused: {problem}")
+    for problem in report.set_aside:
+        err(f"{PROG}: refused (set aside, not failing the build): {problem}")
     signed = "signed a new checkpoint" if report.signed else "checkpoint unchanged"
+    aside = f" ({len(report.set_aside)} set aside: remove them)" if report.set_aside else ""
     out(
-        f"built {args.out}: {len(report.admitted)} admitted, {len(report.refused)} refused, "
+        f"built {args.out}: {len(report.admitted)} admitted, "
+        f"{len(report.refused) + len(report.set_aside)} refused{aside}, "
         f"{len(report.erased)} erased; log size {report.size} ({signed}); "
         f"{report.files} files in {report.seconds:.2f}s"
     )

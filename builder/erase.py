@@ -25,7 +25,14 @@ from builder import dream as dreamfmt
 from builder import poollock, statement
 from builder.errors import InputError, PoolError, Problem
 from builder.logbuild import ERASURE_REASONS
-from builder.pool import atomic_write, check_layout, read_regular
+from builder.pool import (
+    atomic_write,
+    check_layout,
+    current_key,
+    load_keys,
+    read_regular,
+    retired_keys,
+)
 
 MIN_FRAGMENT = 12
 
@@ -97,10 +104,24 @@ def _erase(content: Path, dream_id: str, reason: str, request: Path | None) -> P
             raise PoolError(f"{request}: cannot read: {exc.strerror or exc}") from None
         obj = dreamfmt.load_json(request_bytes, str(request))
         signer = statement.verify(obj, str(request), statement.ERASE)
-        if signer != d.key_id:
-            raise InputError(
-                [Problem(str(request), "/sig", f"is not signed by the dream's key {d.key_id}")]
-            )
+        # docs/protocol.md §7: a rotation retires the dream's key at once; what
+        # it signs from then on may be a thief's, so the author's current key
+        # signs the request instead.
+        directory, _ = load_keys(content)
+        retired = retired_keys(directory)
+        current = current_key(d.key_id, retired)
+        if signer != current:
+            if signer == d.key_id:
+                successor = retired[d.key_id]
+                rule = (
+                    f"is signed by key {d.key_id}, which is retired since {successor.author!r} "
+                    f"rotated from it to key {successor.key_id} (content/rotations/"
+                    f"{successor.key_id[7:]}.json): it may have leaked and signs nothing "
+                    f"new; the author's current key {current} must sign the request"
+                )
+            else:
+                rule = f"is not signed by the dream's key {current}"
+            raise InputError([Problem(str(request), "/sig", rule)])
         if obj["id"] != dream_id or obj["reason"] != reason:
             raise InputError(
                 [Problem(str(request), "/id", "does not name this dream id and reason")]

@@ -34,6 +34,7 @@ does the reading.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import stat
@@ -138,9 +139,16 @@ def _outside(path: str, content: str) -> str:
     return "is outside the contributor paths: " + _WHAT
 
 
-def check_pull_request(content: Path, base: str) -> tuple[list[Problem], list[pool.ScannedDream]]:
+def check_pull_request(
+    content: Path, base: str, notes: list[Problem] | None = None
+) -> tuple[list[Problem], list[pool.ScannedDream]]:
     """Every problem of the pull request ``base..HEAD`` in the pool at ``content``
-    (a folder in a git work tree), and the dreams it adds that passed."""
+    (a folder in a git work tree), and the dreams it adds that passed.
+
+    A key-directory problem the pull request did not cause (it is there
+    without the keys it adds: say a fork two stale green checks let onto
+    main) is not this pull request's to fix: it goes to ``notes``, if given,
+    for the maintainers, and fails nothing."""
     root = gitrepo.work_tree(content)
     if root is None:
         raise gitrepo.GitError(
@@ -155,8 +163,11 @@ def check_pull_request(content: Path, base: str) -> tuple[list[Problem], list[po
     except InputError as exc:
         problems.extend(exc.problems)
     directory, key_problems = pool.load_keys(content)
-    problems.extend(key_problems)
     new_keys = {"sha256:" + PurePosixPath(path).stem: path for path in added.keys}
+    ours, theirs = _blame(content, root, directory, key_problems, added, new_keys)
+    problems.extend(ours)
+    if notes is not None:
+        notes.extend(theirs)
     retired = pool.retired_keys(directory)
     for path in added.rotations:
         # A rotation statement is stored for the new key it moves a name to,
@@ -228,12 +239,14 @@ def check_pull_request(content: Path, base: str) -> tuple[list[Problem], list[po
                 )
             )
     scanned: list[pool.ScannedDream] = []
+    signing: set[str] = set()  # the keys of the dreams this pull request adds
     for path in added.dreams:
         file = Path(_shown(root, path))
         result = pool.check_file(file)
         if isinstance(result, list):
             problems.extend(result)
             continue
+        signing.add(result.key_id)
         name_id = file.stem
         if result.id != name_id:
             problems.append(
@@ -270,12 +283,100 @@ def check_pull_request(content: Path, base: str) -> tuple[list[Problem], list[po
             problems.append(Problem(str(file), "/sig/keyId", retired_rule))
             continue
         scanned.append(pool.ScannedDream(str(file), result))
+    # docs/protocol.md §7: a rotation is stored with the first dream its new
+    # key signs, whose key leaf retires the old key in the log too (as
+    # `dreampool submit` requires); a bare rotation would retire it in the
+    # pool only, where no site verifier sees it.
+    for key_id, path in new_keys.items():
+        entry = directory.keys.get(key_id)
+        if entry is not None and entry.rotated_from is not None and key_id not in signing:
+            problems.append(
+                Problem(
+                    _shown(root, path),
+                    "/rotatedFrom",
+                    f"a rotation is stored with the first dream signed by its new key {key_id}; "
+                    "add a dream signed by the new key to this pull request "
+                    f"(`dreampool sign --key {key_id}`, then `dreampool submit`)",
+                )
+            )
+    problems += _retires_pending(content, root, directory, added, new_keys)
     # docs/protocol.md §1.2: a key the pool held before this pull request has
     # signed a dream, so a one-time key among them signs no other.
     before = directory.keys.keys() - new_keys.keys()
     refused = anonymity.refusals((s.dream for s in scanned), before)
     problems += [Problem(s.path, *refused[s.dream.id]) for s in scanned if s.dream.id in refused]
     return problems, [s for s in scanned if s.dream.id not in refused]
+
+
+def _retires_pending(
+    content: Path,
+    root: Path,
+    directory: pool.KeyDirectory,
+    added: Contribution,
+    new_keys: dict[str, str],
+) -> list[Problem]:
+    """A rotation this pull request adds retires its old key at once (§7), so
+    a dream of that key already merged but not logged yet (its publish run is
+    queued, or failed) would be refused by every build after the merge: the
+    pull request would leave the base failing `check`. Only when it adds a
+    rotation is the dreams folder listed; a dream is logged once its salt is
+    beside it (the build writes the salt when it logs the dream)."""
+    retiring = {
+        entry.rotated_from: key_id
+        for key_id in new_keys
+        if (entry := directory.keys.get(key_id)) is not None and entry.rotated_from is not None
+    }
+    if not retiring:
+        return []
+    ours = {(root / path).resolve() for path in added.dreams}
+    problems = []
+    for path in sorted((content / "dreams").glob("*.json")):
+        if path.resolve() in ours or path.with_suffix(".salt").exists():
+            continue
+        try:
+            obj = json.loads(pool.read_regular(path))
+            key_id = obj["sig"]["keyId"]
+        except (OSError, ValueError, TypeError, KeyError):
+            continue  # `check` names it; not this pull request's
+        new_id = retiring.get(key_id) if isinstance(key_id, str) else None
+        if new_id is not None:
+            problems.append(
+                Problem(
+                    _shown(root, new_keys[new_id]),
+                    "/rotatedFrom",
+                    f"this rotation retires key {key_id}, which signed {path.name} on the "
+                    "base branch, merged but not logged yet: every build after the merge "
+                    "would refuse it. Wait for the publish run to log it, then run the "
+                    "check again (if your old key leaked and that dream is not yours, ask "
+                    "a maintainer to remove the file first)",
+                )
+            )
+    return problems
+
+
+def _blame(
+    content: Path,
+    root: Path,
+    directory: pool.KeyDirectory,
+    key_problems: list[Problem],
+    added: Contribution,
+    new_keys: dict[str, str],
+) -> tuple[list[Problem], list[Problem]]:
+    """``key_problems`` split into the pull request's (in a file it adds, or
+    between keys only with the keys it adds) and those already on the base."""
+    mine = {(root / path).resolve() for path in added.keys + added.rotations}
+    between = pool.directory_problems(content, directory)
+    before = pool.KeyDirectory({k: v for k, v in directory.keys.items() if k not in new_keys})
+    already = set(pool.directory_problems(content, before))
+    ours: list[Problem] = []
+    theirs: list[Problem] = []
+    for problem in key_problems:
+        if problem in between:
+            caused = problem not in already
+        else:  # within one key file
+            caused = Path(problem.file).resolve() in mine
+        (ours if caused else theirs).append(problem)
+    return ours, theirs
 
 
 def _shown(root: Path, path: str) -> str:

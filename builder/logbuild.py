@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import json
@@ -116,8 +117,14 @@ class Log:
     admitted_now: list[str] = field(default_factory=list)
     erased_now: list[str] = field(default_factory=list)
     refused: list[Problem] = field(default_factory=list)
+    # Refused for good by the log as it stood before this build (a key the log
+    # had retired): named every build, but no fault of this one's input.
+    set_aside: list[Problem] = field(default_factory=list)
     signed_now: bool = False
     notes: list[str] = field(default_factory=list)  # for the build to report
+
+
+SET_ASIDE = "retired key; remove the file (the log retired its key, so no build will log it): "
 
 
 def now_time() -> str:
@@ -197,7 +204,13 @@ def update(
             continue
         retired = _retired_problem(present[dream_id], logged)
         if retired is not None:
-            log.refused.append(retired)
+            if present[dream_id].dream.key_id in logged.retired_at:
+                # The log retired the key before this build (new key leaves come
+                # after this loop): no build will ever log the dream. A file
+                # merged on a stale green check must not fail every publish.
+                log.set_aside.append(dataclasses.replace(retired, rule=SET_ASIDE + retired.rule))
+            else:
+                log.refused.append(retired)
             continue
         if dream_id in refused:
             log.refused.append(Problem(str(present[dream_id].path), *refused[dream_id]))
@@ -395,7 +408,10 @@ def _check_unsigned_tail(
             ok = (
                 ident not in seen.dreams
                 and present[ident].dream.key_id in seen.keys
-                and _retired_problem(present[ident], seen) is None
+                # A leaf the log holds is judged in log order (§7), not by the
+                # key directory: a rotation merged after the killed build does
+                # not reach back before its own key leaf.
+                and present[ident].dream.key_id not in seen.retired_at
                 and isinstance(commit, str)
                 and data == dream_leaf(ident, commit)
             )
@@ -516,6 +532,11 @@ def _read_leaves(leaves: list[bytes]) -> _Logged:
         elif kind == "erasure":
             logged.erasures[obj["id"]] = (index, obj["reason"])
     return logged
+
+
+def logged_keys(content: Path) -> dict[str, int]:
+    """Each keyId the log holds, with the index of its key leaf."""
+    return _read_leaves(logstate.load(content).leaves).keys
 
 
 def _check_retired(logged: _Logged, present: dict[str, ScannedDream]) -> None:

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import dataclasses
 import datetime as dt
 import errno
 import json
@@ -296,9 +297,14 @@ def load_keys(
         problems.extend(found)
         if entry is not None:
             directory.keys[entry.key_id] = entry
-    problems.extend(_check_authors(content, directory))
-    problems.extend(_check_anonymous_keys(content, directory))
+    problems.extend(directory_problems(content, directory))
     return directory, problems
+
+
+def directory_problems(content: Path, directory: KeyDirectory) -> list[Problem]:
+    """What breaks the key rules between the entries of ``directory`` (names,
+    rotations, forks, one-time keys), not within one key file."""
+    return _check_authors(content, directory) + _check_anonymous_keys(content, directory)
 
 
 def read_key_file(data: bytes, file: str, hex_id: str) -> tuple[KeyEntry | None, list[Problem]]:
@@ -563,6 +569,64 @@ def _verify_rotation(data: bytes, file: str, directory: KeyDirectory, entry: Key
 # --- rotation retires the old key (docs/protocol.md §7) ------------------------
 
 
+def settle_forks(
+    content: Path,
+    directory: KeyDirectory,
+    problems: list[Problem],
+    log_order: Mapping[str, int],
+) -> tuple[list[Problem], dict[str, Problem]]:
+    """What the build does with a fork (two rotations from one key, let onto
+    main by stale green checks): the log's order decides. The rotation whose
+    new key the log holds first is kept; each other one, and any key rotated
+    from it, is taken out of ``directory`` (its dreams are then set aside
+    too). Returns ``problems`` as they stand without those keys, and the
+    problem of each key taken out (by keyId). A fork none of whose new keys
+    the log holds is left as it was: nothing says which is the author's."""
+    by_old: dict[str, list[KeyEntry]] = {}
+    for entry in directory.keys.values():
+        if entry.rotated_from is not None:
+            by_old.setdefault(entry.rotated_from, []).append(entry)
+    out: dict[str, Problem] = {}
+    for old, branches in sorted(by_old.items()):
+        logged = sorted((log_order[e.key_id], e.key_id) for e in branches if e.key_id in log_order)
+        if len(branches) < 2 or not logged:
+            continue
+        index, kept = logged[0]
+        for entry in branches:
+            if entry.key_id == kept:
+                continue
+            out[entry.key_id] = Problem(
+                str(content / "keys" / f"{entry.key_id[7:]}.yaml"),
+                "/rotatedFrom",
+                f"key {old} was rotated first to key {kept}, which leaf {index} of the log "
+                "holds, and that retired it: a retired key cannot move the name again. This "
+                f"key and what it signed are set aside: remove content/keys/"
+                f"{entry.key_id[7:]}.yaml and content/rotations/{entry.key_id[7:]}.json",
+            )
+    if not out:
+        return problems, out
+    changed = True
+    while changed:  # keys rotated from a key taken out go with it
+        changed = False
+        for entry in directory.keys.values():
+            if entry.rotated_from in out and entry.key_id not in out:
+                out[entry.key_id] = dataclasses.replace(
+                    out[entry.rotated_from], file=str(content / "keys" / f"{entry.key_id[7:]}.yaml")
+                )
+                changed = True
+    between = directory_problems(content, directory)
+    for key_id in out:
+        del directory.keys[key_id]
+    directory._indexed = -1
+    gone = {
+        str(content / d / f"{k[7:]}.{x}")
+        for k in out
+        for d, x in (("keys", "yaml"), ("rotations", "json"))
+    }
+    kept_problems = [p for p in problems if p not in between and p.file not in gone]
+    return kept_problems + directory_problems(content, directory), out
+
+
 def retired_keys(directory: KeyDirectory) -> dict[str, KeyEntry]:
     """docs/protocol.md §7: a rotation retires its old key at once. Each key
     another key was rotated from (its ``rotatedFrom``), mapped to the key that
@@ -723,8 +787,13 @@ def scan_dreams(
     *,
     cache: dict[Any, Any] | None = None,
     commitments: dict[Any, Any] | None = None,
+    set_aside: Mapping[str, Problem] | None = None,
+    aside: list[Problem] | None = None,
 ) -> tuple[list[ScannedDream], list[Problem]]:
     """Every valid dream in ``content/dreams`` (name order), and every problem.
+
+    A dream signed by a key of ``set_aside`` (:func:`settle_forks`) goes to
+    ``aside`` instead, naming why.
 
     Reading and verifying runs on every core (:mod:`builder.parallel`);
     ``on_dream(n)`` reports progress as files are done. ``cache`` (from
@@ -777,6 +846,16 @@ def scan_dreams(
         if d.id != name_id:
             problems.append(
                 Problem(file, "", f"file name does not match the dream id (want {d.id}.json)")
+            )
+            continue
+        if set_aside is not None and aside is not None and d.key_id in set_aside:
+            why = set_aside[d.key_id]
+            aside.append(
+                Problem(
+                    file,
+                    "/sig/keyId",
+                    f"key {d.key_id} is set aside ({why.file}: {why.rule}); remove this file",
+                )
             )
             continue
         if d.key_id not in directory.keys:
@@ -924,6 +1003,21 @@ def submit(content: Path, files: list[Path], *, today: dt.date | None = None) ->
             problems.append(
                 Problem(
                     str(path), "/author", "a one-time key is never rotated; " + anonymity.RESIGN
+                )
+            )
+            continue
+        rotating = rotations.get(d.key_id)
+        if rotating is not None and d.author != rotating[1]["author"]:
+            # check_key_rules waves a rotation's new key through; it may only
+            # sign as the name the rotation moves (else OLD's retirement is
+            # filed under another author's name).
+            problems.append(
+                Problem(
+                    str(path),
+                    "/author",
+                    f"key {d.key_id} is the new key of {rotating[1]['author']!r}'s rotation "
+                    f"({rotation_files[d.key_id]}), so it signs as {rotating[1]['author']!r}, "
+                    f"not {d.author!r}: one key signs for one author",
                 )
             )
             continue
