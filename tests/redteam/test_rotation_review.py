@@ -3,7 +3,7 @@
 Each test is a finding: it fails against the code as reviewed. The setting
 is tests/redteam/test_rotation.py's: ``ada`` logged a dream with her first
 key ``OLD``, then rotated to ``NEW``; the attacker holds ``OLD``, or sends
-pull requests. Docstrings name ``T56`` until the lead numbers the threat.
+pull requests. Docstrings name T61, the threat they extend.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def _clean_inputs(root: Path) -> None:
 def test_a_rotation_pull_request_that_passes_the_gate_leaves_main_checkable(
     tmp_path: Path, run: Run, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """T56: main holds a dream of ada's OLD key that was merged but is not
+    """T61: main holds a dream of ada's OLD key that was merged but is not
     logged yet (the publish run is queued, or failed for another reason):
     `check` on main is ok. Ada's rotation pull request (what `dreampool
     submit` writes: key, statement, a dream by NEW) passes `check --base`,
@@ -101,7 +101,7 @@ def _main_with(
 def test_a_dream_merged_on_a_stale_green_check_does_not_wedge_publishing(
     tmp_path: Path, run: Run, monkeypatch: pytest.MonkeyPatch, author: str, old: bytes, new: bytes
 ) -> None:
-    """T56: a pull request adds a dream signed by ``old``; its `check --base`
+    """T61: a pull request adds a dream signed by ``old``; its `check --base`
     runs against main before a rotation from ``old`` lands, so it is green,
     and GitHub does not run it again when main moves (docs/operators.md
     step 7 does not require branches to be up to date). The rotation merges
@@ -140,7 +140,7 @@ def test_a_dream_merged_on_a_stale_green_check_does_not_wedge_publishing(
 def test_a_fork_merged_on_a_stale_green_check_does_not_wedge_every_pull_request(
     tmp_path: Path, run: Run, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """T56: the thief holding OLD sees ada's rotation pull request and opens
+    """T61: the thief holding OLD sees ada's rotation pull request and opens
     his own, OLD → THIRD (key file, statement, a dream by THIRD). Each is
     checked against main without the other: both green. Ada's merges; the
     thief's (stale green, or merged by a maintainer who took it for ada's
@@ -192,7 +192,7 @@ def _key_file(tp: PoolFixture) -> Path:
 def test_the_gate_refuses_a_rotation_without_a_dream_by_its_new_key(
     tmp_path: Path, run: Run, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """T56: docs/protocol.md §7 says a rotation statement is stored with the
+    """T61: docs/protocol.md §7 says a rotation statement is stored with the
     first dream its new key signs, whose key leaf then retires the old key
     in the log too, and `submit` refuses a rotation without such a dream.
     `check --base` takes a pull request that adds only the new key's file
@@ -219,7 +219,7 @@ def test_the_gate_refuses_a_rotation_without_a_dream_by_its_new_key(
 
 
 def test_erase_refuses_an_erasure_request_signed_by_a_retired_key(tmp_path: Path) -> None:
-    """T56: after ada rotated, the thief signs a `dreampool.erase/v1`
+    """T61: after ada rotated, the thief signs a `dreampool.erase/v1`
     request with OLD for ada's logged dream and mails it to the
     maintainers. `dreampool erase ID --reason author-request --request
     FILE` checks only that the dream's key signed it, takes it, deletes the
@@ -244,7 +244,7 @@ def test_erase_refuses_an_erasure_request_signed_by_a_retired_key(tmp_path: Path
 def test_a_killed_builds_old_key_leaf_still_signs_after_the_rotation(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """T56: a build appends ada's pending OLD dream (leaf before any key leaf
+    """T61: a build appends ada's pending OLD dream (leaf before any key leaf
     of NEW) and is killed before it signs; the unsigned leaves are committed
     (publish.yml commits the log state after a failed build step). Ada's
     rotation then merges. The next build refuses the whole log: the unsigned
@@ -277,7 +277,7 @@ def test_a_killed_builds_old_key_leaf_still_signs_after_the_rotation(
 def test_submit_refuses_a_rotation_whose_new_key_signs_as_another_author(
     tmp_path: Path, run: Run
 ) -> None:
-    """T56: `submit rotate.json dream.json` where the statement moves 'ada'
+    """T61: `submit rotate.json dream.json` where the statement moves 'ada'
     (OLD) to NEW but the dream NEW signs says author 'bob', a name another
     key holds. check_key_rules waves the dream through because its key is
     a rotation's target (whatever name the rotation is for), and submit
@@ -297,7 +297,7 @@ def test_submit_refuses_a_rotation_whose_new_key_signs_as_another_author(
 def test_the_build_keeps_the_rotation_the_log_holds_and_sets_the_fork_aside(
     tmp_path: Path, run: Run
 ) -> None:
-    """T56: the fork above, at the build: the rotation whose new key the log
+    """T61: the fork above, at the build: the rotation whose new key the log
     holds (NEW) stays, the other (THIRD) and the dream it signed are set
     aside, named with what to remove, and the rest of the pool is logged and
     deployed: the build does not refuse the whole pool or fail the publish."""
@@ -331,7 +331,7 @@ def test_the_build_keeps_the_rotation_the_log_holds_and_sets_the_fork_aside(
 def test_the_current_key_signs_the_erasure_request_of_a_retired_keys_dream(
     tmp_path: Path,
 ) -> None:
-    """T56: after the rotation, ada asks to erase a dream her old key signed:
+    """T61: after the rotation, ada asks to erase a dream her old key signed:
     her current key signs the request (the retired one may not)."""
     tp, (first,) = rotated_pool(tmp_path)
     request = tmp_path / "erase-request.json"
