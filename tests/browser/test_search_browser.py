@@ -193,7 +193,7 @@ def test_a_snippet_shows_the_text_as_written_with_the_match_marked(
 
         text, marks, html = snippet_of(page, "silently changed output")
         assert text.startswith(
-            "Upgrading the Parser silently changed OUTPUT, see pip freeze. Minor"
+            "Upgrading the Parser silently changed OUTPUT, see pip freeze. · Minor"
         )
         assert marks == ["silently"]
         assert "**" not in text and html.count("<mark>") == 1
