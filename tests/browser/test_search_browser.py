@@ -29,8 +29,13 @@ def sharded(
     with own_home(home_dir), pytest.MonkeyPatch.context() as mp:
         mp.setattr(render, "SEARCH_SHARD_LEAVES", 3)
         pool = new_pool(root)
+        # One build each, so the log order (and with it the shards) is old, fillers,
+        # new whatever the fillers' ids: one build admits its dreams in id order, and
+        # the fillers' titles (so ids) depend on how many pools the session made first.
         (old,) = pool.fixture.add("ada", 1, title="The lighthouse keeper")
+        pool.build(root / "site")
         pool.fixture.add("bob", 6, tags=["filler"])
+        pool.build(root / "site")
         (new,) = pool.fixture.add("ada", 1, title="Harbour notes", summary="A lighthouse at dusk.")
         pool.build(root / "site")
     return pool, {"old": old, "new": new}
