@@ -111,7 +111,7 @@ def plain_text(markdown: str) -> str:
     return " ".join("".join(parser.parts).split())
 
 
-def _cuttable(text: str, at: int) -> bool:
+def cuttable(text: str, at: int) -> bool:
     """Whether ``text`` may be cut before ``at`` without cutting a token: at white
     space, or beside a character of a script written without spaces."""
     return any(c.isspace() or _unspaced(c) for c in (text[at - 1], text[at]))
@@ -141,6 +141,6 @@ def clip(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     for at in range(limit - 1, 0, -1):
-        if _cuttable(text, at):
+        if cuttable(text, at):
             return text[:at].rstrip() + "…"
     return "…"

@@ -56,7 +56,7 @@ The draft is not redacted here (``sign`` does that); the notes say which fields
 **Cuts never split what redaction must see whole** (issue 19): a number or a key
 cut in two passes redaction as two harmless halves. So a title or a paragraph is
 cut only between tokens (at white space, or beside a character of a script
-written without spaces: ``_cuttable``), never inside a match of the redaction
+written without spaces: :func:`builder.mdrender.cuttable`), never inside a match of the redaction
 rules run on the whole field (``138 1234 5678`` holds spaces, and stays whole),
 and the cut part of a title is dropped whole.
 """
@@ -67,7 +67,6 @@ import argparse
 import json
 import re
 import sys
-import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -75,6 +74,7 @@ from typing import Any
 from builder import dream as dreamfmt
 from builder import files, pool, readerview, redact, strictjson
 from builder.errors import InputError, Problem
+from builder.mdrender import cuttable
 
 __all__ = ["MAX_INPUT", "add_arguments", "import_memos", "import_memos_with_notes"]
 
@@ -370,26 +370,6 @@ def _entries(
     return entries
 
 
-def _unspaced(char: str) -> bool:
-    """A character of a script written without spaces, or CJK punctuation: a
-    text may be cut beside it without cutting a word."""
-    code = ord(char)
-    return (
-        0x2E80 <= code <= 0x9FFF  # CJK radicals, punctuation, kana, ideographs
-        or 0xAC00 <= code <= 0xD7AF  # Hangul syllables
-        or 0xF900 <= code <= 0xFAFF
-        or 0xFE30 <= code <= 0xFE4F
-        or 0x20000 <= code <= 0x3FFFF
-        or (not char.isascii() and unicodedata.category(char)[0] == "P")
-    )
-
-
-def _cuttable(text: str, at: int) -> bool:
-    """Whether ``text`` may be cut before ``at`` without cutting a token."""
-    before, after = text[at - 1], text[at]
-    return before.isspace() or after.isspace() or _unspaced(before) or _unspaced(after)
-
-
 def _protected(text: str) -> list[tuple[int, int]]:
     """The spans redaction replaces in the whole ``text``, which no cut may enter."""
     return [(start, end) for start, end, _ in redact.spans(text)]
@@ -414,7 +394,7 @@ def _last_cut(
         if text[at].isspace() and free(at):
             return at
     for at in range(limit, 0, -1):
-        if _cuttable(text, at) and free(at):
+        if cuttable(text, at) and free(at):
             return at
     return None
 
