@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from builder import build as buildmod  # noqa: E402
-from builder.serve import make_server  # noqa: E402
+from builder.site.serve import make_server  # noqa: E402
 
 CHROMIUM = os.environ.get("DREAMPOOL_CHROMIUM", "/usr/bin/chromium")
 ARGS = [
@@ -99,14 +99,14 @@ def main(argv: list[str] | None = None) -> int:
         content = Path(tmp) / "content"
         shutil.copytree(REPO / "content", content)
         site = Path(tmp) / "site"
-        buildmod.build(content, site, signer=None, quiet=True)
+        buildmod.build(content, site, signer=None)
         dream = (
             args.dream
             or sorted(p.name for p in (site / "dreams").iterdir() if (p / "record.json").exists())[
                 0
             ]
         )
-        server = make_server(site, port=0, quiet=True)
+        server = make_server(site, port=0)
         thread = threading.Thread(
             target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )

@@ -30,9 +30,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from builder import build, note, pool
-from builder import dream as dreamfmt
-from builder.b64 import b64url_decode
+from builder import build
+from builder.content import pool
+from builder.formats import dream as dreamfmt
+from builder.formats import note
+from builder.formats.b64 import b64url_decode
 
 SEED = bytes([7] * 32)
 ORIGIN = "bench.example/contribution"
@@ -98,7 +100,7 @@ def main() -> None:
     skey, _ = note.generate_key(ORIGIN)
     site = work / "site"
     start = time.monotonic()
-    build.build(content, site, signer=note.parse_private_key(skey), quiet=True)
+    build.build(content, site, signer=note.parse_private_key(skey))
     seconds = time.monotonic() - start
     out = site.resolve()
     parts = ", ".join(

@@ -21,9 +21,9 @@ import random
 from pathlib import Path
 from typing import Any
 
-from builder import dream as dreamfmt
-from builder import ed25519
-from builder.b64 import b64url_decode, b64url_encode
+from builder.formats import dream as dreamfmt
+from builder.formats import ed25519
+from builder.formats.b64 import b64url_decode, b64url_encode
 
 EN_SUBJECTS = [
     "the deploy script",

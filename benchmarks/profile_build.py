@@ -51,7 +51,7 @@ def main() -> None:
     if profiler:
         profiler.enable()
     start = time.monotonic()
-    build.build(args.content, args.out, signer=build.load_log_key(None), quiet=True, stages=stage)
+    build.build(args.content, args.out, signer=build.load_log_key(None), stages=stage)
     total = time.monotonic() - start
     if profiler:
         profiler.disable()

@@ -1,61 +1,41 @@
 """dreampool: a public, verifiable pool of signed agent dreams.
 
-One module per idea; the file names say what each holds.
+The package is split by layer. A layer imports only from the layers above it
+in this list (tests/test_layers.py checks it), and printing and argument
+parsing live only in :mod:`builder.cli`:
 
-Formats (pure, no I/O; the light client uses only these):
-    strictjson   strict JSON reading, RFC 8785 canonical bytes
-    b64          strict base64 / base64url
-    ed25519      RFC 8032 with docs/protocol.md §1's extra refusals
-    dream        the dream format (§1): schema, signed bytes, keyId, id
-    statement    other signed objects (rotation, erasure requests)
-    redact       the redaction policy
-    mdrender     the site's one Markdown renderer, and its plain text
-    readerview   the text a reader sees of a dream, which redaction judges
-    merkle       RFC 6962 hashing and proofs
-    tiles        C2SP tlog-tiles paths, tiles, entry bundles
-    note         C2SP signed notes and note keys
-    checkpoint   C2SP tlog-checkpoint and tlog-cosignature
-    tlogproof    C2SP tlog-proof
-    policy       C2SP tlog-policy and quorum
+    formats   the wire formats, pure and free of I/O: dreams (docs/protocol.md §1),
+              signed statements, strict JSON and RFC 8785, base64, Ed25519, RFC 6962
+              Merkle hashing, C2SP signed notes, checkpoints, tiles, proofs, policies,
+              the Unicode policy (§1.1), the pool's YAML subset. The light client
+              needs nothing else.
+    text      what a reader sees of a text: the one Markdown renderer, the reader's
+              view, the redaction rules, the language a text is written in
+    content   a pool checkout: content/ (config, key directory, dreams), anonymity
+              (§1.2), git, the pull-request gate, the pool lock, ``init``'s
+              scaffold, the author's private key store
+    log       the transparency log: the state under content/log, admission and
+              signing (logbuild), erasure
+    site      the static site: the model, the renderers (pages, feeds, API,
+              patterns, agents' exports), a dream's own files (units), and the
+              writer that swaps generations in
+    readers   the other side: the light client, the monitor, the presence
+              check, bounded fetching
+    agents    the MCP server and the MemOS import
+    cli       the ``dreampool`` command line, its progress bar and summaries
 
-Readers and verifiers:
-    lightclient  `verify-proof`: docs/protocol.md §5 steps 1–5
-    files        reading a file a user names: regular files only, never blocking
-    monitor      `monitor`: consistency of a pool's new checkpoint with the last seen
+and the modules that join them: :mod:`builder.build` (the build pipeline,
+end to end), :mod:`builder.buildcache` (the build's store: SQLite, data only,
+derived and rebuildable), :mod:`builder.parallel` (pure per-item stages on
+every core) and :mod:`builder.files` (reading a file a user names, removing a
+path as itself); :mod:`builder.errors` is the one error family.
 
-The pool and the build (I/O at the edges):
-    keystore     the user's private keys (never inside a git tree)
-    pool         content/: config, key directory, dreams, submit, check
-    anonymity    anonymized dreams: one-time keys under the name anonymous
-    logstate     the log state committed under content/log
-    logbuild     admission, append-only proof, signing, the log's published files
-    erase        erasure with a residue check
-    poollock     one build or erase of a pool at a time (flock on content/)
-    model        the site model every page is rendered from
-    render       HTML pages and search (Jinja, Markdown)
-    textlang     the language a dream's text is written in (CJK scripts)
-    favicon      the site's icon, SVG and favicon.ico
-    patterns     k-anonymous aggregate patterns and SVG charts
-    feeds        Atom, sitemap, robots, api/dreams.json
-    agents       quoted digests and llms.txt for agents
-    units        a dream's page, record, proof and fragments, kept by input key
-    site         writes every renderer's files into the new generation
-    parallel     pure per-item stages on every core
-    buildcache   the build store (SQLite, data only): what one build remembers
-    derived      when the build's own state may be read back (never if git tracks it)
-    writer       two generations behind a symlink; writes only what changed
-    build        the pipeline, end to end
-    progress     the terminal progress bar
-    serve        the preview server
+The build's data flow (README.md, "How the build works", has the diagram)::
 
-Around the pool:
-    gitrepo      what git says: tracked paths, a pull request's changes
-    gate         `check --base`: what a contributor may change, checking only that
-    init, summary  new pool scaffolds and the pull-request check's summary
-    mcp_server     the MCP server for agents (reads and verifies; no SDK needed)
-    mcp_sdk        its tools declared to the MCP SDK: the optional mcp extra
-    memos          MemOS Dream diary import
-    cli            the command line: the only place that prints errors
+    content/ ─▶ content.pool (scan) ─▶ log.logbuild (append, sign) ─▶ site.model
+             ─▶ site.assemble (render) ─▶ site.writer ─▶ site/ (a symlink to a generation)
+                      ▲   │                                   ▲   │
+                      └── buildcache (.site.builds/cache/store.sqlite) ──┘
 """
 
 from __future__ import annotations

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from builder.cli import run
+from builder.cli.main import run
 
 run()

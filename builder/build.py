@@ -12,7 +12,7 @@ dreams' pages, records, proofs and keywords. It only saves time: a build
 without it gives the same bytes.
 
 The log state under ``content/log`` is written by ``logbuild.update`` before
-the site is swapped in; see :mod:`builder.logstate` for why an interrupted
+the site is swapped in; see :mod:`builder.log.logstate` for why an interrupted
 build leaves a state the next build accepts.
 """
 
@@ -25,11 +25,35 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
-from builder import buildcache, derived, logbuild, model, pool, poollock, site, writer
+from builder import buildcache
+from builder.content import pool, poollock
 from builder.errors import InputError, KeyStoreError, Problem
-from builder.note import Signer, parse_private_key
-from builder.progress import Progress, progress_enabled
+from builder.formats.note import Signer, parse_private_key
+from builder.log import logbuild
+from builder.site import assemble as site
+from builder.site import derived, model, writer
+
+
+class Meter(Protocol):
+    """What a stage reports its progress to (the CLI draws it as a bar)."""
+
+    def advance(self, n: int = 1) -> None: ...
+
+
+# ``progress(total, label)``: a meter for ``total`` steps of ``label``, as a
+# context manager. The CLI passes its progress bar; a library call gets none.
+Meters = Callable[[int, str], AbstractContextManager[Meter]]
+
+
+class _NoMeter:
+    def advance(self, n: int = 1) -> None:
+        pass
+
+
+def _no_meter(total: int, label: str) -> AbstractContextManager[Meter]:
+    return nullcontext(_NoMeter())
 
 
 @dataclass(slots=True)
@@ -79,15 +103,17 @@ def build(
     *,
     signer: Signer | None,
     base_url: str | None = None,
-    quiet: bool = False,
+    progress: Meters | None = None,
     stages: Callable[[str], AbstractContextManager[object]] | None = None,
     retain: list[object] | None = None,
 ) -> BuildReport:
-    """``stages(name)``, if given, wraps each stage (benchmarks/profile_build.py times them).
+    """``progress``, if given, makes the meter a stage reports to (the CLI's
+    progress bar); ``stages(name)``, if given, wraps each stage
+    (benchmarks/profile_build.py times them).
 
     ``retain``, if given, is handed the build's large objects (log, model,
     cache, writer) instead of their being freed on return: a process that
-    ends right after the build (the ``dreampool`` command, :func:`builder.cli.run`)
+    ends right after the build (the ``dreampool`` command, :func:`builder.cli.main.run`)
     then skips freeing them one by one, which was 0.75 s of a 19 s no-op
     build at 100k dreams.
 
@@ -108,7 +134,7 @@ def build(
                     out,
                     signer=signer,
                     base_url=base_url,
-                    quiet=quiet,
+                    progress=progress or _no_meter,
                     stage=stage,
                     retain=retain,
                 )
@@ -154,7 +180,7 @@ def _build(
     *,
     signer: Signer | None,
     base_url: str | None,
-    quiet: bool,
+    progress: Meters,
     stage: Callable[[str], AbstractContextManager[object]],
     retain: list[object] | None = None,
 ) -> BuildReport:
@@ -171,7 +197,7 @@ def _build(
         raise InputError(key_problems, hint="fix the key directory (content/keys) first")
     total = _count_dreams(content)
     known = set(cache["scan"])
-    with stage("scan"), Progress(total, "verifying dreams", enabled=progress_enabled(quiet)) as bar:
+    with stage("scan"), progress(total, "verifying dreams") as bar:
         aside = list(set_aside.values())
         scanned, refused = pool.scan_dreams(
             content,

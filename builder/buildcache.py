@@ -1,7 +1,7 @@
 """What one build remembers for the next: results keyed by their inputs, in
 an SQLite store beside the output.
 
-The store is ``.<out>.builds/cache/store.sqlite`` (see :mod:`builder.writer`),
+The store is ``.<out>.builds/cache/store.sqlite`` (see :mod:`builder.site.writer`),
 never in ``content/``, which pull requests write. Every entry is a pure
 function of its key, and the store as a whole is tagged with
 :func:`code_digest` (the builder's own source, templates and result
@@ -11,17 +11,17 @@ folder costs time, never correctness.
 Sections (a table each, mapping a key to a value):
 
 * ``scan``: dream file (name, size, mtime, ctime, inode) → the verified
-  :class:`~builder.dream.Dream` (:mod:`builder.pool`);
-* ``commit``: (dream file stamp, salt) → the commitment (:mod:`builder.logbuild`);
-* ``salts``: salt file stamp → its text (:mod:`builder.logbuild`);
-* ``keys``: key file stamp → its parsed fields (:mod:`builder.pool`);
-* ``shards``: digest of a leaf shard found canonical → True (:mod:`builder.logstate`);
+  :class:`~builder.formats.dream.Dream` (:mod:`builder.content.pool`);
+* ``commit``: (dream file stamp, salt) → the commitment (:mod:`builder.log.logbuild`);
+* ``salts``: salt file stamp → its text (:mod:`builder.log.logbuild`);
+* ``keys``: key file stamp → its parsed fields (:mod:`builder.content.pool`);
+* ``shards``: digest of a leaf shard found canonical → True (:mod:`builder.log.logstate`);
 * ``notes``: digest of a stored checkpoint and the keys that opened it → the
-  checkpoint (:mod:`builder.logbuild`);
-* ``units``: dream id → (key, fragments, digests of its files) (:mod:`builder.units`);
+  checkpoint (:mod:`builder.log.logbuild`);
+* ``units``: dream id → (key, fragments, digests of its files) (:mod:`builder.site.units`);
 * ``pages``: path → (key, digest) of the list pages, feeds, agent digests and
   search shards that carry a key (:mod:`builder.site`);
-* ``words``: dream id → its pattern keywords (:mod:`builder.patterns`),
+* ``words``: dream id → its pattern keywords (:mod:`builder.site.patterns`),
   read and written by the forked process that computes the patterns.
 
 **Read back as data, never as code.** A pull request can force-add any path
@@ -34,7 +34,7 @@ log key in the environment). Each row carries a
 BLAKE2b digest of its key and value, checked before it is decoded, so a
 damaged row reads as a miss, never as a wrong entry. The store's file and
 its folder must be plain (a symlink or a hard-linked file is removed, never
-followed or written through), and :mod:`builder.derived` discards a store
+followed or written through), and :mod:`builder.site.derived` discards a store
 that git tracks before this module opens it.
 
 **Erasure leaves nothing.** ``secure_delete`` overwrites deleted rows, and
@@ -61,9 +61,9 @@ from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
 
-from builder.checkpoint import Checkpoint
-from builder.dream import Dream
-from builder.writer import remove_entry
+from builder.files import remove_entry
+from builder.formats.checkpoint import Checkpoint
+from builder.formats.dream import Dream
 
 STORE = "store.sqlite"
 FORMAT = "dreampool-store/1"
@@ -161,7 +161,7 @@ Stamp = tuple[str, int, int, int, int]
 
 def _stamp_key(stamp: Stamp) -> str:
     """``name size mtime ctime inode``: a pool's file names hold no space
-    (builder.pool reads only ``<16 hex>.<ext>``)."""
+    (builder.content.pool reads only ``<16 hex>.<ext>``)."""
     name, *numbers = stamp
     if " " in name or len(numbers) != 4 or any(type(n) is not int or n < 0 for n in numbers):
         raise ValueError("not a file stamp")
@@ -247,7 +247,7 @@ def _checkpoint_in(data: bytes) -> Checkpoint:
 # A unit's row is binary, not JSON (its fragments are most of the store, and
 # base64 in JSON doubled both its size and the time to read it back): seven
 # big-endian lengths, then the key, the four fragments, the paths joined by
-# newlines (a site path holds none: builder.writer.check_path) and the 16-byte
+# newlines (a site path holds none: builder.site.writer.check_path) and the 16-byte
 # digests of those paths' files, in order. Data only, and every length checked.
 _UNIT_HEAD = struct.Struct(">7I")
 _UNIT_DIGEST = 16

@@ -11,7 +11,7 @@ be a secret, so errors give its size instead.
 What a message does carry (a file name, a key name from a hostile file) can
 hold any character, so everything printed passes :func:`printable` on its way
 out: a :class:`Problem` as text, the CLI's lines, GitHub annotations and the job
-summary (:mod:`builder.summary`). No terminal escape, bidi override or
+summary (:mod:`builder.cli.summary`). No terminal escape, bidi override or
 invisible character reaches a terminal, a CI log or a reviewer.
 """
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from builder import unicodepolicy
+from builder.formats import unicodepolicy
 
 _SHORT = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
@@ -33,7 +33,7 @@ def printable(text: str) -> str:
     separators, spaces other than U+0020, lone surrogates, private-use and
     unassigned code points (all of which :meth:`str.isprintable` calls
     unprintable), and every other code point docs/protocol.md §1.1 refuses out of
-    context (:func:`builder.unicodepolicy.is_hidden`: default-ignorable letters and
+    context (:func:`builder.formats.unicodepolicy.is_hidden`: default-ignorable letters and
     marks such as variation selectors and Hangul fillers, code points unassigned
     in the policy's Unicode version), emoji selectors and joiners included.
     They read as ``\\t``, ``\\n``, ``\\r``, ``\\x1b``, ``\\u202e``, ``\\U000e0041``.

@@ -1,10 +1,11 @@
-"""Reading a file a user names: bounded, never blocking, with its real size.
+"""Reading a file a user names: bounded, never blocking, with its real size;
+and removing a path as itself (:func:`remove_entry`), never what a link names.
 
 :func:`read_head` is for files outside the pool (a MemOS diary, a proof, a
 record, a policy): symlinks are followed, as a user's own paths may be, but
 only a regular file is read. A FIFO named on the command line would otherwise
 block the command for ever waiting for a writer, and a device could be read
-without end. :func:`builder.pool.read_regular` is the pool's stricter twin
+without end. :func:`builder.content.pool.read_regular` is the pool's stricter twin
 (no symlinks).
 
 A caller reads one byte past its limit, so it can tell a file is too big
@@ -14,12 +15,15 @@ number of bytes it read.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import stat
+from pathlib import Path
 
 from builder.errors import InputError, Problem
 
-__all__ = ["NOT_REGULAR", "read_head"]
+__all__ = ["NOT_REGULAR", "read_head", "remove_entry"]
 
 NOT_REGULAR = "is not a regular file (a FIFO, device or folder is never read)"
 
@@ -41,3 +45,18 @@ def read_head(path: str | os.PathLike[str], limit: int) -> tuple[bytes, int]:
             return f.read(limit + 1), info.st_size
     finally:
         os.close(fd)
+
+
+def remove_entry(path: Path) -> None:
+    """Remove ``path`` itself, never what a link names: a link or file is
+    unlinked, a folder removed with what it holds (``shutil.rmtree`` does not
+    follow a link inside the folder it removes)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(path)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)

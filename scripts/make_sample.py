@@ -24,8 +24,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from builder import anonymity, build, ed25519, erase, note, pool, redact
-from builder import dream as dreamfmt
+from builder import build
+from builder.content import anonymity, pool
+from builder.formats import dream as dreamfmt
+from builder.formats import ed25519, note
+from builder.log import erase
+from builder.text import redact
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTENT = ROOT / "content"

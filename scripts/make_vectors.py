@@ -20,7 +20,7 @@ root::
     python scripts/make_vectors.py OUT        # write elsewhere
 
 tests/test_vectors.py checks that the committed files are reproduced byte for
-byte and that they verify with builder.lightclient.
+byte and that they verify with builder.readers.lightclient.
 """
 
 from __future__ import annotations
@@ -36,14 +36,23 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from builder import build, logbuild, merkle, pool, statement, strictjson, tiles
-from builder import dream as dreamfmt
-from builder.b64 import b64_encode, b64url_decode, b64url_encode
-from builder.checkpoint import Checkpoint, Cosigner, cosign, cosigned_message, sign_checkpoint
-from builder.ed25519 import public_key_of
-from builder.note import Signer
-from builder.policy import Policy, PolicyLog, PolicyWitness, format_policy
-from builder.tlogproof import TlogProof, format_tlog_proof, parse_tlog_proof
+from builder import build
+from builder.content import pool
+from builder.formats import dream as dreamfmt
+from builder.formats import merkle, statement, strictjson, tiles
+from builder.formats.b64 import b64_encode, b64url_decode, b64url_encode
+from builder.formats.checkpoint import (
+    Checkpoint,
+    Cosigner,
+    cosign,
+    cosigned_message,
+    sign_checkpoint,
+)
+from builder.formats.ed25519 import public_key_of
+from builder.formats.note import Signer
+from builder.formats.policy import Policy, PolicyLog, PolicyWitness, format_policy
+from builder.formats.tlogproof import TlogProof, format_tlog_proof, parse_tlog_proof
+from builder.log import logbuild
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "vectors"

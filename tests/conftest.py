@@ -62,7 +62,7 @@ class CLIResult:
 @pytest.fixture
 def run(capsys: pytest.CaptureFixture[str]) -> Callable[..., CLIResult]:
     def go(*args: str | Path) -> CLIResult:
-        from builder import cli
+        from builder.cli import main as cli
 
         capsys.readouterr()
         try:

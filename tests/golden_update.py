@@ -18,8 +18,9 @@ import tempfile
 from pathlib import Path
 
 from builder import build as buildmod
-from builder import dream as dreamfmt
-from builder import note, pool
+from builder.content import pool
+from builder.formats import dream as dreamfmt
+from builder.formats import note
 
 HERE = Path(__file__).resolve().parent / "golden"
 
@@ -41,7 +42,7 @@ def build_golden() -> dict[str, bytes]:
 
 
 def make_fixture() -> None:
-    from builder import ed25519
+    from builder.formats import ed25519
 
     content = HERE / "content"
     if content.exists():

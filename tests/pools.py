@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from builder import anonymity, note, pool
-from builder import dream as dreamfmt
-from builder.ed25519 import public_key_of
+from builder.content import anonymity, pool
+from builder.formats import dream as dreamfmt
+from builder.formats import note
+from builder.formats.ed25519 import public_key_of
 from tests.conftest import draft
 
 SEEDS = {"ada": bytes([1] * 32), "bob": bytes([2] * 32), "墨子": bytes([3] * 32)}

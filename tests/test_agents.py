@@ -20,11 +20,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from builder import agents, logbuild, model, pool
 from builder import build as buildmod
-from builder import dream as dreamfmt
-from builder.ed25519 import public_key_of
-from builder.note import parse_private_key
+from builder.content import pool
+from builder.formats import dream as dreamfmt
+from builder.formats.ed25519 import public_key_of
+from builder.formats.note import parse_private_key
+from builder.log import logbuild
+from builder.site import agentdocs as agents
+from builder.site import model
 from tests.conftest import draft
 from tests.pools import PoolFixture, key_id_of, make_pool
 
@@ -213,10 +216,10 @@ def make_hostile_pool(tmp_path: Path) -> Hostile:
     set_tier(tp.content, seed_key(MEMBER_SEED), "member")
     site = tmp_path / "site"
     signer = parse_private_key(tp.log_key)
-    first = buildmod.build(tp.content, site, signer=signer, quiet=True)
+    first = buildmod.build(tp.content, site, signer=signer)
     again = submit_signed(tp, HOSTILE_SEED, author=HOSTILE_AUTHOR, **hostile_fields("again"))
     late = [*tp.add("bob", 2), again]
-    buildmod.build(tp.content, site, signer=signer, quiet=True)
+    buildmod.build(tp.content, site, signer=signer)
     return Hostile(tp, site, first.size, hostile, member, anon, maintainer, late)
 
 
@@ -406,7 +409,7 @@ def test_since_files_chain_to_every_dream_since_m_and_stop_changing(
     SINCE_FULL_LIMIT leaves past m, or the next one (agents.since_spans): following the files
     from any m gives every dream and erasure since m once, and a file whose
     checkpoint the log has moved past keeps its bytes as the log grows."""
-    from builder import erase
+    from builder.log import erase
 
     monkeypatch.setattr(agents, "SINCE_FULL_LIMIT", 3)
     tp = make_pool(tmp_path)
@@ -414,10 +417,10 @@ def test_since_files_chain_to_every_dream_since_m_and_stop_changing(
     site = tmp_path / "site"
     first = tp.add("ada", 2)
     for n in (1, 2, 1, 3, 1):
-        buildmod.build(tp.content, site, signer=signer, quiet=True)
+        buildmod.build(tp.content, site, signer=signer)
         tp.add("ada", n)
     erase.erase(tp.content, first[1], "legal", None)
-    buildmod.build(tp.content, site, signer=signer, quiet=True)
+    buildmod.build(tp.content, site, signer=signer)
     m = site_model(tp.content)
     exports = agents.render_agent_exports(m)
     roots = {h.size: h.root for h in m.history}
@@ -443,7 +446,7 @@ def test_since_files_chain_to_every_dream_since_m_and_stop_changing(
 
     monkeypatch.setattr(agents, "_since_bytes", counted)
     tp.add("ada", 4)
-    buildmod.build(tp.content, site, signer=signer, quiet=True)
+    buildmod.build(tp.content, site, signer=signer)
     closed = [s for s, until in agents.since_spans(m) if until < m.history[-1].size]
     assert len(closed) >= 3
     # The build kept the closed files (their keys stood) and made the others.
@@ -482,14 +485,14 @@ def test_digest_is_newest_first_and_links_from_its_folder(
 
 
 def test_erasures_since_m_are_listed(tmp_path: Path) -> None:
-    from builder import erase
+    from builder.log import erase
 
     tp = make_pool(tmp_path)
     ids = tp.add("ada", 2)
     signer = parse_private_key(tp.log_key)
-    first = buildmod.build(tp.content, tmp_path / "s", signer=signer, quiet=True)
+    first = buildmod.build(tp.content, tmp_path / "s", signer=signer)
     erase.erase(tp.content, ids[0], "legal", None)
-    buildmod.build(tp.content, tmp_path / "s", signer=signer, quiet=True)
+    buildmod.build(tp.content, tmp_path / "s", signer=signer)
     doc = agents.render_digest(site_model(tp.content), first.size)
     assert f"- dream {ids[0]} (log index" in doc and ": legal" in doc
     assert ids_in(doc) == [ids[0]]  # the erasure line names it; no dream is shown

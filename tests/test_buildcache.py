@@ -1,6 +1,6 @@
 """The build store (builder.buildcache): data only, rows written only when
 they change, damage and links that cost time only; fragments kept deflated
-(builder.units)."""
+(builder.site.units)."""
 
 from __future__ import annotations
 
@@ -17,11 +17,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from builder import build as buildmod
-from builder import buildcache, units
+from builder import buildcache
 from builder.buildcache import BuildCache
-from builder.checkpoint import Checkpoint
-from builder.dream import Dream
-from builder.note import parse_private_key
+from builder.formats.checkpoint import Checkpoint
+from builder.formats.dream import Dream
+from builder.formats.note import parse_private_key
+from builder.site import units
 from tests.pools import make_pool
 
 
@@ -248,11 +249,11 @@ def test_files_of_the_pickle_cache_are_removed_unread(tmp_path: Path) -> None:
 
 
 def test_a_unit_key_leaves_out_only_what_the_leaf_hash_binds() -> None:
-    # builder.units keys a dream's unit by its leaf hash instead of its text;
+    # builder.site.units keys a dream's unit by its leaf hash instead of its text;
     # that holds only for view fields copied from the signed body unchanged.
     import dataclasses
 
-    from builder import model, units
+    from builder.site import model, units
 
     names = {f.name for f in dataclasses.fields(model.DreamView)}
     assert names >= units.BODY_FIELDS

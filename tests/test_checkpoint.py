@@ -1,4 +1,4 @@
-"""Checkpoints and cosignatures (builder.checkpoint).
+"""Checkpoints and cosignatures (builder.formats.checkpoint).
 
 Vectors: the examples of c2sp.org/tlog-checkpoint and tlog-cosignature (CC BY
 4.0) and a cosignature of transparency-dev/formats note_cosigv1_test.go
@@ -16,7 +16,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from builder.checkpoint import (
+from builder.errors import DreampoolError, SignatureError, VerificationError
+from builder.formats.checkpoint import (
     MAX_TREE_SIZE,
     Checkpoint,
     CheckpointError,
@@ -32,8 +33,7 @@ from builder.checkpoint import (
     parse_cosigner_private_key,
     sign_checkpoint,
 )
-from builder.errors import DreampoolError, SignatureError, VerificationError
-from builder.note import (
+from builder.formats.note import (
     SIG_ED25519,
     NoteError,
     Signature,

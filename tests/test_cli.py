@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from builder import cli
+from builder.cli import main as cli
 
 
 def parsers(

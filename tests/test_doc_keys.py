@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from builder import checkpoint, note
+from builder.formats import checkpoint, note
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md"), REPO / "docs/vectors/README.md"])

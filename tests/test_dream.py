@@ -15,8 +15,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from builder import dream as dreamfmt
 from builder.errors import InputError, SignatureError
+from builder.formats import dream as dreamfmt
 from tests.conftest import draft
 
 SEED = bytes(range(32))

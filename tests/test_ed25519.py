@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from builder import ed25519
 from builder.errors import SignatureError
+from builder.formats import ed25519
 from tests.conftest import vector_files
 
 (RFC8032_FILE,) = vector_files("ed25519")

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from builder import unicodepolicy
 from builder.errors import Problem, printable
+from builder.formats import unicodepolicy
 
 
 def _forbidden_characters() -> list[str]:

@@ -12,10 +12,12 @@ from urllib.parse import urljoin, urlsplit
 import pytest
 
 from builder import build as buildmod
-from builder import erase, feeds, logbuild, pool
-from builder.feeds import render_feeds, tag_uri
-from builder.model import SiteModel, build_model
-from builder.note import parse_private_key
+from builder.content import pool
+from builder.formats.note import parse_private_key
+from builder.log import erase, logbuild
+from builder.site import feeds
+from builder.site.feeds import render_feeds, tag_uri
+from builder.site.model import SiteModel, build_model
 from tests.pools import key_id_of, make_pool
 
 A = "{http://www.w3.org/2005/Atom}"

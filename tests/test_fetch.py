@@ -1,4 +1,4 @@
-"""builder.fetch: every network read of the readers' tools is bounded and its errors printable.
+"""builder.readers.fetch: every network read of the readers' tools is bounded, its errors printable.
 
 Local HTTP servers on 127.0.0.1 misbehave on purpose: drip bytes, redirect to URLs that
 do not parse, send terminal escapes in the reason phrase, send bodies over the cap.
@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from builder import fetch, mcp_server
+from builder.agents import mcp_server
 from builder.errors import DreampoolError, printable
+from builder.readers import fetch
 from tests.test_monitor import (
     DripHandler,
     EscapeReasonHandler,

@@ -17,10 +17,11 @@ from typing import Any
 
 import pytest
 
-from builder import agents, pool
 from builder import build as buildmod
-from builder import dream as dreamfmt
-from builder.note import parse_private_key
+from builder.content import pool
+from builder.formats import dream as dreamfmt
+from builder.formats.note import parse_private_key
+from builder.site import agentdocs as agents
 from tests.conftest import draft
 from tests.pools import SEEDS, make_pool
 
@@ -62,7 +63,7 @@ def _chain(root: Path, n: int, lineage: Any) -> tuple[Path, list[str], str]:
 
 def _site(root: Path, n: int, lineage: Any) -> Site:
     content, ids, log_key = _chain(root, n, lineage)
-    buildmod.build(content, root / "site", signer=parse_private_key(log_key), quiet=True)
+    buildmod.build(content, root / "site", signer=parse_private_key(log_key))
     site = (root / "site").resolve()
     files = {p.relative_to(site).as_posix(): p.read_bytes() for p in site.rglob("*") if p.is_file()}
     return files, ids
@@ -209,12 +210,12 @@ def test_a_large_pull_request_after_small_ones_is_in_one_since_file(
     site = tmp_path / "site"
     for _ in range(4):
         tp.add("ada", 1)
-        buildmod.build(tp.content, site, signer=signer, quiet=True)
+        buildmod.build(tp.content, site, signer=signer)
     folder = site / "agents" / "since"
     small = sorted(int(p.stem) for p in folder.iterdir())
     assert len(small) == 4
     large = tp.add("bob", 12)
-    buildmod.build(tp.content, site, signer=signer, quiet=True)
+    buildmod.build(tp.content, site, signer=signer)
     since = {int(p.stem): p.read_text() for p in folder.iterdir()}
     assert len(since) == 5
     for i in large:

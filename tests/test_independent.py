@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from builder import build as buildmod
-from builder.note import parse_private_key
+from builder.formats.note import parse_private_key
 from tests.conftest import REPO
 from tests.independent_verifier import VerificationError as IndependentError
 from tests.independent_verifier import verify_site

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from builder import init, pool
+from builder.content import init, pool
 from builder.errors import InputError, PoolError
 from tests.conftest import REPO
 from tests.test_publish_flow import require_wiring

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from builder import build as buildmod
-from builder.note import parse_private_key
+from builder.formats.note import parse_private_key
 from tests.conftest import REPO
 from tests.pools import make_pool
 

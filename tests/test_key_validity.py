@@ -4,7 +4,7 @@ A verifier that followed the old text ("any of the 8 low-order point
 encodings") accepted `eeff…ff7f` (y = p + 1, the identity to a lax decoder)
 with R = identity, S = 0: a universal forgery under plain OpenSSL. This test
 enumerates every encoding the rule refuses (y ≥ p in both signs, the 8
-small-order points in both signs) and checks that `builder.ed25519`,
+small-order points in both signs) and checks that `builder.formats.ed25519`,
 `tests/independent_verifier.py` and the site's `static/crypto.js` (in Node)
 each refuse the universal signature under every one, while plain OpenSSL
 (the `cryptography` package, no extra checks) accepts it for the keys that
@@ -21,8 +21,8 @@ import pytest
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from builder import ed25519
 from builder.errors import SignatureError
+from builder.formats import ed25519
 from tests import independent_verifier as iv
 from tests.conftest import REPO
 

@@ -23,14 +23,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from builder import dream, ed25519, lightclient, strictjson, tiles
-from builder.b64 import b64_encode, b64url_decode, b64url_encode
-from builder.checkpoint import Checkpoint, Cosigner, cosign, sign_checkpoint
 from builder.errors import DreampoolError, VerificationError
-from builder.merkle import MerkleTree, leaf_hash
-from builder.note import Signer
-from builder.policy import Policy, PolicyLog, PolicyWitness, format_policy
-from builder.tlogproof import TlogProof, format_tlog_proof
+from builder.formats import dream, ed25519, strictjson, tiles
+from builder.formats.b64 import b64_encode, b64url_decode, b64url_encode
+from builder.formats.checkpoint import Checkpoint, Cosigner, cosign, sign_checkpoint
+from builder.formats.merkle import MerkleTree, leaf_hash
+from builder.formats.note import Signer
+from builder.formats.policy import Policy, PolicyLog, PolicyWitness, format_policy
+from builder.formats.tlogproof import TlogProof, format_tlog_proof
+from builder.readers import lightclient
 from tests.conftest import REPO
 
 ORIGIN = "example.org/dreams"
@@ -835,30 +836,39 @@ def test_cli_read_errors_are_dreampool_errors(tmp_path: Path) -> None:
 
 FORMAT_MODULES = {
     "builder",
-    "builder.b64",
-    "builder.checkpoint",
-    "builder.dream",
-    "builder.ed25519",
+    "builder.formats.b64",
+    "builder.formats.checkpoint",
+    "builder.formats.dream",
+    "builder.formats.ed25519",
     "builder.errors",
     "builder.files",
-    "builder.merkle",
-    "builder.note",
-    "builder.policy",
-    "builder.strictjson",
-    "builder.tiles",
-    "builder.tlogproof",
-    "builder.unicodepolicy",
-    "builder.unicodetables",
+    "builder.formats.merkle",
+    "builder.formats.note",
+    "builder.formats.policy",
+    "builder.formats.strictjson",
+    "builder.formats.tiles",
+    "builder.formats.tlogproof",
+    "builder.formats.unicodepolicy",
+    "builder.formats.unicodetables",
+    # the packages themselves (their __init__ is a docstring)
+    "builder.formats",
+    "builder.readers",
+    "builder.text",
 }
 
 
 @pytest.mark.parametrize(
     ("module", "own"),
     [
-        ("builder.lightclient", {"builder.lightclient"}),
+        ("builder.readers.lightclient", {"builder.readers.lightclient"}),
         (
-            "builder.monitor",
-            {"builder.fetch", "builder.lightclient", "builder.monitor", "builder.presence"},
+            "builder.readers.monitor",
+            {
+                "builder.readers.fetch",
+                "builder.readers.lightclient",
+                "builder.readers.monitor",
+                "builder.readers.presence",
+            },
         ),
     ],
 )

@@ -12,12 +12,14 @@ from typing import Any
 import pytest
 
 from builder import build as buildmod
-from builder import buildcache, logbuild, logstate, pool
-from builder import dream as dreamfmt
+from builder import buildcache
 from builder.buildcache import BuildCache
-from builder.dream import Dream
+from builder.content import pool
 from builder.errors import DreampoolError, LogError
-from builder.note import parse_private_key
+from builder.formats import dream as dreamfmt
+from builder.formats.dream import Dream
+from builder.formats.note import parse_private_key
+from builder.log import logbuild, logstate
 from tests.conftest import draft
 from tests.pools import SEEDS, PoolFixture, key_id_of, make_pool
 
@@ -84,8 +86,8 @@ def test_rebuild_after_growth_is_consistent_and_old_proofs_unchanged(
             assert second[path] == data, path
     size1 = int(first_cp.split(b"\n")[1])
     assert f"log/consistency/{size1}" in second
-    from builder import checkpoint, merkle
-    from builder.b64 import b64_decode
+    from builder.formats import checkpoint, merkle
+    from builder.formats.b64 import b64_decode
 
     cp1 = checkpoint.parse_checkpoint(first_cp.split(b"\n\n")[0].decode() + "\n")
     cp2 = checkpoint.parse_checkpoint(second["log/checkpoint"].split(b"\n\n")[0].decode() + "\n")
@@ -203,7 +205,7 @@ def test_a_build_while_another_holds_the_pool_changes_nothing(
     with fcntl directly, as another build holds it)."""
     import fcntl
 
-    from builder import erase
+    from builder.log import erase
 
     tp.add("ada", 2)
     do_build(tp, tmp_path / "site")
@@ -231,7 +233,7 @@ def test_the_checkpoint_cache_does_not_take_a_witness_key_for_a_line_of_the_note
     """A note opened with witness W is cached; W is then dropped from the
     policy and the stored note gets W's key as a first line. That note does
     not verify, and the build must say so, as one without a cache does."""
-    from builder.checkpoint import generate_cosigner_key
+    from builder.formats.checkpoint import generate_cosigner_key
 
     tp.add("ada", 2)
     do_build(tp, tmp_path / "site")
@@ -297,7 +299,7 @@ def test_lost_dream_file_is_caught(tp: PoolFixture, tmp_path: Path) -> None:
 
 
 def test_wrong_log_key_refused(tp: PoolFixture, tmp_path: Path) -> None:
-    from builder.note import generate_key
+    from builder.formats.note import generate_key
 
     tp.add("ada", 1)
     do_build(tp, tmp_path / "site")
@@ -369,7 +371,7 @@ def test_erase_refuses_while_text_remains_elsewhere(
 def test_erase_request_must_be_signed_by_the_dreams_key(
     tp: PoolFixture, tmp_path: Path, run: Any
 ) -> None:
-    from builder import statement
+    from builder.formats import statement
     from tests.pools import SEEDS
 
     (gone,) = tp.add("ada", 1)
@@ -469,8 +471,8 @@ def test_check_reports_a_damaged_log(tp: PoolFixture, tmp_path: Path, run: Any) 
 
 
 def test_witness_cosignatures_are_kept_and_verified(tp: PoolFixture, tmp_path: Path) -> None:
-    from builder import checkpoint as cpmod
-    from builder import policy as policymod
+    from builder.formats import checkpoint as cpmod
+    from builder.formats import policy as policymod
 
     tp.add("ada", 2)
     site = tmp_path / "site"

@@ -1,8 +1,8 @@
 """``dreampool mcp``, driven by the MCP SDK's own client over stdio, checked against the pool.
 
-The server is spawned as ``python -m builder.mcp_server`` (what ``dreampool mcp``
+The server is spawned as ``python -m builder.agents.mcp_server`` (what ``dreampool mcp``
 runs). Reading-side details (content mode writes nothing, rollbacks and lying
-listings are caught) are checked in-process on :class:`builder.mcp_server.Tools`.
+listings are caught) are checked in-process on :class:`builder.agents.mcp_server.Tools`.
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ from mcp.client.stdio import stdio_client
 from mcp.types import CallToolResult, TextContent
 
 from builder import build as buildmod
-from builder import dream as dreamfmt
-from builder import keystore, mcp_server
-from builder.note import parse_private_key
+from builder.agents import mcp_server
+from builder.content import keystore
+from builder.formats import dream as dreamfmt
+from builder.formats.note import parse_private_key
 from tests.conftest import REPO
 from tests.test_agents import (
     ANON_AUTHOR,
@@ -249,7 +250,7 @@ def test_digest_with_the_returned_size_returns_exactly_the_new_dreams(
         # A rebuild that adds dreams, while the server runs.
         added.extend(tp.add("ada", 2))
         added.append(submit_signed(tp, HOSTILE_SEED, author=HOSTILE_AUTHOR, **hostile_fields("3")))
-        buildmod.build(tp.content, hostile.site, signer=signer, quiet=True)
+        buildmod.build(tp.content, hostile.site, signer=signer)
         new = data_of(await call(s, "dream_digest", since_size=first["next_since_size"]))
         after = data_of(await call(s, "dream_digest", since_size=new["next_since_size"]))
         # Paging: limit 2 at a time, following next_since_size, covers the log once.
@@ -348,7 +349,7 @@ def test_a_policy_the_site_does_not_match_stops_the_server(
         [
             sys.executable,
             "-m",
-            "builder.mcp_server",
+            "builder.agents.mcp_server",
             "--site",
             str(hostile.site),
             "--policy",
@@ -470,7 +471,7 @@ def test_content_mode_serves_logged_dreams_and_writes_nothing(hostile: Hostile) 
     tools.dream_digest()
     assert tree(content) == before
     # Built: served at once, without restarting.
-    buildmod.build(content, hostile.site, signer=parse_private_key(hostile.tp.log_key), quiet=True)
+    buildmod.build(content, hostile.site, signer=parse_private_key(hostile.tp.log_key))
     assert pending in ids_of(tools.dream_list(limit=100).data)
 
 
@@ -482,11 +483,9 @@ def test_a_rolled_back_site_is_refused(hostile: Hostile, tmp_path: Path) -> None
     older = tmp_path / "older"
     shutil.copytree(hostile.site, older)
     hostile.tp.add("ada", 1)
-    buildmod.build(
-        hostile.tp.content, hostile.site, signer=parse_private_key(hostile.tp.log_key), quiet=True
-    )
+    buildmod.build(hostile.tp.content, hostile.site, signer=parse_private_key(hostile.tp.log_key))
     reader = mcp_server.open_reader(str(hostile.site), None)
-    hostile.site.unlink()  # a symlink to the live generation (builder.writer)
+    hostile.site.unlink()  # a symlink to the live generation (builder.site.writer)
     shutil.copytree(older, hostile.site)
     with pytest.raises(mcp_server.ReaderError, match=r"^rollback: "):
         reader.refresh()

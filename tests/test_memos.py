@@ -1,4 +1,4 @@
-"""``dreampool import memos``: MemOS Dream diary entries as draft dreams (builder.memos)."""
+"""``dreampool import memos``: MemOS Dream diary entries as draft dreams (builder.agents.memos)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from builder import dream as dreamfmt
-from builder import memos
+from builder.agents import memos
 from builder.errors import InputError
+from builder.formats import dream as dreamfmt
 from tests.conftest import CLIResult
 
 ENTRY: dict[str, Any] = {

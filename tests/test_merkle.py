@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from builder.errors import LogError, VerificationError
-from builder.merkle import (
+from builder.formats.merkle import (
     EMPTY_ROOT,
     MerkleTree,
     consistency_proof_from,

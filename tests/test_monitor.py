@@ -20,10 +20,11 @@ from typing import Any
 
 import pytest
 
-from builder import cli, monitor
-from builder.b64 import b64_decode, b64_encode
+from builder.cli import main as cli
 from builder.errors import DreampoolError
-from builder.policy import parse_policy
+from builder.formats.b64 import b64_decode, b64_encode
+from builder.formats.policy import parse_policy
+from builder.readers import monitor
 from tests.test_lightclient import (
     LARGE,
     SMALL,
@@ -604,7 +605,7 @@ def test_a_dripped_checkpoint_hits_the_total_deadline(
 ) -> None:
     """Issue 19 item 13: a byte every 0.2 s stays under any per-read socket timeout;
     only a deadline on the whole fetch ends it."""
-    from builder import fetch
+    from builder.readers import fetch
 
     monkeypatch.setattr(fetch, "DEFAULT_DEADLINE", 1.0)
     with dripping() as base:

@@ -4,7 +4,7 @@ docs/vectors/negative/ (written by scripts/make_vectors.py) holds inputs a
 verifier MUST refuse: a record with an unknown member, a dream with an
 unknown field whose signature verifies, and dreams signed with the universal
 signature (R = 01 00…00, S = 0) under every public key docs/protocol.md §1
-refuses. Both ``builder.lightclient`` and ``tests/independent_verifier.py``
+refuses. Both ``builder.readers.lightclient`` and ``tests/independent_verifier.py``
 run over each: if either accepts a negative vector, or refuses a positive
 one, this fails. Each logged case must also pass the steps before the one
 that refuses it, so it is refused for the reason it names.
@@ -26,10 +26,11 @@ from typing import Any
 
 import pytest
 
-from builder import dream as dreamfmt
-from builder import lightclient, merkle, statement, tlogproof
-from builder.ed25519 import public_key_of
 from builder.errors import InputError, SignatureError, VerificationError
+from builder.formats import dream as dreamfmt
+from builder.formats import merkle, statement, tlogproof
+from builder.formats.ed25519 import public_key_of
+from builder.readers import lightclient
 from tests import independent_verifier as iv
 
 VECTORS = Path(__file__).resolve().parent.parent / "docs" / "vectors"
@@ -208,7 +209,7 @@ def test_the_erase_request_is_signed_by_the_dream_key() -> None:
             "author-request",
         )
     )
-    # builder.statement, as `dreampool erase --request` checks it.
+    # builder.formats.statement, as `dreampool erase --request` checks it.
     assert statement.verify(request, "request", statement.ERASE) == VALUES["author"]["keyId"]
     # Independently: Ed25519 over JCS of all but sig, keyId that of publicKey.
     body = {k: v for k, v in request.items() if k != "sig"}
@@ -251,7 +252,7 @@ def test_the_rotation_is_signed_by_the_old_key_and_its_key_leaf_is_logged() -> N
     rotation = json.loads((VECTORS / ROTATION["statement"]).read_bytes())
     old = VALUES["author"]["keyId"]
     assert (rotation["author"], rotation["oldKeyId"]) == ("vector-author", old)
-    # builder.statement, as the pool checks a rotation.
+    # builder.formats.statement, as the pool checks a rotation.
     assert statement.verify(rotation, "rotation", statement.ROTATE) == old
     # Independently: the old key's signature, the new key from its seed label.
     body = {k: v for k, v in rotation.items() if k != "sig"}

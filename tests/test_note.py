@@ -1,4 +1,4 @@
-"""Signed notes (builder.note) against c2sp.org/signed-note and Go's sumdb/note.
+"""Signed notes (builder.formats.note) against c2sp.org/signed-note and Go's sumdb/note.
 
 Three witnesses: the published vectors (the C2SP example in tests/vectors,
 the golang.org/x/mod sumdb/note package doc and tests), a key ID recomputed
@@ -17,9 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from builder import ed25519
 from builder.errors import DreampoolError, SignatureError
-from builder.note import (
+from builder.formats import ed25519
+from builder.formats.note import (
     MAX_NOTE_SIZE,
     MAX_SIGNATURES,
     SIG_COSIGNATURE_V1,

@@ -39,7 +39,7 @@ DISTRIBUTION = {
     "typing_extensions": "typing-extensions",
 }
 # Modules only the mcp extra provides, and the one module allowed to import them
-# at run time (builder.mcp_server names them only for type checking).
+# at run time (builder.agents.mcp_server names them only for type checking).
 EXTRA_ONLY = {"mcp", "typing_extensions"}
 SDK_MODULE = "mcp_sdk.py"
 
@@ -135,8 +135,9 @@ def _python(code: str, *args: str, cwd: Path = REPO) -> subprocess.CompletedProc
 def test_the_build_check_and_verify_modules_import_nothing_of_mcp() -> None:
     code = (
         "import sys\n"
-        "import builder.cli, builder.build, builder.lightclient, builder.monitor\n"
-        "import builder.pool, builder.redact, builder.mcp_server\n"
+        "import builder.cli.main, builder.build\n"
+        "import builder.readers.lightclient, builder.readers.monitor\n"
+        "import builder.content.pool, builder.text.redact, builder.agents.mcp_server\n"
         "bad = sorted(m for m in sys.modules if m == 'mcp' or m.startswith('mcp.'))\n"
         "assert not bad, bad\n"
     )
@@ -158,7 +159,7 @@ class NoMcp:
 sys.meta_path.insert(0, NoMcp())
 for name in [m for m in sys.modules if m == "mcp" or m.startswith("mcp.")]:
     del sys.modules[name]
-from builder import cli
+from builder.cli import main as cli
 sys.argv[0] = "dreampool"
 code = cli.main(sys.argv[1:])
 assert not any(m == "mcp" or m.startswith("mcp.") for m in sys.modules)

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from builder.model import DreamView, EntryView, SiteModel, TagRef, slug
-from builder.patterns import (
+from builder.site.model import DreamView, EntryView, SiteModel, TagRef, slug
+from builder.site.patterns import (
     Pattern,
     Patterns,
     bar_chart_svg,

@@ -1,4 +1,4 @@
-"""Trust policies (builder.policy) against c2sp.org/tlog-policy.
+"""Trust policies (builder.formats.policy) against c2sp.org/tlog-policy.
 
 The quorum logic is checked exhaustively against a naive evaluation written
 from the spec's example (two groups of three witnesses, 2-of-3 and any-of-3,
@@ -13,10 +13,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from builder.checkpoint import Checkpoint, Cosigner, cosign, format_checkpoint, sign_checkpoint
 from builder.errors import DreampoolError, VerificationError
-from builder.note import Signer
-from builder.policy import (
+from builder.formats.checkpoint import (
+    Checkpoint,
+    Cosigner,
+    cosign,
+    format_checkpoint,
+    sign_checkpoint,
+)
+from builder.formats.note import Signer
+from builder.formats.policy import (
     Policy,
     PolicyError,
     PolicyGroup,

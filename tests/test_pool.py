@@ -10,10 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from builder import dream as dreamfmt
-from builder import pool, statement
-from builder.b64 import b64url_encode
-from builder.ed25519 import public_key_of
+from builder.content import pool
+from builder.formats import dream as dreamfmt
+from builder.formats import statement
+from builder.formats.b64 import b64url_encode
+from builder.formats.ed25519 import public_key_of
 from tests.conftest import draft, write_json
 
 ADA = bytes([1] * 32)
@@ -216,7 +217,7 @@ def test_sign_says_exactly_what_it_catches_and_what_not(
 ) -> None:
     """Issue 18: a national-format number was signed and published; `sign` now
     redacts it and says which layouts it catches and which it does not."""
-    from builder import redact
+    from builder.text import redact
 
     key_id = run("keygen", "--author", "ada").out.split("keyId")[1].split()[0]
     numbers = ["415-555-0199", "(415) 555-0199", "415.555.0199", "020-12345678", "tel: 4155550199"]

@@ -34,7 +34,7 @@ from typing import Any
 import pytest
 import yaml
 
-from builder import lightclient
+from builder.readers import lightclient
 from tests.conftest import REPO, draft
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
@@ -45,8 +45,8 @@ _EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 
 
 def cli_wired() -> bool:
-    """Whether builder/cli.py has `dreampool init` and `check --summary` yet."""
-    from builder import cli
+    """Whether builder/cli/main.py has `dreampool init` and `check --summary` yet."""
+    from builder.cli import main as cli
 
     parser = cli.build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
@@ -59,7 +59,7 @@ def require_wiring() -> None:
     """Skip until the CLI is wired, except in CI, where a missing wiring fails."""
     if cli_wired():
         return
-    message = "builder/cli.py does not wire `dreampool init` and `check --summary` yet"
+    message = "builder/cli/main.py does not wire `dreampool init` and `check --summary` yet"
     if os.environ.get("CI"):
         pytest.fail(message)
     pytest.skip(message)
@@ -496,7 +496,7 @@ def _maybe(world: World, path: str) -> bytes:
 
 def test_check_workflow_reads_no_secret_and_writes_nothing(tmp_path: Path) -> None:
     """The pull-request path must be safe for forks: no secret, read-only, no push."""
-    from builder import init
+    from builder.content import init
 
     check = yaml.safe_load(init.workflow("check.yml"))
     text = init.workflow("check.yml")
@@ -513,7 +513,7 @@ def test_annotations_escape_what_would_split_the_command() -> None:
     """CR and LF never reach the runner: printable() spells them \\r \\n first (so
     the message stays one line in the log too); escape_data still escapes them,
     a second wall."""
-    from builder import summary
+    from builder.cli import summary
     from builder.errors import Problem
 
     p = Problem("content/dreams/a,b:c.json", "/title", "100% wrong\r\n::error file=x::y", 3)
@@ -533,7 +533,7 @@ def test_summary_cells_hold_no_markdown_and_the_table_is_bounded() -> None:
     each exactly the problem's text in <code>, nothing else."""
     from markdown_it import MarkdownIt
 
-    from builder import summary
+    from builder.cli import summary
     from builder.errors import Problem
 
     p = Problem("content/x|y.json", "/t", "a | b <img src=x> [l](u) `c` *d*\nnext", 2)

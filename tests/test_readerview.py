@@ -1,4 +1,4 @@
-"""What a reader sees of a dream (builder/readerview.py), which redaction judges."""
+"""What a reader sees of a dream (builder/text/readerview.py), which redaction judges."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from builder import mdrender, readerview
+from builder.text import mdrender, readerview
 
 ORDINARY = [
     "Pin `parser==3.11.7` and run **pytest -q**; see [the docs](https://docs.example.org/a?page=2).",

@@ -1,4 +1,4 @@
-"""The redaction policy (builder/redact.py), witnessed three ways.
+"""The redaction policy (builder/text/redact.py), witnessed three ways.
 
 * a corpus of inputs and their expected output, positive and negative, in
   Chinese and English: each marker, each near miss the policy must leave alone;
@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from builder import redact
-from builder.redact import KINDS, Redaction, redact_dream, redact_text
+from builder.text import redact
+from builder.text.redact import KINDS, Redaction, redact_dream, redact_text
 from tests.conftest import REPO
 
 

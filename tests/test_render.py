@@ -19,9 +19,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from builder import build as buildmod
-from builder import erase, logbuild, model, pool, render
-from builder.logstate import HistoryEntry, leaf_date
-from builder.note import parse_private_key
+from builder.content import pool
+from builder.formats.note import parse_private_key
+from builder.log import erase, logbuild
+from builder.log.logstate import HistoryEntry, leaf_date
+from builder.site import model, render
 from tests.pools import key_id_of, make_pool
 
 PAYLOADS = (
@@ -660,7 +662,7 @@ def test_a_dream_text_says_its_language_and_the_interface_stays_english(built: B
     ],
 )
 def test_content_lang_reads_the_script(text: str, lang: str | None) -> None:
-    from builder.textlang import content_lang
+    from builder.text.textlang import content_lang
 
     assert content_lang(text) == lang
 
@@ -669,7 +671,7 @@ def test_the_patterns_line_follows_the_patterns_rule(built: Built) -> None:
     """Issue 18 (regression): a guest's dream said it "counts toward aggregate
     patterns"; patterns count dreams by members or higher with consent to
     derivatives only. The line now says what patterns.counts says."""
-    from builder import patterns
+    from builder.site import patterns
 
     m, _ = load(built.content, "/")
     plan = render.render_pages(m, PATTERNS)
@@ -707,7 +709,7 @@ def test_every_page_links_an_icon_the_site_has(built: Built) -> None:
         assert offset + size <= len(ico)
     assert plan["static/favicon.svg"].startswith(b'<svg xmlns="http://www.w3.org/2000/svg"')
     # The shipped file is the generator's drawing, the mark the ICO is drawn from.
-    from builder import favicon
+    from builder.site import favicon
 
     assert plan["static/favicon.svg"] == favicon.svg()
     pages = list(html_pages(plan))

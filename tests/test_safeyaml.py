@@ -1,4 +1,4 @@
-"""The strict YAML reader of key files and pool.yaml (builder.safeyaml)."""
+"""The strict YAML reader of key files and pool.yaml (builder.formats.safeyaml)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from builder import safeyaml
+from builder.formats import safeyaml
 
 
 def load(text: str | bytes, max_bytes: int = 4096) -> dict[str, str]:

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from builder import serve as servemod
+from builder.cli.progress import BAR_WIDTH, Progress, progress_enabled
 from builder.errors import DreampoolError
-from builder.progress import BAR_WIDTH, Progress, progress_enabled
-from builder.serve import make_server
+from builder.site import serve as servemod
+from builder.site.serve import make_server
 
 SECRET = b"TOP SECRET outside the site"
 NOT_FOUND_PAGE = b"<!doctype html><title>not here</title><h1>no such page</h1>\n"
@@ -257,7 +257,7 @@ def test_serve_announces_and_stops_on_ctrl_c(
     root = tmp_path / "site"
     root.mkdir()
     (root / "index.html").write_bytes(FILES["index.html"])
-    server = make_server(root, quiet=True)
+    server = make_server(root)
     port = server.server_address[1]
 
     def interrupted(poll_interval: float = 0.5) -> None:
@@ -271,7 +271,7 @@ def test_serve_announces_and_stops_on_ctrl_c(
     assert server.socket.fileno() == -1  # closed: nothing listens there any more
 
 
-# --- builder.progress: the build's other terminal nicety ----------------------
+# --- builder.cli.progress: the build's other terminal nicety ----------------------
 # (kept here because this change adds no test module of its own)
 
 

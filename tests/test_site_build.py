@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from builder import build as buildmod
-from builder import buildcache, feeds, render, units
+from builder import buildcache
 from builder.buildcache import BuildCache
-from builder.note import parse_private_key
+from builder.formats.note import parse_private_key
+from builder.site import feeds, render, units
 from tests.conftest import REPO
 from tests.pools import PoolFixture, make_pool
 
@@ -96,7 +97,7 @@ def test_killed_build_leaves_previous_site_and_log_intact(tmp_path: Path) -> Non
     started = time.monotonic()
     subprocess.run(_build_cmd(tp, tmp_path / "timing"), check=True, env=env, capture_output=True)
     duration = time.monotonic() - started
-    (tmp_path / "timing").unlink()  # a symlink to a generation (builder.writer)
+    (tmp_path / "timing").unlink()  # a symlink to a generation (builder.site.writer)
     shutil.rmtree(tmp_path / ".timing.builds")
     content_copy = tmp_path / "content-copy"
     for moment in sorted(rng.uniform(0.05, 0.95) * duration for _ in range(6)):
@@ -125,7 +126,7 @@ def test_killed_build_leaves_previous_site_and_log_intact(tmp_path: Path) -> Non
 
 
 def test_the_command_exits_with_the_builds_code_and_all_its_output(tmp_path: Path) -> None:
-    """`dreampool build` ends with os._exit after a build (builder.cli.run):
+    """`dreampool build` ends with os._exit after a build (builder.cli.main.run):
     its exit code and every line it printed still reach the caller, through
     pipes, for a clean build and for one that refuses a file."""
     tp = make_pool(tmp_path)
@@ -180,13 +181,13 @@ def test_a_cosignature_added_later_reaches_every_proof_against_that_checkpoint(
     content/log/checkpoints/<size> and the pool built again. The proofs embed
     that note, so a build that kept them by the checkpoint's size alone
     published proofs without the cosignature beside a checkpoint with it."""
-    from builder import checkpoint as cpmod
+    from builder.formats import checkpoint as cpmod
 
     tp = make_pool(tmp_path)
     signer = parse_private_key(tp.log_key)
     ids = tp.add("ada", 2)
     site = tmp_path / "site"
-    buildmod.build(tp.content, site, signer=signer, quiet=True)
+    buildmod.build(tp.content, site, signer=signer)
     key, vkey = cpmod.generate_cosigner_key("witness.example/w1")
     policy = tp.content / "log" / "policy"
     policy.write_text(policy.read_text().replace("quorum none", f"witness w1 {vkey}\nquorum none"))
@@ -195,12 +196,12 @@ def test_a_cosignature_added_later_reaches_every_proof_against_that_checkpoint(
     text = note.split(b"\n\n")[0].decode() + "\n"
     line = cpmod.cosign(text, cpmod.parse_cosigner_private_key(key), 1_767_225_600).encode()
     stored.write_bytes(note + line)
-    report = buildmod.build(tp.content, site, signer=signer, quiet=True)
+    report = buildmod.build(tp.content, site, signer=signer)
     assert report.rendered == 2  # both proofs are against checkpoint 3
     for i in ids:
         assert (site / "dreams" / i / "proof.tlog-proof").read_bytes().endswith(line)
     cold = tmp_path / "cold"
-    buildmod.build(tp.content, cold, signer=None, quiet=True)
+    buildmod.build(tp.content, cold, signer=None)
     assert tree(site) == tree(cold)
 
 
@@ -231,7 +232,7 @@ def test_deflated_fragments_change_no_byte(tmp_path: Path, monkeypatch: pytest.M
 def test_feeds_are_made_again_only_when_what_they_show_moves(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each Atom feed carries a key (builder.feeds.feed_pages): a new dream
+    """Each Atom feed carries a key (builder.site.feeds.feed_pages): a new dream
     makes the pool's feed and its author's and tags' feeds again, and keeps
     every other; a new pool title makes them all again. Either way the site
     is the one a cold build makes."""
@@ -266,7 +267,7 @@ def test_feeds_are_made_again_only_when_what_they_show_moves(
 def test_only_the_search_shards_that_change_are_made_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A search shard carries a key (builder.render.list_pages): a new dream
+    """A search shard carries a key (builder.site.render.list_pages): a new dream
     makes the newest shard again and keeps the ones the log has moved past."""
     monkeypatch.setattr(render, "SEARCH_SHARD_LEAVES", 4)
     tp = make_pool(tmp_path)
@@ -379,7 +380,8 @@ def test_a_full_disk_is_a_clear_error_and_keeps_the_site(
 ) -> None:
     import errno
 
-    from builder import cli, writer
+    from builder.cli import main as cli
+    from builder.site import writer
 
     tp = make_pool(tmp_path)
     tp.add("ada", 3)
@@ -410,7 +412,8 @@ def test_a_failed_build_leaves_no_folder_it_made(
     and its folder stay when a later build fails."""
     import errno
 
-    from builder import cli, writer
+    from builder.cli import main as cli
+    from builder.site import writer
 
     def names() -> list[str]:
         return sorted(p.name for p in tmp_path.iterdir())
@@ -456,24 +459,24 @@ def test_an_emptied_manifest_costs_a_full_rewrite_only(tmp_path: Path) -> None:
     manifest. Read as an empty one, the generation kept an erased dream's
     record (published again) and the temporary links of the files kept
     from the live generation."""
-    from builder import erase
+    from builder.log import erase
 
     tp = make_pool(tmp_path)
     signer = parse_private_key(tp.log_key)
     ids = tp.add("ada", 3)
     site = tmp_path / "site"
-    buildmod.build(tp.content, site, signer=signer, quiet=True)
+    buildmod.build(tp.content, site, signer=signer)
     tp.add("bob", 1)
-    buildmod.build(tp.content, site, signer=signer, quiet=True)
+    buildmod.build(tp.content, site, signer=signer)
     assert os.readlink(site) == ".site.builds/b"
     (tmp_path / ".site.builds" / "manifest-a").write_bytes(b"")
     erase.erase(tp.content, ids[0], "author-request")
     for _ in range(2):
-        buildmod.build(tp.content, site, signer=signer, quiet=True)
+        buildmod.build(tp.content, site, signer=signer)
         assert not (site / "dreams" / ids[0] / "record.json").exists()
         assert sorted(site.rglob("*.tmp")) == []
     cold = tmp_path / "cold"
-    buildmod.build(tp.content, cold, signer=None, quiet=True)
+    buildmod.build(tp.content, cold, signer=None)
     assert tree(site) == tree(cold)
 
 
@@ -483,7 +486,7 @@ def test_the_policy_gains_the_logs_url_when_a_build_first_learns_it(tmp_path: Pa
     adds `<url>log/` to that line, as docs/operators.md and verifiers.md show, and
     says so. The key stays, so a policy pinned before still verifies every proof,
     and a URL once there is never replaced by a build."""
-    from builder import lightclient
+    from builder.readers import lightclient
 
     tp = make_pool(tmp_path)
     (ada,) = tp.add("ada", 1)
@@ -517,7 +520,7 @@ def test_the_policy_gains_the_logs_url_when_a_build_first_learns_it(tmp_path: Pa
 
 
 def test_only_this_origins_log_lines_without_a_url_gain_it() -> None:
-    from builder.logbuild import _with_log_url
+    from builder.log.logbuild import _with_log_url
 
     text = (
         "# the pool's log; the old key stays after a rotation\n"

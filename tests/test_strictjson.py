@@ -9,7 +9,7 @@ import rfc8785
 from hypothesis import given
 from hypothesis import strategies as st
 
-from builder import strictjson
+from builder.formats import strictjson
 from tests.conftest import VECTORS, vector_files
 
 JCS_CASES = [p.name for p in vector_files("jcs/input")]

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from builder.errors import LogError, VerificationError
-from builder.merkle import (
+from builder.formats.merkle import (
     MerkleTree,
     consistency_proof_from,
     inclusion_proof_from,
@@ -18,7 +18,7 @@ from builder.merkle import (
     verify_consistency,
     verify_inclusion,
 )
-from builder.tiles import (
+from builder.formats.tiles import (
     ENTRY_BUNDLE_LEVEL,
     TileHashReader,
     TileRef,
@@ -223,7 +223,7 @@ def test_new_tiles_is_exactly_what_is_new(old_size: int, growth: int) -> None:
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.integers(min_value=1, max_value=70_000), max_size=12, unique=True).map(sorted))
 def test_each_checkpoints_new_tiles_add_up_to_all_of_them(sizes: list[int]) -> None:
-    # What builder.logbuild.publish_log publishes: every tile of every
+    # What builder.log.logbuild.publish_log publishes: every tile of every
     # published size, gathered one checkpoint's new tiles at a time.
     chained: set[TileRef] = set()
     for before, size in zip([0, *sizes], sizes, strict=False):

@@ -1,4 +1,4 @@
-"""tlog-proof files (builder.tlogproof) against c2sp.org/tlog-proof@v1.
+"""tlog-proof files (builder.formats.tlogproof) against c2sp.org/tlog-proof@v1.
 
 The worked example is the RFC 6962 test tree (transparency-dev/merkle
 testonly/constants.go, see tests/vectors/README.md): leaves "", 00, 10 give
@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from builder.checkpoint import Checkpoint, format_checkpoint, sign_checkpoint
 from builder.errors import DreampoolError
-from builder.note import Signer
-from builder.tlogproof import (
+from builder.formats.checkpoint import Checkpoint, format_checkpoint, sign_checkpoint
+from builder.formats.note import Signer
+from builder.formats.tlogproof import (
     MAX_EXTRA_SIZE,
     MAX_PROOF_HASHES,
     TlogProof,

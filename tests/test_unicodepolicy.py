@@ -1,6 +1,6 @@
 """The Unicode policy (docs/protocol.md §1.1): its tables, its exceptions, its copies.
 
-The tables (builder/unicodetables.py, Unicode 15.0.0) are checked against what
+The tables (builder/formats/unicodetables.py, Unicode 15.0.0) are checked against what
 does not come from them: the running Python's ``unicodedata`` general
 categories (whatever its Unicode version), and the derivation of
 Default_Ignorable_Code_Point that UAX #44 and DerivedCoreProperties.txt state.
@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from builder import dream as dreamfmt
-from builder import unicodepolicy as up
-from builder import unicodetables as t
+from builder.formats import dream as dreamfmt
+from builder.formats import unicodepolicy as up
+from builder.formats import unicodetables as t
 from tests import independent_verifier as iv
 
 REPO = Path(__file__).resolve().parent.parent

@@ -16,8 +16,8 @@ import pytest
 import rfc8785
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from builder import lightclient
 from builder.errors import VerificationError
+from builder.readers import lightclient
 from tests.conftest import REPO
 
 VECTORS = REPO / "docs" / "vectors"

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 import yaml
 
-from builder import init
+from builder.content import init
 from tests.conftest import REPO
 
 SCRIPT = REPO / ".ci" / "lint-workflows"

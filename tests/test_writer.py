@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from builder import writer
+from builder.site import writer
 from tests.golden_update import tree
 
 

@@ -1,6 +1,6 @@
 // dreampool crypto.js: bytes, canonical base64 and the two primitives the verifier
 // needs, from WebCrypto: SHA-256, and Ed25519 verification with the refusals
-// docs/protocol.md §1 adds (builder/b64.py and builder/ed25519.py are the Python twins).
+// docs/protocol.md §1 adds (builder/formats/b64.py and builder/formats/ed25519.py are the Python twins).
 //
 // WebCrypto, like plain OpenSSL, accepts an Ed25519 public key of small order (with
 // which one signature verifies every message) and may accept a non-canonical S; both
@@ -150,7 +150,7 @@ export async function sha256(bytes) {
 const P = 2n ** 255n - 19n;
 const L = 2n ** 252n + 27742317777372353535851937790883648493n;
 // The y coordinates of the 8 points of small order: identity (1), order 2 (p-1),
-// order 4 (0) and order 8 (±y8), as builder/ed25519.py lists them.
+// order 4 (0) and order 8 (±y8), as builder/formats/ed25519.py lists them.
 const Y8 = leInt(
   Uint8Array.from(
     "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05".match(/../g),

@@ -1,5 +1,5 @@
 // dreampool jcs.js: strict, bounded JSON reading and RFC 8785 (JCS) canonical bytes,
-// the browser's twin of builder/strictjson.py.
+// the browser's twin of builder/formats/strictjson.py.
 //
 // JSON.parse accepts more than a signed format can afford: duplicate member names
 // (the last wins, so two readers can see two objects), lone surrogates, integers

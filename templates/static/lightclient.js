@@ -1,5 +1,5 @@
 // dreampool lightclient.js: docs/protocol.md §5 in the browser, step for step the twin of
-// builder/lightclient.py (`dreampool verify-proof`). From a proof, a record and a
+// builder/readers/lightclient.py (`dreampool verify-proof`). From a proof, a record and a
 // pinned policy, with no trust in the site that served them:
 //
 //   1. Checkpoint. The proof file is a c2sp.org/tlog-proof@v1 whose embedded
@@ -56,7 +56,7 @@ export const MAX_RECORD_SIZE = 256 * 1024;
 const SALT_SIZE = 32;
 const MAX_DREAM_BYTES = 64 * 1024;
 
-/** The docs/protocol.md §5 steps, by number (the titles of builder/lightclient.py). */
+/** The docs/protocol.md §5 steps, by number (the titles of builder/readers/lightclient.py). */
 export const STEP_TITLES = Object.freeze({
   1: "checkpoint signed by the policy's log, witness quorum met",
   2: "leaf data recomputed from the record equals the proof's extra",
@@ -437,7 +437,7 @@ async function checkDream(rec) {
   return [dream, `dream ${id} by ${rec.dream.author} verifies under key ${keyId}`];
 }
 
-// The docs/protocol.md §1 schema, as builder/dream.py validates it: every broken rule, as
+// The docs/protocol.md §1 schema, as builder/formats/dream.py validates it: every broken rule, as
 // "<pointer>: <rule>", never echoing a value. Lengths count code points.
 const ENTRY_TYPES = [
   "fact",
@@ -454,7 +454,7 @@ const SIGNED_FIELDS = ["author", "title", "summary", "entries", "tags", "lineage
 const TOP_FIELDS = [...SIGNED_FIELDS, "sig"];
 const REQUIRED_TOP = ["author", "title", "entries", "consent", "sig"];
 // Every text field follows docs/protocol.md §1.1, the same policy and tables as
-// builder/unicodepolicy.py (unicodepolicy.js is generated from them).
+// builder/formats/unicodepolicy.py (unicodepolicy.js is generated from them).
 const KEY_ID_RE = /^sha256:[0-9a-f]{16}$/;
 const DREAM_ID = /^[0-9a-f]{16}$/;
 

@@ -1,5 +1,5 @@
 // dreampool markdown.js: a dream summary rendered in the browser exactly as the build
-// renders it (builder/render.py, render_markdown), so the verifier can compare what a
+// renders it (builder/site/render.py, render_markdown), so the verifier can compare what a
 // page shows with what the verified record says.
 //
 // markdown-it.min.js is markdown-it 14.1.0 (MIT, https://github.com/markdown-it/markdown-it),

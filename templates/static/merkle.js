@@ -1,6 +1,6 @@
 // dreampool merkle.js: RFC 6962 Merkle proofs as a light client checks them
 // (RFC 9162 §2.1.3.2 inclusion, §2.1.4.2 consistency), and the site's
-// log/consistency/<m> files (docs/protocol.md §4); builder/merkle.py is the Python twin.
+// log/consistency/<m> files (docs/protocol.md §4); builder/formats/merkle.py is the Python twin.
 //
 //     MTH({d(0)}) = SHA-256(0x00 || d(0))                       a leaf hash
 //     MTH(D[n])   = SHA-256(0x01 || MTH(D[0:k]) || MTH(D[k:n]))  k the largest power of 2 < n

@@ -1,10 +1,10 @@
 // dreampool tlog.js: the transparency-log formats a browser needs to check a proof,
 // each the twin of a builder/ module and as strict:
 //
-//   signed notes  c2sp.org/signed-note@v1.0.0                         builder/note.py
-//   checkpoints   c2sp.org/tlog-checkpoint, tlog-cosignature@v1.0.1  builder/checkpoint.py
-//   policies      c2sp.org/tlog-policy                               builder/policy.py
-//   proofs        c2sp.org/tlog-proof@v1                             builder/tlogproof.py
+//   signed notes  c2sp.org/signed-note@v1.0.0                         builder/formats/note.py
+//   checkpoints   c2sp.org/tlog-checkpoint, tlog-cosignature@v1.0.1  builder/formats/checkpoint.py
+//   policies      c2sp.org/tlog-policy                               builder/formats/policy.py
+//   proofs        c2sp.org/tlog-proof@v1                             builder/formats/tlogproof.py
 //
 // A signed note is text, a blank line, then signature lines "— <key name>
 // <base64(4-byte key ID || signature)>". A checkpoint is the text of a note:

@@ -6,7 +6,7 @@ these tests skip on a developer's machine and fail in CI (``$CI`` set), so a CI 
 cannot pass by testing nothing.
 
 Sites are served on 127.0.0.1 by the project's own preview server
-(:func:`builder.serve.make_server`): WebCrypto needs a secure context, which
+(:func:`builder.site.serve.make_server`): WebCrypto needs a secure context, which
 localhost is. A :class:`Served` site keeps its port while its files are swapped, so a
 browser context (and its localStorage) sees a pool change under the same web origin.
 """
@@ -27,8 +27,8 @@ from typing import Any
 import pytest
 
 from builder import build as buildmod
-from builder.note import parse_private_key
-from builder.serve import make_server
+from builder.formats.note import parse_private_key
+from builder.site.serve import make_server
 from tests.conftest import REPO
 from tests.pools import PoolFixture, make_pool
 
@@ -100,7 +100,7 @@ class Served:
     def __init__(self, root: Path) -> None:
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
-        self.server = make_server(root, port=0, quiet=True)
+        self.server = make_server(root, port=0)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
         # A short poll interval: shutdown() waits for the loop to notice it.
         self.thread = threading.Thread(
@@ -155,7 +155,7 @@ class Pool:
 
     def build(self, out: Path, log_key: str | None = None) -> Path:
         signer = parse_private_key(log_key or self.fixture.log_key)
-        buildmod.build(self.fixture.content, out, signer=signer, quiet=True)
+        buildmod.build(self.fixture.content, out, signer=signer)
         self.site = out
         return out
 
@@ -190,7 +190,7 @@ def sample_site(tmp_path_factory: pytest.TempPathFactory, home_dir: Path) -> Pat
     root = tmp_path_factory.mktemp("sample")
     shutil.copytree(REPO / "content", root / "content")
     with own_home(home_dir):
-        buildmod.build(root / "content", root / "site", signer=None, quiet=True)
+        buildmod.build(root / "content", root / "site", signer=None)
     return root / "site"
 
 

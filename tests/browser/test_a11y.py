@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from builder import note
+from builder.formats import note
 from tests.browser.conftest import SCREENSHOTS, Pool, Served, new_page
 
 RUN_AXE = """async () => {

@@ -17,8 +17,8 @@ from urllib.parse import urljoin, urlsplit
 
 import pytest
 
-from builder import dream as dreamfmt
-from builder import pool as poolmod
+from builder.content import pool as poolmod
+from builder.formats import dream as dreamfmt
 from tests.browser.conftest import (
     Pool,
     Served,

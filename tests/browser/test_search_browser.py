@@ -1,4 +1,4 @@
-"""Search in a real browser, over an index split into shards (builder.render).
+"""Search in a real browser, over an index split into shards (builder.site.render).
 
 search.js reads search/index.json, then each shard it lists, newest first, and
 searches what has arrived while the rest loads. These tests hold back one shard
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from builder import render
+from builder.site import render
 from tests.browser.conftest import Pool, Served, new_page, new_pool, own_home
 
 

@@ -24,13 +24,14 @@ from typing import Any
 
 import pytest
 
-from builder import dream as dreamfmt
-from builder import lightclient, note, strictjson
-from builder.b64 import b64url_encode
-from builder.checkpoint import Cosigner, cosign
-from builder.ed25519 import L
 from builder.errors import DreampoolError, VerificationError
-from builder.policy import PolicyWitness, parse_policy
+from builder.formats import dream as dreamfmt
+from builder.formats import note, strictjson
+from builder.formats.b64 import b64url_encode
+from builder.formats.checkpoint import Cosigner, cosign
+from builder.formats.ed25519 import L
+from builder.formats.policy import PolicyWitness, parse_policy
+from builder.readers import lightclient
 from tests.browser.conftest import (
     Pool,
     Served,
@@ -734,7 +735,7 @@ def mutations(log: LogBuilder) -> Iterator[dict[str, bytes | None]]:
 
 def test_browser_agrees_with_the_python_light_client(module_page: Any) -> None:
     """Every byte of the proof and policy, and a stride of the other inputs, flipped:
-    the browser fails each at the same step as builder.lightclient."""
+    the browser fails each at the same step as builder.readers.lightclient."""
     cases = list(mutations(standard_log()))
     assert len(cases) > 900
     got = js_steps(module_page, cases)
@@ -1086,9 +1087,9 @@ def test_the_browser_client_over_every_protocol_vector(module_page: Any) -> None
 def test_the_browser_refuses_what_the_unicode_policy_refuses(module_page: Any) -> None:
     """docs/protocol.md §1.1 in Chromium: every dream of docs/vectors/negative/unicode.json
     is refused at the field it names, and the browser's unicodepolicy.js gives the same
-    verdict as builder.unicodepolicy on the accepted and refused samples and on one
+    verdict as builder.formats.unicodepolicy on the accepted and refused samples and on one
     code point of every refused range (at its start and end), after a letter."""
-    from builder import unicodepolicy
+    from builder.formats import unicodepolicy
     from tests.conftest import REPO
     from tests.test_unicodepolicy import ACCEPTED, REFUSED_TEXT
 

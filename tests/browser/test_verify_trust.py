@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from builder import note
+from builder.formats import note
 from tests.browser.conftest import (
     Pool,
     Served,

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from builder import build as buildmod
-from builder import dream as dreamfmt
-from builder import pool
-from builder.note import parse_private_key
+from builder.content import pool
+from builder.formats import dream as dreamfmt
+from builder.formats.note import parse_private_key
 from tests.conftest import draft
 from tests.pools import PoolFixture
 

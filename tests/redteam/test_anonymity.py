@@ -17,10 +17,11 @@ from typing import Any
 
 import pytest
 
-from builder import dream as dreamfmt
-from builder import logstate, pool
+from builder.content import pool
 from builder.errors import InputError
-from builder.note import parse_private_key
+from builder.formats import dream as dreamfmt
+from builder.formats.note import parse_private_key
+from builder.log import logstate
 from tests.conftest import draft, write_json
 from tests.pools import PoolFixture, make_pool
 from tests.redteam import build, dump, seed_of, set_tier, signed, submit, tree
@@ -180,9 +181,10 @@ def test_an_anonymized_dream_logged_under_a_real_name_still_builds_and_check_war
 def _log_as_before(tp: PoolFixture) -> None:
     """Log every dream of the pool as a build before the anonymity rule did,
     whatever the rules are now: write the leaves and sign a checkpoint."""
-    from builder import checkpoint as cp
-    from builder import logbuild, merkle
-    from builder.policy import Policy, PolicyLog, format_policy
+    from builder.formats import checkpoint as cp
+    from builder.formats import merkle
+    from builder.formats.policy import Policy, PolicyLog, format_policy
+    from builder.log import logbuild
 
     signer = parse_private_key(tp.log_key)
     content = tp.content
@@ -305,7 +307,8 @@ def test_anonymous_dreams_do_not_count_as_authors_for_patterns(
     """T70: one-time keys are free to make, and any number of them may be
     one person, perhaps an author already counted: they count toward no
     pattern's k, even at ``min_tier=guest`` (the pool's k is 2 here)."""
-    from builder import logbuild, model, patterns
+    from builder.log import logbuild
+    from builder.site import model, patterns
 
     submit(tp, signed("ada", tags=["zebra"]), one_time(1, tags=["zebra"]))
     set_tier(tp, "ada", "member")
@@ -345,7 +348,8 @@ def test_an_agent_drafting_an_anonymized_dream_signs_it_with_a_one_time_key(
     """T68: the MCP server's dream_draft (an agent writing its own dream)
     signs an anonymized draft as `dreampool sign` does: under ``anonymous``,
     by a one-time key, not the agent's key, and says what that costs."""
-    from builder import keystore, mcp_server
+    from builder.agents import mcp_server
+    from builder.content import keystore
 
     key = keystore.create_author_key("nightjar")
     body = {k: v for k, v in draft(consent=ANON).items() if k != "author"}

@@ -24,8 +24,9 @@ from typing import Any
 import pytest
 
 from builder import build as buildmod
-from builder import buildcache, erase
-from builder.note import parse_private_key
+from builder import buildcache
+from builder.formats.note import parse_private_key
+from builder.log import erase
 from tests.pools import PoolFixture, make_pool
 from tests.redteam import signed, submit, tree
 
@@ -164,7 +165,7 @@ def test_an_untracked_symlink_in_the_cache_is_not_followed_either(tmp_path: Path
 
 
 def _empty_manifest() -> bytes:
-    """A sound manifest of no files, as builder.writer reads them (format 3)."""
+    """A sound manifest of no files, as builder.site.writer reads them (format 3)."""
     body = b"dreampool-manifest 3 0 0\n"
     return body + b"end " + hashlib.blake2b(body, digest_size=16).hexdigest().encode() + b"\n"
 
@@ -259,7 +260,7 @@ def _store_text(root: Path) -> bytes:
         out.append(repr(cache[name]).encode())
         for value in cache[name].values():
             if isinstance(value, tuple) and len(value) == 3 and isinstance(value[1], tuple):
-                from builder.units import unsqueeze
+                from builder.site.units import unsqueeze
 
                 out += [unsqueeze(f) for f in value[1]]
     return b"\n".join(out)

@@ -10,7 +10,7 @@ copy of the waiting state is built in a subprocess that is killed at that moment
 and after the kill:
 
 1. the site is the previous one byte for byte, or (only if the swap completed) R's;
-2. the log state passes ``builder.logbuild.verify_state``, its signed leaves and
+2. the log state passes ``builder.log.logbuild.verify_state``, its signed leaves and
    checkpoints are untouched, and any checkpoint it signed is R's, byte for byte
    (a different one would be a fork signed by the pool's own key);
 3. the next build succeeds and gives R exactly: R's checkpoint, proved consistent
@@ -37,9 +37,11 @@ from pathlib import Path
 
 import pytest
 
-from builder import checkpoint as cpmod
-from builder import logbuild, logstate, merkle, pool
-from builder.b64 import b64_decode, b64url_encode
+from builder.content import pool
+from builder.formats import checkpoint as cpmod
+from builder.formats import merkle
+from builder.formats.b64 import b64_decode, b64url_encode
+from builder.log import logbuild, logstate
 from tests.independent_verifier import verify_site
 from tests.pools import PoolFixture, make_pool
 from tests.redteam import build, signed, submit, tree
@@ -52,13 +54,13 @@ def fixed_salt(dream_id: str) -> str:
     """The salt every build in this test gives ``dream_id``: a build makes a
     new dream's salt itself (a salt found beside it is replaced: T47), so
     builds of one state match byte for byte only with this in place of
-    :func:`builder.logbuild.new_salt`."""
+    :func:`builder.log.logbuild.new_salt`."""
     return b64url_encode(hashlib.sha256(b"crash test salt " + dream_id.encode()).digest())
 
 
 # `dreampool` with fixed salts, for the builds this test kills.
 _MAIN = (
-    "import sys; from builder import cli, logbuild; "
+    "import sys; from builder.cli import main as cli; from builder.log import logbuild; "
     "from tests.redteam.test_crash import fixed_salt; "
     "logbuild.new_salt = fixed_salt; cli.run()"
 )

@@ -15,9 +15,11 @@ from typing import Any
 
 import pytest
 
-from builder import dream as dreamfmt
-from builder import erase, logbuild, model, pool, writer
+from builder.content import pool
 from builder.errors import DreampoolError
+from builder.formats import dream as dreamfmt
+from builder.log import erase, logbuild
+from builder.site import model, writer
 from tests.pools import PoolFixture, make_pool
 from tests.redteam import build, dump, signed, submit, tree
 
@@ -108,7 +110,7 @@ def test_names_and_ids_never_pick_a_path_outside_or_unsafe(tp: PoolFixture, tmp_
     submit(tp, *dreams)
     outside = {p.name for p in tmp_path.iterdir()}
     build(tp, tmp_path / "site")
-    # The site, and its generations and cache (builder.writer), nothing else.
+    # The site, and its generations and cache (builder.site.writer), nothing else.
     assert {p.name for p in tmp_path.iterdir()} == outside | {"site", ".site.builds"}
     paths = check_site_paths(tmp_path / "site")
     assert not [p for p in paths if "pwned" in p or "escape" in p or "passwd" in p]

@@ -33,21 +33,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
-from builder import checkpoint as cpmod
-from builder import dream as dreamfmt
-from builder import (
-    ed25519,
-    init,
-    lightclient,
-    monitor,
-    note,
-    policy,
-    pool,
-    strictjson,
-    tiles,
-    tlogproof,
-)
+from builder.content import init, pool
 from builder.errors import DreampoolError, InputError, VerificationError
+from builder.formats import checkpoint as cpmod
+from builder.formats import dream as dreamfmt
+from builder.formats import ed25519, note, policy, strictjson, tiles, tlogproof
+from builder.readers import lightclient, monitor
 from tests.conftest import REPO
 from tests.test_lightclient import LARGE, SMALL, LogBuilder, build_standard_log, signed_dream
 

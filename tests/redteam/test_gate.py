@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 
 from builder import build as buildmod
-from builder import dream as dreamfmt
-from builder import erase, gate, pool
-from builder.note import parse_private_key
+from builder.content import gate, pool
+from builder.formats import dream as dreamfmt
+from builder.formats.note import parse_private_key
+from builder.log import erase
 from tests.pools import PoolFixture, make_pool
 from tests.redteam import dump, signed, submit
 
@@ -216,8 +217,8 @@ def test_check_of_the_whole_pool_names_tracked_build_state_and_special_files(
 
 def test_judge_refuses_what_no_contributor_writes() -> None:
     """T49: the pure rule, path by path (a naive reading of the table in
-    builder.gate)."""
-    from builder.gitrepo import Change
+    builder.content.gate)."""
+    from builder.content.gitrepo import Change
 
     def one(status: str, path: str, mode: str = "100644") -> list[str]:
         old = "000000" if status == "A" else "100644"

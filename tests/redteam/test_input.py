@@ -17,10 +17,12 @@ from typing import Any
 
 import pytest
 
-from builder import dream as dreamfmt
-from builder import ed25519, logstate, pool, statement, strictjson
-from builder.b64 import b64url_decode, b64url_encode
+from builder.content import pool
 from builder.errors import DreampoolError, InputError, LogError
+from builder.formats import dream as dreamfmt
+from builder.formats import ed25519, statement, strictjson
+from builder.formats.b64 import b64url_decode, b64url_encode
+from builder.log import logstate
 from tests.pools import PoolFixture, make_pool
 from tests.redteam import build, dump, seed_of, set_tier, signed, submit, tree
 

@@ -2,7 +2,7 @@
 
 A pull request can write ``content/keys/<16 hex>.yaml`` and ``content/pool.yaml``,
 and the build that holds the log key reads them. Both go through one strict
-reader (:mod:`builder.safeyaml`), then a schema that converts every typed field
+reader (:mod:`builder.formats.safeyaml`), then a schema that converts every typed field
 explicitly. Each attack here is offered the way it arrives: as a file in a pool
 that ``dreampool check`` (the pull request's gate) and ``dreampool build`` read,
 through :func:`builder.cli.main`.
@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from builder import pool
+from builder.content import pool
 from builder.errors import InputError, printable
 from tests.pools import PoolFixture, make_pool
 from tests.redteam import signed, submit

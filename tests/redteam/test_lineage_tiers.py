@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from builder import agents
+from builder.site import agentdocs as agents
 from tests.pools import PoolFixture, make_pool
 from tests.redteam import build, set_tier, signed, submit
 
@@ -200,7 +200,7 @@ def test_a_child_promoted_later_moves_out_of_the_collapsed_replies(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """T71: the parent's page is kept between builds while its inputs stand
-    still (builder.units); a child's tier is one of them, so promoting a guest
+    still (builder.site.units); a child's tier is one of them, so promoting a guest
     who replied makes the parent's page (and its diary line) again."""
     monkeypatch.setenv("DREAMPOOL_HOME", str(tmp_path / "home"))
     p = _pool(tmp_path)

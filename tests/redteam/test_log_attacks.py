@@ -18,10 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from builder import checkpoint as cpmod
-from builder import cli, lightclient, logbuild, logstate, monitor, note, pool
-from builder import dream as dreamfmt
+from builder.cli import main as cli
+from builder.content import pool
 from builder.errors import DreampoolError, VerificationError
+from builder.formats import checkpoint as cpmod
+from builder.formats import dream as dreamfmt
+from builder.formats import note
+from builder.log import logbuild, logstate
+from builder.readers import lightclient, monitor
 from tests.independent_verifier import VerificationError as IndependentError
 from tests.independent_verifier import verify_site
 from tests.pools import ORIGIN, PoolFixture, make_pool

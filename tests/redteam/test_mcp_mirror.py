@@ -24,9 +24,10 @@ from mcp import ClientSession
 from mcp.types import CallToolResult
 
 from builder import build as buildmod
-from builder import mcp_server, patterns
-from builder.monitor import SiteError
-from builder.note import parse_private_key
+from builder.agents import mcp_server
+from builder.formats.note import parse_private_key
+from builder.readers.monitor import SiteError
+from builder.site import patterns
 from tests.test_agents import (
     NEEDLES,
     Hostile,
@@ -111,7 +112,7 @@ def make_pool_with_swarm(tmp_path: Path) -> Pool:
     # bob (derivatives: true, tags python and packaging, as ada's) becomes a member:
     # with k = 2 those two tags are what the patterns page shows.
     set_tier(tp.content, key_of_seed(bytes([2] * 32)), "member")
-    buildmod.build(tp.content, h.site, signer=parse_private_key(tp.log_key), quiet=True)
+    buildmod.build(tp.content, h.site, signer=parse_private_key(tp.log_key))
     return Pool(h, h.site, h.site / "log" / "policy", h.maintainer[0], swarm)
 
 
@@ -219,7 +220,7 @@ def test_a_duplicate_member_name_is_quoted_in_errors(pool: Pool, tmp_path: Path)
 
 def test_stats_count_what_member_authors_share_not_a_guest_swarm(pool: Pool) -> None:
     """T64: eight fresh guest keys tagging a dream each with one tag do not rank it
-    in dream_stats, which names only what the patterns page shows (builder.patterns:
+    in dream_stats, which names only what the patterns page shows (builder.site.patterns:
     tags k distinct member-or-higher authors share, with consent); over a site, where
     no tier is signed, it names none."""
     content = pool.hostile.tp.content

@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
-from builder import fetch, presence, tiles
-from builder.checkpoint import Checkpoint
 from builder.errors import DreampoolError
+from builder.formats import tiles
+from builder.formats.checkpoint import Checkpoint
+from builder.readers import fetch, presence
 from tests.test_lightclient import LARGE, SMALL, LogBuilder, signed_dream, standard_log
 from tests.test_monitor import (
     QuietHandler,

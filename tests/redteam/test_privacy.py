@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 
-from builder import dream as dreamfmt
-from builder import erase, pool, redact
+from builder.content import pool
 from builder.errors import InputError
+from builder.formats import dream as dreamfmt
+from builder.log import erase
+from builder.text import redact
 from tests.pools import PoolFixture, make_pool
 from tests.redteam import build, dump, seed_of, set_tier, signed, submit, tree
 

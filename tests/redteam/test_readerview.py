@@ -20,9 +20,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from builder import dream as dreamfmt
-from builder import memos, pool, readerview, redact
+from builder.agents import memos
+from builder.content import pool
 from builder.errors import InputError
+from builder.formats import dream as dreamfmt
+from builder.text import readerview, redact
 from tests.conftest import draft, write_json
 from tests.pools import PoolFixture, make_pool
 from tests.redteam import build, dump, seed_of, signed, submit, tree
@@ -131,7 +133,8 @@ def test_sign_refuses_what_only_the_rendering_shows(run: Any, home: Path, tmp_pa
 def test_the_mcp_draft_refuses_what_only_the_rendering_shows(tmp_path: Path, home: Path) -> None:
     """T56: `dream_draft` redacts and signs like `sign`, so it refuses like
     `sign` too: nothing is signed or written to the pool."""
-    from builder import keystore, mcp_server
+    from builder.agents import mcp_server
+    from builder.content import keystore
 
     tp = make_pool(tmp_path)
     key = keystore.create_author_key("drafty")

@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 
-from builder import mdrender, pool, readerview, redact
+from builder.content import pool
 from builder.errors import InputError
+from builder.text import mdrender, readerview, redact
 from tests.pools import make_pool
 from tests.redteam import build, dump, signed, submit, tree
 

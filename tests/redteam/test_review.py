@@ -12,7 +12,7 @@ import pytest
 
 from builder import build as buildmod
 from builder.errors import InputError
-from builder.note import parse_private_key
+from builder.formats.note import parse_private_key
 from tests.pools import PoolFixture
 from tests.redteam import signed, submit
 from tests.redteam.test_gate import Run, _check, _commit, repo  # noqa: F401 (fixture)
@@ -71,7 +71,8 @@ def test_an_erasure_logged_by_a_build_that_died_leaves_no_residue(
     publish workflow commits the signed state even when the build failed), the
     next build logs nothing new, never retires, and the generation it leaves
     behind still holds the erased dream's title and text."""
-    from builder import erase, writer
+    from builder.log import erase
+    from builder.site import writer
     from tests.pools import make_pool
     from tests.redteam import tree
     from tests.redteam.test_boundary import CANARIES
@@ -106,7 +107,7 @@ def test_an_erasure_another_build_logged_leaves_no_residue(tmp_path: Path) -> No
     its own output (operators.md: `dreampool build --out /tmp/site`, no key
     needed when nothing is new) logs nothing, so it never retires, and its
     other generation keeps the erased dream's text under the checkout."""
-    from builder import erase
+    from builder.log import erase
     from tests.pools import make_pool
     from tests.redteam import tree
     from tests.redteam.test_boundary import CANARIES
@@ -155,9 +156,9 @@ def test_a_new_key_that_breaks_an_old_one_is_named(repo: PoolFixture, run: Run) 
     of the pool, not as this pull request's. Merged, every later build is
     refused whole ("fix the key directory first") until a maintainer finds the
     new file."""
-    from builder import ed25519
-    from builder.b64 import b64url_encode
-    from builder.dream import key_id
+    from builder.formats import ed25519
+    from builder.formats.b64 import b64url_encode
+    from builder.formats.dream import key_id
     from tests.redteam import seed_of
 
     root = repo.content.parent

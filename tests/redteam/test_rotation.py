@@ -19,14 +19,16 @@ from typing import Any
 import pytest
 
 from builder import build as buildmod
-from builder import dream as dreamfmt
-from builder import logbuild, logstate, pool, statement
-from builder.b64 import b64url_encode
-from builder.checkpoint import Checkpoint, sign_checkpoint
-from builder.ed25519 import public_key_of
+from builder.content import pool
 from builder.errors import InputError, LogError
-from builder.merkle import MerkleTree, leaf_hash
-from builder.note import parse_private_key
+from builder.formats import dream as dreamfmt
+from builder.formats import statement
+from builder.formats.b64 import b64url_encode
+from builder.formats.checkpoint import Checkpoint, sign_checkpoint
+from builder.formats.ed25519 import public_key_of
+from builder.formats.merkle import MerkleTree, leaf_hash
+from builder.formats.note import parse_private_key
+from builder.log import logbuild, logstate
 from tests.independent_verifier import VerificationError as IndependentError
 from tests.independent_verifier import verify_site
 from tests.pools import ORIGIN, PoolFixture, make_pool

@@ -14,9 +14,11 @@ from typing import Any
 import pytest
 
 from builder import build as buildmod
-from builder import erase, logbuild, pool, statement
-from builder.ed25519 import public_key_of
+from builder.content import pool
 from builder.errors import InputError
+from builder.formats import statement
+from builder.formats.ed25519 import public_key_of
+from builder.log import erase, logbuild
 from tests.pools import PoolFixture, make_pool
 from tests.redteam import dump, seed_of, signed, submit
 from tests.redteam.test_gate import _check, _commit, _git

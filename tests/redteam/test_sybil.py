@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from builder import pool
+from builder.content import pool
 from tests.pools import PoolFixture, make_pool
 from tests.redteam import build, set_tier, signed, submit
 

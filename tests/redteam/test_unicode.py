@@ -10,7 +10,7 @@ suffixes made three more authors who all display as ``ada``, and look-alike
 letters of other scripts (a Cyrillic ``а``, a Greek ``ο``) made a fourth.
 
 Every reader of every text field now asks one module
-(:mod:`builder.unicodepolicy`, docs/protocol.md §1.1).
+(:mod:`builder.formats.unicodepolicy`, docs/protocol.md §1.1).
 """
 
 from __future__ import annotations
@@ -20,9 +20,11 @@ from typing import Any
 
 import pytest
 
-from builder import agents, pool, statement
-from builder import dream as dreamfmt
+from builder.content import pool
 from builder.errors import InputError, printable
+from builder.formats import dream as dreamfmt
+from builder.formats import statement
+from builder.site import agentdocs as agents
 from tests.pools import PoolFixture, make_pool
 from tests.redteam import dump, seed_of, signed, submit
 

@@ -1,0 +1,399 @@
+"""A signed dream: docs/protocol.md §1.
+
+A dream is a strict JSON object (at most 64 KiB)::
+
+    {"author": "ada", "title": "…", "summary": "…",
+     "entries": [{"text": "…", "type": "lesson", "confidence": "confirmed"}],
+     "tags": ["rust"], "lineage": {"parent": "<id>", "generation": 1},
+     "consent": {"share": true, "derivatives": false, "anonymize": false},
+     "sig": {"alg": "ed25519", "keyId": "sha256:<16 hex>",
+             "publicKey": "<b64url 32 bytes>", "value": "<b64url 64 bytes>"}}
+
+* signed bytes = JCS of the object holding exactly the present fields among
+  author, title, summary, entries, tags, lineage, consent (``sig`` is not
+  signed);
+* keyId = ``"sha256:"`` + first 16 hex of SHA-256(raw public key);
+* id = first 16 hex of SHA-256(raw 64-byte signature).
+
+Which fields are optional: docs/protocol.md marks ``entries[].source``,
+``lineage``, ``lineage.parent`` and ``consent.derivatives`` (default false)
+as optional, and signs "the fields … that are present". We read ``summary``
+(an empty summary is allowed anyway) and ``tags`` (an empty list is allowed)
+as optional too, and everything else as required. Optional fields are
+omitted, never ``null``.
+
+:func:`validate` lists every rule a value breaks, as :class:`Problem` rows
+with a JSON pointer, without echoing values (a value may be a secret): sizes
+are given instead. Lengths are counted in Unicode code points.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from builder.errors import InputError, Problem, SignatureError
+from builder.formats import ed25519, strictjson, unicodepolicy
+from builder.formats.b64 import b64url_decode, b64url_encode
+
+MAX_BYTES = 64 * 1024
+
+ENTRY_TYPES = ("fact", "decision", "preference", "lesson", "rule", "warning", "theory", "plan")
+CONFIDENCES = ("confirmed", "unconfirmed", "theory")
+SIGNED_FIELDS = ("author", "title", "summary", "entries", "tags", "lineage", "consent")
+TOP_FIELDS = (*SIGNED_FIELDS, "sig")
+REQUIRED_TOP = ("author", "title", "entries", "consent", "sig")
+
+# Unicode hygiene: every text field follows one policy, docs/protocol.md §1.1
+# (builder.formats.unicodepolicy): no default-ignorable, control, format, private-use,
+# unassigned, surrogate or separator code point, but for the narrow exceptions
+# it states (an emoji's presentation selector, ZWJ in an emoji sequence, ZWNJ
+# and ZWJ where a script joins). Newline only where Markdown or prose needs it.
+_TEXT_RULE = (
+    "text holds no control, format, invisible, private-use or unassigned character "
+    f"(docs/protocol.md §1.1, Unicode {unicodepolicy.UNICODE_VERSION})"
+)
+
+_KEY_ID_RE = re.compile(r"sha256:[0-9a-f]{16}")
+_DREAM_ID_RE = re.compile(r"[0-9a-f]{16}")
+
+
+def key_id(public_key: bytes) -> str:
+    """docs/protocol.md §1: ``"sha256:"`` + first 16 hex chars of H(raw public key)."""
+    return "sha256:" + hashlib.sha256(public_key).hexdigest()[:16]
+
+
+def dream_id(signature: bytes) -> str:
+    """docs/protocol.md §1: first 16 hex chars of H(raw 64-byte signature)."""
+    return hashlib.sha256(signature).hexdigest()[:16]
+
+
+def is_dream_id(text: str) -> bool:
+    return bool(_DREAM_ID_RE.fullmatch(text))
+
+
+def signed_bytes(obj: Mapping[str, Any]) -> bytes:
+    """docs/protocol.md §1: JCS of the object holding exactly the present signed fields."""
+    return strictjson.canonical({k: obj[k] for k in SIGNED_FIELDS if k in obj})
+
+
+@dataclass(frozen=True, slots=True)
+class Dream:
+    """A dream whose format and signature have been verified."""
+
+    id: str
+    key_id: str
+    public_key: bytes
+    body: Mapping[str, Any]
+
+    def __reduce__(self) -> tuple[type[Dream], tuple[str, str, bytes, Mapping[str, Any]]]:
+        # The scan's workers hand every verified dream back pickled, over a
+        # pipe (builder.parallel); the default for a frozen slots dataclass
+        # calls dataclasses.fields() once per object.
+        return (Dream, (self.id, self.key_id, self.public_key, self.body))
+
+    @property
+    def author(self) -> str:
+        return str(self.body["author"])
+
+    @property
+    def title(self) -> str:
+        return str(self.body["title"])
+
+
+def parse(data: bytes, file: str) -> Dream:
+    """Read, validate and verify one signed dream; raise :class:`InputError` or
+    :class:`SignatureError` naming ``file``."""
+    obj = load_json(data, file)
+    problems = validate(obj, file)
+    if problems:
+        raise InputError(problems, hint=_fix_hint(file))
+    return verify(obj, file)
+
+
+_LOAD_HINT = "dreams are strict UTF-8 JSON of at most 64 KiB; fix the file and try again"
+
+
+def load_json(data: bytes, file: str, *, max_bytes: int = MAX_BYTES) -> Any:
+    """Strict JSON (see :mod:`builder.formats.strictjson`), errors as :class:`InputError`."""
+    try:
+        return strictjson.loads(data, max_bytes=max_bytes)
+    except strictjson.JSONError as exc:
+        raise InputError([Problem(file, "", exc.message, exc.line)], hint=_LOAD_HINT) from None
+
+
+def too_big(file: str, size: int) -> InputError:
+    """The error for a dream file of ``size`` bytes, over :data:`MAX_BYTES`.
+
+    Readers take only ``MAX_BYTES + 1`` bytes of a file (enough to know it is
+    too big); ``size`` is its real size, from ``fstat``, not what was read.
+    """
+    return InputError(
+        [Problem(file, "", f"file is {size} bytes, the limit is {MAX_BYTES}")], hint=_LOAD_HINT
+    )
+
+
+def verify(obj: Mapping[str, Any], file: str) -> Dream:
+    """Check signature, keyId and public key of a schema-valid dream object."""
+    sig = obj["sig"]
+    public_key = b64url_decode(sig["publicKey"])
+    signature = b64url_decode(sig["value"])
+    try:
+        ed25519.verify(public_key, signed_bytes(obj), signature)
+    except SignatureError as exc:
+        raise SignatureError(
+            f"{file}: /sig: {exc.message}",
+            hint="the dream was changed after signing, or signed with another key; "
+            "sign the draft again with `dreampool sign`",
+        ) from None
+    want = key_id(public_key)
+    if sig["keyId"] != want:
+        raise SignatureError(
+            f"{file}: /sig/keyId: does not match the public key (want {want})",
+            hint="keyId is 'sha256:' + the first 16 hex of SHA-256 of the raw public key",
+        )
+    return Dream(id=dream_id(signature), key_id=want, public_key=public_key, body=obj)
+
+
+def sign(draft: Mapping[str, Any], seed: bytes) -> dict[str, Any]:
+    """Sign a draft (its ``sig``, if any, is replaced). The draft must validate."""
+    body = {k: draft[k] for k in SIGNED_FIELDS if k in draft}
+    public_key = ed25519.public_key_of(seed)
+    signature = ed25519.sign(seed, signed_bytes(body))
+    body["sig"] = {
+        "alg": "ed25519",
+        "keyId": key_id(public_key),
+        "publicKey": b64url_encode(public_key),
+        "value": b64url_encode(signature),
+    }
+    return body
+
+
+def validate_author(name: Any, file: str, pointer: str = "") -> list[Problem]:
+    """The docs/protocol.md §1 rules for an author pseudonym alone."""
+    return validate_text(name, file, pointer, 1, 64)
+
+
+def validate_text(
+    value: Any, file: str, pointer: str, lo: int, hi: int, *, newline: bool = False
+) -> list[Problem]:
+    """The rules of a dream's text fields for one value: a string of ``lo``–``hi``
+    characters that docs/protocol.md §1.1 (:mod:`builder.formats.unicodepolicy`) allows,
+    with no newline unless ``newline``."""
+    v = _Validator(file)
+    v.string(pointer, value, lo, hi, newline=newline)
+    return v.problems
+
+
+def _fix_hint(file: str) -> str:
+    return f"fix the fields listed above in {file} (docs/protocol.md §1), then sign it again"
+
+
+# --- schema --------------------------------------------------------------
+
+
+def validate(obj: Any, file: str, *, require_sig: bool = True) -> list[Problem]:
+    """Every docs/protocol.md §1 rule ``obj`` breaks (empty list: it is well formed).
+
+    With ``require_sig=False`` a draft (no ``sig``) is checked.
+    """
+    v = _Validator(file)
+    if not isinstance(obj, dict):
+        v.add("", f"must be a JSON object, is {_kind(obj)}")
+        return v.problems
+    allowed = TOP_FIELDS if require_sig else (*SIGNED_FIELDS, "sig")
+    v.unknown("", obj, allowed)
+    required = REQUIRED_TOP if require_sig else tuple(f for f in REQUIRED_TOP if f != "sig")
+    v.required("", obj, required)
+    if "author" in obj:
+        v.string("/author", obj["author"], 1, 64)
+    if "title" in obj:
+        v.string("/title", obj["title"], 1, 120)
+    if "summary" in obj:
+        v.string("/summary", obj["summary"], 0, 800, newline=True)
+    if "entries" in obj:
+        v.entries(obj["entries"])
+    if "tags" in obj:
+        v.tags(obj["tags"])
+    if "lineage" in obj:
+        v.lineage(obj["lineage"])
+    if "consent" in obj:
+        v.consent(obj["consent"])
+    if require_sig and "sig" in obj:
+        v.sig(obj["sig"])
+    return v.problems
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return f"a string of {len(value)} characters"
+    if isinstance(value, list):
+        return f"an array of {len(value)} items"
+    return "an object"
+
+
+class _Validator:
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.problems: list[Problem] = []
+
+    def add(self, pointer: str, rule: str) -> None:
+        self.problems.append(Problem(self.file, pointer, rule))
+
+    def unknown(self, pointer: str, obj: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
+        for name in obj:
+            if name not in allowed:
+                shown = name if len(name) <= 40 and not unicodepolicy.first_refused(name) else "…"
+                self.add(
+                    f"{pointer}/{_escape(shown)}",
+                    f"unknown field (allowed here: {', '.join(allowed)})",
+                )
+
+    def required(self, pointer: str, obj: Mapping[str, Any], names: tuple[str, ...]) -> None:
+        for name in names:
+            if name not in obj:
+                self.add(f"{pointer}/{name}", "is required but missing")
+
+    def string(self, pointer: str, value: Any, lo: int, hi: int, *, newline: bool = False) -> bool:
+        if not isinstance(value, str):
+            self.add(pointer, f"must be a string of {lo}–{hi} characters, is {_kind(value)}")
+            return False
+        n = len(value)  # Python str length counts code points
+        if not lo <= n <= hi:
+            self.add(pointer, f"must be {lo}–{hi} characters, is {n}")
+            return False
+        bad = unicodepolicy.first_refused(value, newline=newline)  # docs/protocol.md §1.1
+        if bad is None:
+            return True
+        if bad.what.startswith("a lone surrogate"):  # strict JSON has none; other readers may
+            self.add(
+                pointer,
+                f"holds a lone surrogate at character {bad.index}, which is not Unicode text",
+            )
+        else:
+            where = "" if newline else " (newlines are allowed only in summary and entry text)"
+            self.add(pointer, f"holds {bad.describe()}; {_TEXT_RULE}{where}")
+        return False
+
+    def entries(self, value: Any) -> None:
+        if not isinstance(value, list):
+            self.add("/entries", f"must be an array of 1–50 entries, is {_kind(value)}")
+            return
+        if not 1 <= len(value) <= 50:
+            self.add("/entries", f"must hold 1–50 entries, holds {len(value)}")
+        for i, entry in enumerate(value[:50]):
+            p = f"/entries/{i}"
+            if not isinstance(entry, dict):
+                self.add(
+                    p, f"must be an object {{text, type, confidence, source?}}, is {_kind(entry)}"
+                )
+                continue
+            self.unknown(p, entry, ("text", "type", "confidence", "source"))
+            self.required(p, entry, ("text", "type", "confidence"))
+            if "text" in entry:
+                self.string(f"{p}/text", entry["text"], 1, 300, newline=True)
+            if "type" in entry:
+                self.choice(f"{p}/type", entry["type"], ENTRY_TYPES)
+            if "confidence" in entry:
+                self.choice(f"{p}/confidence", entry["confidence"], CONFIDENCES)
+            if "source" in entry:
+                self.string(f"{p}/source", entry["source"], 0, 300)
+
+    def choice(self, pointer: str, value: Any, allowed: tuple[str, ...]) -> None:
+        if value not in allowed or not isinstance(value, str):
+            self.add(pointer, f"must be one of {', '.join(allowed)}")
+
+    def tags(self, value: Any) -> None:
+        if not isinstance(value, list):
+            self.add("/tags", f"must be an array of 0–8 strings, is {_kind(value)}")
+            return
+        if len(value) > 8:
+            self.add("/tags", f"must hold 0–8 tags, holds {len(value)}")
+        seen: set[str] = set()
+        for i, tag in enumerate(value[:8]):
+            if self.string(f"/tags/{i}", tag, 1, 32) and tag in seen:
+                self.add(f"/tags/{i}", "repeats an earlier tag")
+            if isinstance(tag, str):
+                seen.add(tag)
+
+    def lineage(self, value: Any) -> None:
+        if not isinstance(value, dict):
+            self.add("/lineage", f"must be an object {{parent?, generation}}, is {_kind(value)}")
+            return
+        self.unknown("/lineage", value, ("parent", "generation"))
+        self.required("/lineage", value, ("generation",))
+        if "parent" in value:
+            self.string("/lineage/parent", value["parent"], 1, 64)
+        if "generation" in value:
+            gen = value["generation"]
+            if type(gen) is not int or not 0 <= gen <= 1000:
+                self.add("/lineage/generation", f"must be an integer 0–1000, is {_kind(gen)}")
+
+    def consent(self, value: Any) -> None:
+        if not isinstance(value, dict):
+            self.add(
+                "/consent",
+                f"must be an object {{share, derivatives, anonymize}}, is {_kind(value)}",
+            )
+            return
+        self.unknown("/consent", value, ("share", "derivatives", "anonymize"))
+        self.required("/consent", value, ("share", "anonymize"))
+        if "share" in value and value["share"] is not True:
+            self.add(
+                "/consent/share", "must be true: only dreams consented for sharing enter a pool"
+            )
+        for name in ("derivatives", "anonymize"):
+            if name in value and not isinstance(value[name], bool):
+                self.add(f"/consent/{name}", f"must be true or false, is {_kind(value[name])}")
+
+    def sig(self, value: Any) -> None:
+        if not isinstance(value, dict):
+            self.add(
+                "/sig", f"must be an object {{alg, keyId, publicKey, value}}, is {_kind(value)}"
+            )
+            return
+        self.unknown("/sig", value, ("alg", "keyId", "publicKey", "value"))
+        self.required("/sig", value, ("alg", "keyId", "publicKey", "value"))
+        if "alg" in value and value["alg"] != "ed25519":
+            self.add("/sig/alg", 'must be "ed25519"')
+        if "keyId" in value and not (
+            isinstance(value["keyId"], str) and _KEY_ID_RE.fullmatch(value["keyId"])
+        ):
+            self.add("/sig/keyId", 'must be "sha256:" followed by 16 lowercase hex characters')
+        for name, size in (("publicKey", 32), ("value", 64)):
+            if name in value:
+                self.b64url(f"/sig/{name}", value[name], size)
+
+    def b64url(self, pointer: str, value: Any, size: int) -> None:
+        if not isinstance(value, str):
+            self.add(pointer, f"must be unpadded base64url of {size} bytes, is {_kind(value)}")
+            return
+        try:
+            raw = b64url_decode(value)
+        except ValueError as exc:
+            self.add(pointer, f"{exc} ({len(value)} characters)")
+            return
+        if len(raw) != size:
+            self.add(pointer, f"must decode to {size} bytes, decodes to {len(raw)}")
+
+
+def _escape(name: str) -> str:
+    """RFC 6901 §3: escape ``~`` and ``/`` in a pointer segment."""
+    return name.replace("~", "~0").replace("/", "~1")
+
+
+def commitment(dream: Any, salt: str) -> str:
+    """docs/protocol.md §2: hex(H(JCS({"dream": dream, "salt": salt}))), what a
+    dream leaf commits to (§3): the dream as published, bound to its salt."""
+    return hashlib.sha256(strictjson.canonical({"dream": dream, "salt": salt})).hexdigest()

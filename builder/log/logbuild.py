@@ -1,0 +1,900 @@
+"""The log half of ``dreampool build``: admit, prove append-only, sign, publish.
+
+1. Read the log state (:mod:`builder.log.logstate`) and rebuild the tree from it.
+2. Prove the stored tree is the one the pool signed: every stored checkpoint
+   verifies under the pool's policy and equals the rebuilt root at its size.
+   Any drop, change or reorder of a leaf fails here, with the evidence, and
+   nothing is signed.
+3. Check every logged dream against ``content/``: its file and salt still give
+   the committed value, or an erasure is recorded for it.
+4. Append an erasure leaf for each newly erased dream; then a key leaf for
+   each new key of the new dreams, by keyId, and then each new dream, by id
+   (docs/protocol.md §3): within a build a key leaf's place says nothing of
+   which dream it came with (§1.2). A new dream the anonymity rules refuse
+   (:mod:`builder.content.anonymity`) is not logged. Each new dream is read from its
+   file and checked again first: the scan may have taken it from the build
+   cache, and the log, being append-only, takes nothing on the cache's word.
+5. If the tree grew, sign a checkpoint (C2SP tlog-checkpoint) with the log
+   key; a tree that did not grow is not signed again.
+
+:func:`publish` then lays out ``log/`` and ``dreams/<id>/`` files
+(docs/protocol.md §4–§5) as a plan ``{path: bytes}``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from builder import parallel
+from builder.content import anonymity
+from builder.content.pool import (
+    ScannedDream,
+    atomic_write,
+    check_file,
+    file_stamp,
+    read_regular,
+    sync_filesystem,
+)
+from builder.errors import InputError, LogError, Problem
+from builder.formats import merkle, strictjson, tiles
+from builder.formats.b64 import b64_encode, b64url_decode, b64url_encode
+from builder.formats.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
+from builder.formats.dream import Dream, commitment, is_dream_id
+from builder.formats.note import Signer, Verifier, split_note
+from builder.formats.policy import Policy, PolicyLog, format_policy, parse_policy
+from builder.formats.tlogproof import TlogProof, format_tlog_proof
+from builder.log import logstate
+
+ERASURE_REASONS = ("author-request", "legal", "abuse")
+SALT_SIZE = 32
+
+
+# --- leaves (docs/protocol.md §3) ------------------------------------------------
+
+
+def dream_leaf(dream_id: str, commit: str) -> bytes:
+    return strictjson.canonical({"v": 1, "kind": "dream", "id": dream_id, "commitment": commit})
+
+
+def key_leaf(key_id: str, public_key: bytes, author: str) -> bytes:
+    return strictjson.canonical(
+        {
+            "v": 1,
+            "kind": "key",
+            "keyId": key_id,
+            "publicKey": b64url_encode(public_key),
+            "author": author,
+        }
+    )
+
+
+def erasure_leaf(dream_id: str, reason: str) -> bytes:
+    return strictjson.canonical({"v": 1, "kind": "erasure", "id": dream_id, "reason": reason})
+
+
+# --- the log as built -------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """A dream in the log whose record is published."""
+
+    dream: Dream
+    index: int
+    salt: str
+    date: str
+
+
+@dataclass(frozen=True, slots=True)
+class Erased:
+    id: str
+    index: int
+    erasure_index: int
+    reason: str
+    date: str
+
+
+@dataclass(slots=True)
+class Log:
+    state: logstate.LogState
+    tree: merkle.MerkleTree
+    policy: Policy
+    checkpoint: Checkpoint | None
+    dreams: dict[str, Admitted] = field(default_factory=dict)
+    erased: dict[str, Erased] = field(default_factory=dict)
+    key_index: dict[str, int] = field(default_factory=dict)
+    admitted_now: list[str] = field(default_factory=list)
+    erased_now: list[str] = field(default_factory=list)
+    refused: list[Problem] = field(default_factory=list)
+    # Refused for good by the log as it stood before this build (a key the log
+    # had retired): named every build, but no fault of this one's input.
+    set_aside: list[Problem] = field(default_factory=list)
+    signed_now: bool = False
+    notes: list[str] = field(default_factory=list)  # for the build to report
+
+
+SET_ASIDE = "retired key; remove the file (the log retired its key, so no build will log it): "
+
+
+def now_time() -> str:
+    """RFC 3339 UTC seconds: SOURCE_DATE_EPOCH when set (reproducible builds), else now."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    moment = dt.datetime.fromtimestamp(int(epoch), dt.UTC) if epoch else dt.datetime.now(dt.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def new_salt(dream_id: str) -> str:
+    """A fresh salt for a dream being logged: :data:`SALT_SIZE` random bytes,
+    b64url (docs/protocol.md §3). The id is unused here; a test that must build the
+    same state twice byte for byte (tests/redteam/test_crash.py) replaces this
+    function with one that derives the salt from it."""
+    del dream_id
+    return b64url_encode(os.urandom(SALT_SIZE))
+
+
+def update(
+    content: Path,
+    scanned: Iterable[ScannedDream],
+    *,
+    origin: str,
+    signer: Signer | None,
+    log_url: str | None = None,
+    time: str | None = None,
+    commitments: dict[Any, Any] | None = None,
+    salts: dict[Any, Any] | None = None,
+    canonical_shards: set[bytes] | None = None,
+    opened: dict[Any, Any] | None = None,
+) -> Log:
+    """Steps 1–5 of the module docstring; writes the new state to ``content/``.
+
+    ``commitments`` (from :mod:`builder.buildcache`) maps (dream file stamp, salt) to
+    a commitment an earlier build computed, ``salts`` a salt file's stamp to its
+    text, ``canonical_shards`` the leaf shards already checked
+    (:func:`builder.log.logstate.load`), ``opened`` a digest of a stored checkpoint and
+    the keys it was verified with to the checkpoint (:func:`_prove_append_only`);
+    each is left holding this build's."""
+    salt_reader = _SaltReader(content, salts)
+    state = logstate.load(content, canonical_shards=canonical_shards)
+    notes: list[str] = []
+    policy = _policy(content, state, origin, signer, log_url, notes)
+    leaves = state.leaves
+    tree = merkle.MerkleTree.from_leaf_hashes(merkle.leaf_hash(leaf) for leaf in leaves)
+    checkpoint = _prove_append_only(state, tree, policy, opened)
+    log = Log(state=state, tree=tree, policy=policy, checkpoint=checkpoint, notes=notes)
+    present = {s.dream.id: s for s in scanned}
+    _check_unsigned_tail(content, leaves, state.signed_size, present)
+    logged = _read_leaves(leaves)
+    new_leaves: list[bytes] = []
+
+    # Step 3: every logged dream still matches content/, or is erased, and
+    # none was signed by a key retired before it (docs/protocol.md §3).
+    pending, salt_of = _check_logged(content, leaves, logged, present, commitments, salt_reader)
+    _check_retired(logged, present)
+    for dream_id, reason in pending:
+        logged.erasures[dream_id] = (len(leaves) + len(new_leaves), reason)
+        new_leaves.append(erasure_leaf(dream_id, reason))
+        log.erased_now.append(dream_id)
+
+    # Step 4: new dreams, refused by the anonymity rules or admitted; all their
+    # new keys first, by keyId, then the dreams, by id (docs/protocol.md §3).
+    fresh = _check_again([present[i] for i in sorted(present) if i not in logged.dreams])
+    refused = anonymity.refusals(fresh.values(), logged.keys)
+    admitted: list[Dream] = []
+    for dream_id in sorted(present):
+        if dream_id in logged.dreams:
+            if dream_id in logged.erasures:
+                log.refused.append(
+                    Problem(
+                        str(present[dream_id].path),
+                        "",
+                        f"dream {dream_id} was erased from this pool and cannot return",
+                    )
+                )
+            continue
+        retired = _retired_problem(present[dream_id], logged)
+        if retired is not None:
+            if present[dream_id].dream.key_id in logged.retired_at:
+                # The log retired the key before this build (new key leaves come
+                # after this loop): no build will ever log the dream. A file
+                # merged on a stale green check must not fail every publish.
+                log.set_aside.append(dataclasses.replace(retired, rule=SET_ASIDE + retired.rule))
+            else:
+                log.refused.append(retired)
+            continue
+        if dream_id in refused:
+            log.refused.append(Problem(str(present[dream_id].path), *refused[dream_id]))
+            continue
+        admitted.append(fresh[dream_id])
+    for d in sorted({d.key_id: d for d in admitted}.values(), key=lambda d: d.key_id):
+        if d.key_id not in logged.keys:
+            logged.add_key(d.key_id, d.author, len(leaves) + len(new_leaves))
+            new_leaves.append(key_leaf(d.key_id, d.public_key, d.author))
+    new_salts: dict[str, str] = {}
+    for d in admitted:
+        # A new dream's salt is always the build's own: one found beside it
+        # came with the pull request (a planted salt stopped every build, and
+        # a chosen one would link the commitment to the text after an
+        # erasure: T47). It is written only once the build can sign.
+        salt = new_salt(d.id)
+        new_salts[d.id] = salt
+        salt_of[d.id] = salt
+        logged.dreams[d.id] = len(leaves) + len(new_leaves)
+        new_leaves.append(dream_leaf(d.id, commitment(d.body, salt)))
+        log.admitted_now.append(d.id)
+
+    # Step 5: append and sign, or reuse the last checkpoint.
+    if new_leaves or len(leaves) > state.signed_size:
+        if signer is None:
+            raise LogError(
+                f"{len(log.admitted_now)} new dream(s) and {len(log.erased_now)} erasure(s) "
+                "to log, but no log key was given",
+                hint="set DREAMPOOL_LOG_KEY to the log's private key string or pass "
+                "--log-key FILE (make one with `dreampool log-keygen --origin ORIGIN`)",
+            )
+        for dream_id, salt in new_salts.items():
+            path = content / "dreams" / f"{dream_id}.salt"
+            atomic_write(path, salt.encode() + b"\n", sync=False)
+        if new_salts:  # durable before any leaf that commits to them
+            sync_filesystem(content / "dreams")
+        for leaf in new_leaves:
+            tree.append(merkle.leaf_hash(leaf))
+        logstate.append(content, state, new_leaves)
+        checkpoint = Checkpoint(origin, tree.size, tree.root())
+        note = sign_checkpoint(checkpoint, signer)
+        logstate.record_checkpoint(content, state, tree.size, note, time or now_time())
+        log.checkpoint = checkpoint
+        log.signed_now = True
+    _index_log(log, present, salt_of, logged)  # logged now holds the new leaves too
+    return log
+
+
+def _check_again(new: list[ScannedDream]) -> dict[str, Dream]:
+    """Each dream about to be logged, as the scan gave it if the scan read its
+    file this build, else (the scan took it from the build cache) read from
+    its file and checked as the scan checks it (:func:`builder.content.pool.check_dream`);
+    a :class:`LogError` if that is not the dream the cache gave. A damaged cache
+    must cost time only: a wrong leaf, once signed, stays. (Checking every new
+    dream again doubled the verification of a pool's first build.)"""
+    checked = {s.dream.id: s.dream for s in new if not s.cached}
+    again = [s for s in new if s.cached]
+    results = parallel.map_ordered(check_file, [Path(s.path) for s in again])
+    for s, result in zip(again, results, strict=True):
+        d = s.dream
+        if isinstance(result, list):
+            found = (
+                "a dream that fails the scan's checks ("
+                + "; ".join(f"{p.pointer or '/'}: {p.rule}" for p in result[:3])
+                + ")"
+            )
+        elif (result.id, result.key_id, result.public_key) != (d.id, d.key_id, d.public_key):
+            found = f"dream {result.id}, not {d.id}"
+        elif strictjson.canonical(result.body) != strictjson.canonical(d.body):
+            found = "another body than the one the build was about to log"
+        elif Path(s.path).name != f"{result.id}.json":
+            found = f"dream {result.id}, whose file is {result.id}.json"
+        else:
+            checked[d.id] = result
+            continue
+        raise LogError(
+            f"{s.path}: about to log dream {d.id}, but the file holds {found}: the build "
+            "cache's copy of it is damaged (or the file changed during the build); "
+            "nothing was logged",
+            hint=_CACHE_HINT,
+        )
+    return checked
+
+
+_CACHE_HINT = (
+    "delete the build cache folder (.<output>.builds/cache, beside the output folder) "
+    "and build again"
+)
+
+
+def verify_state(content: Path, scanned: Iterable[ScannedDream]) -> int:
+    """Steps 1–3 without writing anything (what ``dreampool check`` runs).
+
+    Returns the number of leaves checked; raises :class:`LogError` on damage.
+    """
+    state = logstate.load(content)
+    if state.policy is None:
+        if state.history:
+            raise LogError("content/log/policy is missing but checkpoints were signed")
+        return 0
+    policy = parse_policy(state.policy.encode())
+    tree = merkle.MerkleTree.from_leaf_hashes(merkle.leaf_hash(leaf) for leaf in state.leaves)
+    _prove_append_only(state, tree, policy)
+    present = {s.dream.id: s for s in scanned}
+    _check_unsigned_tail(content, state.leaves, state.signed_size, present)
+    logged = _read_leaves(state.leaves)
+    _check_logged(content, state.leaves, logged, present)
+    _check_retired(logged, present)
+    return len(state.leaves)
+
+
+def anonymity_review(
+    content: Path, scanned: Iterable[ScannedDream]
+) -> tuple[list[Problem], list[Problem]]:
+    """What ``dreampool check`` says by the anonymity rules (docs/protocol.md §1.2):
+    the problems of the dreams not logged yet, which the next build would refuse
+    (:func:`builder.content.anonymity.refusals`, as :func:`update` applies them), and a
+    warning for each logged dream that asked for anonymity under its author's
+    name (it stays: the log is append-only)."""
+    logged = _read_leaves(logstate.load(content).leaves)
+    dreams = list(scanned)
+    new = [s for s in dreams if s.dream.id not in logged.dreams]
+    refused = anonymity.refusals((s.dream for s in new), logged.keys)
+    problems = [Problem(s.path, *refused[s.dream.id]) for s in new if s.dream.id in refused]
+    warnings = []
+    for s in dreams:
+        named = anonymity.named_anonymized(s.dream) if s.dream.id in logged.dreams else None
+        if named is not None:
+            warnings.append(Problem(s.path, "/consent/anonymize", named))
+    return problems, warnings
+
+
+def unlogged_problems(content: Path, scanned: Iterable[ScannedDream]) -> list[Problem]:
+    """What the build would refuse of what the log does not hold yet: a dream
+    of ``scanned`` whose key is retired (docs/protocol.md §3, §7), and each
+    salt in ``content/dreams`` whose dream the log does not hold. The build
+    writes a dream's salt when it logs it, and only then; one that came
+    another way (in a pull request) is refused by ``check`` and replaced by
+    the build (T47). (A build killed between writing salts and appending
+    leaves leaves such salts too; the next build replaces them.)"""
+    read = _read_leaves(logstate.load(content).leaves)
+    logged = read.dreams
+    problems = [
+        problem
+        for s in scanned
+        if s.dream.id not in logged and (problem := _retired_problem(s, read)) is not None
+    ]
+    try:
+        entries = sorted(os.scandir(content / "dreams"), key=lambda e: e.name)
+    except FileNotFoundError:
+        return []
+    for entry in entries:
+        name, dot, suffix = entry.name.partition(".")
+        if suffix == "salt" and dot and is_dream_id(name) and name not in logged:
+            problems.append(
+                Problem(
+                    entry.path,
+                    "",
+                    "a salt for a dream the log does not hold: salts are written only by "
+                    "the build, when it logs the dream; remove this file (the build would "
+                    "replace it)",
+                )
+            )
+    return problems
+
+
+def _check_unsigned_tail(
+    content: Path, leaves: list[bytes], signed_size: int, present: dict[str, ScannedDream]
+) -> None:
+    """Leaves after the last checkpoint were written by a build killed before it
+    signed them (:mod:`builder.log.logstate`); the next build signs them as they are.
+    So each must be a leaf a build writes: a key leaf of a present dream's key,
+    new to the log and exactly as :func:`key_leaf` makes it; a dream leaf of a
+    present dream, new to the log, after its key (its commitment is step 3's);
+    an erasure leaf of a logged dream, erased once, with its erasure recorded.
+    Anything else (a leaf appended by hand, say an erasure nobody asked for or a
+    key leaf giving a stranger's key an author's name) is refused, never signed.
+    """
+    if signed_size >= len(leaves):
+        return
+    seen = _read_leaves(leaves[:signed_size])
+    keys = {s.dream.key_id: s.dream for s in present.values()}
+    for index in range(signed_size, len(leaves)):
+        data = leaves[index]
+        obj = json.loads(data)  # canonical JSON: logstate.load checked every line
+        kind = obj.get("kind") if isinstance(obj, dict) else None
+        ident = obj.get("keyId" if kind == "key" else "id") if isinstance(obj, dict) else None
+        ok = False
+        if kind == "key" and isinstance(ident, str) and ident in keys and ident not in seen.keys:
+            d = keys[ident]
+            ok = data == key_leaf(d.key_id, d.public_key, d.author)
+            seen.add_key(ident, d.author, index)
+        elif kind == "dream" and isinstance(ident, str) and ident in present:
+            commit = obj.get("commitment")
+            ok = (
+                ident not in seen.dreams
+                and present[ident].dream.key_id in seen.keys
+                # A leaf the log holds is judged in log order (§7), not by the
+                # key directory: a rotation merged after the killed build does
+                # not reach back before its own key leaf.
+                and present[ident].dream.key_id not in seen.retired_at
+                and isinstance(commit, str)
+                and data == dream_leaf(ident, commit)
+            )
+            seen.dreams[ident] = index
+        elif kind == "erasure" and isinstance(ident, str) and ident in seen.dreams:
+            reason = obj.get("reason")
+            ok = (
+                ident not in seen.erasures
+                and ident not in present
+                and isinstance(reason, str)
+                and _erasure_reason(content, ident) == reason
+                and data == erasure_leaf(ident, reason)
+            )
+            seen.erasures[ident] = (index, str(reason))
+        if not ok:
+            raise LogError(
+                f"content/log/leaves: leaf {index} is not signed yet, and is not a leaf a "
+                f"build writes for the pool as it is (the signed log ends at {signed_size})",
+                hint="unsigned leaves come only from a build that was killed; this one was "
+                "added by hand or the pool changed since. Restore content/log from git "
+                "history; the next build writes the leaves again",
+            )
+
+
+def _check_logged(
+    content: Path,
+    leaves: list[bytes],
+    logged: _Logged,
+    present: dict[str, ScannedDream],
+    commitments: dict[Any, Any] | None = None,
+    salt_reader: _SaltReader | None = None,
+) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """Every logged, unerased dream is present with its salt and commits to the
+    same bytes; a missing one needs a recorded erasure. Returns the erasures
+    still to log and the salts of present dreams."""
+    pending: list[tuple[str, str]] = []
+    salts: dict[str, str] = {}
+    known = dict(commitments or {})
+    if commitments is not None:
+        commitments.clear()
+    salt_reader = salt_reader or _SaltReader(content, None)
+    for dream_id, index in logged.dreams.items():
+        if dream_id in logged.erasures:
+            continue
+        found = present.get(dream_id)
+        if found is None:
+            reason = _erasure_reason(content, dream_id)
+            if reason is None:
+                raise LogError(
+                    f"leaf {index} logs dream {dream_id}, but content/dreams/{dream_id}.json "
+                    "is missing and no erasure is recorded",
+                    hint="restore the file from git history, or erase the dream with "
+                    f"`dreampool erase {dream_id} --reason …`",
+                )
+            pending.append((dream_id, reason))
+            continue
+        salt = salt_reader.read(dream_id)
+        if salt is None:
+            raise LogError(
+                f"dream {dream_id} (leaf {index}) has lost its salt content/dreams/{dream_id}.salt",
+                hint="restore it from git history; without it the record cannot be published",
+            )
+        want = logged.commitments[dream_id]
+        # An unchanged file (same stat: builder.content.pool) with the same salt has
+        # the commitment an earlier build computed.
+        key = (found.stamp, salt) if found.stamp is not None else None
+        got = known.get(key) or commitment(found.dream.body, salt)
+        if commitments is not None and key is not None:
+            commitments[key] = got
+        if got != want:
+            again = check_file(Path(found.path))
+            if not isinstance(again, list) and commitment(again.body, salt) == want:
+                raise LogError(
+                    f"{found.path}: the file still commits to leaf {index}, but the build "
+                    "cache's copy of it does not: the build cache is damaged; nothing was logged",
+                    hint=_CACHE_HINT,
+                )
+            raise LogError(
+                f"content/dreams/{dream_id}.json or its salt changed after it was logged: "
+                f"leaf {index} commits to {want}",
+                hint="a logged dream is never edited; restore both files from git history",
+            )
+        salts[dream_id] = salt
+    return pending, salts
+
+
+@dataclass(slots=True)
+class _Logged:
+    dreams: dict[str, int] = field(default_factory=dict)
+    commitments: dict[str, str] = field(default_factory=dict)  # dream id -> its leaf's
+    keys: dict[str, int] = field(default_factory=dict)
+    erasures: dict[str, tuple[int, str]] = field(default_factory=dict)
+    # docs/protocol.md §3: a key leaf retires every earlier key of its author
+    # from its own index on. keyId -> the index of the key leaf that retired it.
+    retired_at: dict[str, int] = field(default_factory=dict)
+    current: dict[str, str] = field(default_factory=dict)  # author -> latest keyId
+
+    def add_key(self, key_id: str, author: str, index: int) -> None:
+        self.keys[key_id] = index
+        if author == anonymity.NAME:  # one-time keys share the name; none retires another (§1.2)
+            return
+        previous = self.current.get(author)
+        if previous is not None:  # the keys before it were retired already
+            self.retired_at[previous] = index
+        self.current[author] = key_id
+
+
+def _read_leaves(leaves: list[bytes]) -> _Logged:
+    logged = _Logged()
+    for index, data in enumerate(leaves):
+        obj = json.loads(data)
+        kind = obj.get("kind")
+        if kind == "dream":
+            logged.dreams[obj["id"]] = index
+            logged.commitments[obj["id"]] = obj["commitment"]
+        elif kind == "key":
+            logged.add_key(obj["keyId"], obj["author"], index)
+        elif kind == "erasure":
+            logged.erasures[obj["id"]] = (index, obj["reason"])
+    return logged
+
+
+def logged_keys(content: Path) -> dict[str, int]:
+    """Each keyId the log holds, with the index of its key leaf."""
+    return _read_leaves(logstate.load(content).leaves).keys
+
+
+def _check_retired(logged: _Logged, present: dict[str, ScannedDream]) -> None:
+    """docs/protocol.md §3: a dream leaf whose dream is signed by a key that an
+    earlier key leaf retired is invalid, and a site verifier refuses the site.
+    The pool never logs one; a log an older dreampool wrote may hold one, and
+    erasing that dream (its record goes, so no verifier can judge its key) is
+    the only way on."""
+    if not logged.retired_at:
+        return
+    for dream_id, index in logged.dreams.items():
+        found = present.get(dream_id)
+        if found is None or dream_id in logged.erasures:
+            continue  # erased, or being erased: no record left to judge
+        key_id = found.dream.key_id
+        retired = logged.retired_at.get(key_id)
+        if retired is not None and retired < index:
+            raise LogError(
+                f"leaf {index} logs dream {dream_id} ({found.path}), signed by key {key_id}, "
+                f"which key leaf {retired} (a later key of {found.dream.author!r}) had "
+                "retired: a site verifier refuses a dream a retired key signed "
+                "(docs/protocol.md §3)",
+                hint=f"the retired key may have leaked: erase the dream with `dreampool erase "
+                f"{dream_id} --reason abuse`, then build again",
+            )
+
+
+def _retired_problem(s: ScannedDream, logged: _Logged) -> Problem | None:
+    """Why a dream not yet logged may not be: its key is retired, by a rotation
+    in the key directory (logged or not: :func:`builder.content.pool.retired_rule`) or
+    by a later key leaf of its author in the log (docs/protocol.md §3)."""
+    rule = s.retired
+    if rule is None and s.dream.key_id in logged.retired_at:
+        index = logged.retired_at[s.dream.key_id]
+        rule = (
+            f"key {s.dream.key_id} is retired: key leaf {index} of the log announced a later "
+            f"key of {s.dream.author!r}, so it may have leaked and signs nothing new; remove "
+            "this file, sign the dream again with the current key and submit that"
+        )
+    return None if rule is None else Problem(s.path, "/sig/keyId", rule)
+
+
+def _index_log(
+    log: Log, present: dict[str, ScannedDream], salts: dict[str, str], logged: _Logged
+) -> None:
+    """Fill in what the site publishes, from the leaves as they now stand."""
+    history = log.state.history
+    for dream_id, (index, reason) in logged.erasures.items():
+        log.erased[dream_id] = Erased(
+            dream_id,
+            logged.dreams[dream_id],
+            index,
+            reason,
+            logstate.leaf_date(history, index) or "",
+        )
+    for dream_id, index in logged.dreams.items():
+        if dream_id in log.erased or dream_id not in present:
+            continue
+        log.dreams[dream_id] = Admitted(
+            present[dream_id].dream,
+            index,
+            salts[dream_id],
+            logstate.leaf_date(history, index) or "",
+        )
+    log.key_index = dict(logged.keys)
+
+
+class _SaltReader:
+    """Reads ``content/dreams/<id>.salt``; with a cache (stamp → text, from
+    :mod:`builder.buildcache`) an unchanged file is only stat'ed. The cache is
+    left holding the salts read this build."""
+
+    def __init__(self, content: Path, cache: dict[Any, Any] | None) -> None:
+        self.content = content
+        self.folder = os.path.join(content, "dreams")
+        self.known = dict(cache or {})
+        self.cache = cache
+        if cache is not None:
+            cache.clear()
+
+    def read(self, dream_id: str) -> str | None:
+        # A str, not a Path: at 100k dreams building Paths cost more than the stats.
+        path = os.path.join(self.folder, f"{dream_id}.salt")
+        stamp = file_stamp(path) if self.cache is not None else None
+        if stamp is not None and stamp in self.known:
+            text: str = self.known[stamp]
+        else:
+            text_or_none = _read_salt(self.content, dream_id)
+            if text_or_none is None:
+                return None
+            text = text_or_none
+        if stamp is not None and self.cache is not None:
+            self.cache[stamp] = text
+        return text
+
+
+def _read_salt(content: Path, dream_id: str) -> str | None:
+    try:
+        text = read_regular(content / "dreams" / f"{dream_id}.salt").decode("ascii").strip()
+    except FileNotFoundError:
+        return None
+    try:
+        if len(b64url_decode(text)) != SALT_SIZE:
+            raise ValueError
+    except ValueError:
+        raise LogError(
+            f"content/dreams/{dream_id}.salt: want the b64url of {SALT_SIZE} random bytes",
+            hint="restore it from git history",
+        ) from None
+    return text
+
+
+def _erasure_reason(content: Path, dream_id: str) -> str | None:
+    path = content / "erasures" / f"{dream_id}.json"
+    try:
+        obj = strictjson.loads(read_regular(path))
+    except FileNotFoundError:
+        return None
+    except strictjson.JSONError as exc:
+        raise InputError([Problem(str(path), "", exc.message, exc.line)]) from None
+    reason = obj.get("reason") if isinstance(obj, dict) else None
+    if reason not in ERASURE_REASONS or obj.get("id") != dream_id:
+        raise InputError(
+            [Problem(str(path), "/reason", f"must name this dream and one of {ERASURE_REASONS}")]
+        )
+    return str(reason)
+
+
+def _policy(
+    content: Path,
+    state: logstate.LogState,
+    origin: str,
+    signer: Signer | None,
+    log_url: str | None,
+    notes: list[str],
+) -> Policy:
+    """The log's policy: written by the first build (it needs the log key), read and
+    checked by every later one, which also adds ``log_url`` to a log line of this
+    origin that has no URL yet (see :func:`_with_log_url`)."""
+    path = logstate.log_dir(content) / "policy"
+    if state.policy is None:
+        if state.history:
+            raise LogError(f"{path} is missing but checkpoints were signed; restore it from git")
+        if signer is None:
+            raise LogError(
+                "this pool has no log yet: the first build needs the log key",
+                hint="make one with `dreampool log-keygen --origin ORIGIN` and pass it with "
+                "DREAMPOOL_LOG_KEY or --log-key FILE",
+            )
+        # tlog-policy: `log <vkey> [<url>]`; `quorum none` with no witnesses.
+        policy = Policy((PolicyLog(signer.verifier, log_url),), (), (), "none")
+        atomic_write(path, format_policy(policy).encode())
+        state.policy = format_policy(policy)
+        return policy
+    policy = parse_policy(state.policy.encode())
+    if not any(v.name == origin for v in policy.log_verifiers):
+        raise LogError(f"{path}: no log key named {origin!r}, the origin in pool.yaml")
+    if signer is not None and signer.verifier.vkey not in {v.vkey for v in policy.log_verifiers}:
+        raise LogError(
+            f"the log key given ({signer.verifier.vkey}) is not the one in {path}",
+            hint="use the pool's log key, or rotate the log key as docs/operators.md describes",
+        )
+    if log_url is not None:
+        text = _with_log_url(state.policy, origin, log_url)
+        if text != state.policy:
+            policy = parse_policy(text.encode())
+            atomic_write(path, text.encode())
+            state.policy = text
+            notes.append(f"{path}: added the log's URL {log_url} (commit it with the log state)")
+    return policy
+
+
+def _with_log_url(text: str, origin: str, url: str) -> str:
+    """``text`` with ``url`` appended to each ``log <vkey>`` line of ``origin`` that
+    has no URL, every other byte kept (comments, witnesses, a rotation's old key).
+
+    The policy a first build writes names the log's URL only if that build knew
+    it (``--base-url https://…``); a pool whose first build ran elsewhere, or
+    without it, would otherwise never get the URL that readers pinning the policy
+    and tools that fetch the log from it look for (tlog-policy: ``log <vkey>
+    [<url>]``). Adding it changes nothing a verifier checks (the key stays, and
+    verify.js pins the key's fingerprint, not the file's bytes); a URL that is
+    there already is never replaced: moving the log is the maintainers' edit."""
+    lines = text.split("\n")
+    for n, line in enumerate(lines):
+        words = [w for w in re.split(r"[ \t]+", line) if w]  # tlog-policy's whitespace
+        if len(words) == 2 and words[0] == "log" and words[1].split("+", 1)[0] == origin:
+            lines[n] = line.rstrip(" \t") + " " + url
+    return "\n".join(lines)
+
+
+def _log_key_of(note: bytes, policy: Policy, size: int) -> Verifier:
+    """The policy's log key that signed a stored checkpoint. After a rotation the
+    policy lists the old and the new key under the same origin (docs/operators.md)."""
+    _, signatures = split_note(note)
+    signed = {(s.name, s.key_id) for s in signatures}
+    for verifier in policy.log_verifiers:
+        if (verifier.name, verifier.key_id) in signed:
+            return verifier
+    raise LogError(
+        f"content/log/checkpoints/{size} is signed by no log key of content/log/policy",
+        hint="restore content/log from git history; after a rotation the policy keeps the old key",
+    )
+
+
+def _prove_append_only(
+    state: logstate.LogState,
+    tree: merkle.MerkleTree,
+    policy: Policy,
+    opened: dict[Any, Any] | None = None,
+) -> Checkpoint | None:
+    """Step 2: every stored checkpoint verifies and matches the rebuilt tree.
+
+    A pool signs a checkpoint per build that admits something, and verifying
+    one costs ≈160 µs, so an old pool spent seconds a build verifying notes
+    that never change. ``opened`` (from :mod:`builder.buildcache`) maps a
+    digest of a note's bytes and of the keys it was opened with to the
+    checkpoint it gave, so such a note is verified once; its root is still
+    compared with the rebuilt tree every build."""
+    known = dict(opened or {})
+    if opened is not None:
+        opened.clear()
+    witnesses = policy.witness_verifiers
+    latest: Checkpoint | None = None
+    for entry in state.history:
+        note = state.checkpoints[entry.size]
+        verifier = _log_key_of(note, policy, entry.size)
+        key = opened_key(verifier.vkey, [w.vkey for w in witnesses], note)
+        cp = known.get(key)
+        if not isinstance(cp, Checkpoint):
+            cp, _ = open_checkpoint(note, verifier, witnesses)
+        if opened is not None:
+            opened[key] = cp
+        if cp.size != entry.size:
+            raise LogError(
+                f"content/log/checkpoints/{entry.size} holds a checkpoint of size {cp.size}"
+            )
+        rebuilt = tree.root(cp.size)
+        if rebuilt != cp.root:
+            first = _first_mismatch(state, tree)
+            raise LogError(
+                "the stored leaves are not the tree the pool signed: checkpoint "
+                f"{cp.size} has root {b64_encode(cp.root)}, the leaves give "
+                f"{b64_encode(rebuilt)}{first}",
+                hint="a leaf was changed, dropped or reordered (a hand edit or a bad merge); "
+                "restore content/log from git history. Nothing was signed.",
+            )
+        latest = cp
+    return latest
+
+
+def opened_key(log_vkey: str, witness_vkeys: Iterable[str], note: bytes) -> bytes:
+    """The build cache's name for "``note`` opened with these keys": a SHA-256
+    of every part behind its length, and of the number of witnesses, so no two
+    inputs share it. (Joining the parts with newlines did not: witness W with
+    note N read the same as no witness with note "W\\nN", so dropping a witness
+    let a stored note with a line put in front pass unverified.)"""
+    parts = [log_vkey.encode(), *sorted(w.encode() for w in witness_vkeys), note]
+    h = hashlib.sha256(b"dreampool opened checkpoint v2\0")
+    h.update(len(parts).to_bytes(8, "big"))
+    for part in parts:
+        h.update(len(part).to_bytes(8, "big"))
+        h.update(part)
+    return h.digest()
+
+
+def _first_mismatch(state: logstate.LogState, tree: merkle.MerkleTree) -> str:
+    """Narrow the damage down with the roots the pool signed at every size."""
+    good = 0
+    for entry in state.history:
+        cp_text = state.checkpoints[entry.size].split(b"\n\n", 1)[0].decode()
+        root = cp_text.split("\n")[2]
+        if b64_encode(tree.root(entry.size)) != root:
+            return (
+                f"; checkpoint {good or 0} still matches, so the first differing leaf "
+                f"is at an index in [{good}, {entry.size})"
+            )
+        good = entry.size
+    return ""
+
+
+# --- publishing (docs/protocol.md §4–§5) ------------------------------------------
+
+
+def publish(log: Log) -> dict[str, bytes]:
+    """The log's files for the site: ``log/…`` and ``dreams/<id>/…``."""
+    plan: dict[str, bytes] = {}
+    state, tree = log.state, log.tree
+    if log.checkpoint is None:
+        return plan
+    for admitted in log.dreams.values():
+        plan[f"dreams/{admitted.dream.id}/record.json"] = record_bytes(admitted)
+        plan[f"dreams/{admitted.dream.id}/proof.tlog-proof"] = proof_bytes(
+            state, tree, admitted.index
+        )
+    plan.update(publish_log(log))
+    return plan
+
+
+def publish_log(log: Log) -> dict[str, bytes]:
+    """What :func:`publish` lays out but the logged dreams' own files (which
+    :mod:`builder.site.units` makes with their pages): ``log/…``, and the proofs of
+    erased dreams, which stay published (docs/protocol.md §5)."""
+    plan: dict[str, bytes] = {}
+    state, tree = log.state, log.tree
+    if log.checkpoint is None:
+        return plan
+    size = tree.size
+    assert size == state.signed_size
+    plan["log/checkpoint"] = state.checkpoints[size]
+    plan["log/policy"] = (state.policy or "").encode()
+    for entry in state.history:
+        plan[f"log/checkpoints/{entry.size}"] = state.checkpoints[entry.size]
+        if entry.size < size:
+            proof = tree.consistency_proof(entry.size, size)
+            plan[f"log/consistency/{entry.size}"] = "".join(
+                b64_encode(h) + "\n" for h in proof
+            ).encode()
+    # Every tile that existed at any published size: partial tiles stay (§4).
+    # Each checkpoint adds what the one before it lacked (tiles.new_tiles);
+    # all of each size's tiles (tiles_for_size) would be O(checkpoints × n/256).
+    refs: set[tiles.TileRef] = set()
+    before = 0
+    for entry in state.history:
+        refs.update(tiles.new_tiles(before, entry.size))
+        before = entry.size
+    for ref in sorted(refs):
+        if ref.is_entry_bundle:
+            span = ref.hash_indices
+            data = tiles.encode_entry_bundle(state.leaves[span.start : span.stop])
+        else:
+            data = tiles.tile_data(tree, ref)
+        plan[f"log/{ref.path}"] = data
+    for erased in log.erased.values():
+        plan[f"dreams/{erased.id}/proof.tlog-proof"] = proof_bytes(state, tree, erased.index)
+    return plan
+
+
+def record_bytes(admitted: Admitted) -> bytes:
+    record = {
+        "format": "dreampool-record/v1",
+        "id": admitted.dream.id,
+        "index": admitted.index,
+        "salt": admitted.salt,
+        "dream": admitted.dream.body,
+    }
+    return (json.dumps(record, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+
+
+def proof_bytes(state: logstate.LogState, tree: merkle.MerkleTree, index: int) -> bytes:
+    """docs/protocol.md §5: the proof against the checkpoint of the build that admitted
+    the leaf (the first checkpoint holding it), so the file never changes."""
+    holding = logstate.first_holding(state.history, index)
+    if holding is None:
+        raise LogError(f"leaf {index} is in no signed checkpoint yet", hint="report this")
+    size = holding.size
+    proof = TlogProof(
+        index=index,
+        extra=state.leaves[index],
+        proof=tuple(tree.inclusion_proof(index, size)),
+        checkpoint=state.checkpoints[size],
+    )
+    return format_tlog_proof(proof)

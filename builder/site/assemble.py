@@ -1,0 +1,85 @@
+"""Everything a reader sees, written into the new generation of the site.
+
+The dreams' own files (:mod:`builder.site.units`: pages, records, proofs, cards,
+kept or rendered on every core), the log's files
+(:func:`builder.log.logbuild.publish_log`), the list pages (:mod:`builder.site.render`),
+aggregate patterns (:mod:`builder.site.patterns`, computed in a forked process
+while the rest is written, or after it, on every core, above
+``BACKGROUND_PATTERNS_LIMIT``),
+feeds, sitemap and the JSON API
+(:mod:`builder.site.feeds`) and the agents' exports (:mod:`builder.agents`). Two
+stages claiming one path is a bug: the writer refuses it rather than letting
+one silently win.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+
+from builder import parallel
+from builder.buildcache import BuildCache
+from builder.log import logbuild
+from builder.site import agentdocs as agents
+from builder.site import feeds, patterns, writer
+from builder.site import render as renderer
+from builder.site.model import SiteModel
+from builder.site.page import Page
+from builder.site.units import Units
+from builder.site.writer import SiteWriter
+
+# Above this many dreams the patterns are computed in this process, after the
+# pages: a forked process reading every dream's text copies those memory pages
+# (refcounts are writes), and at 1M dreams that copy alone was over 10 GB. The
+# keywords not cached yet are then found by workers that get the dreams they
+# need pickled (builder.parallel.map_ordered), as the unit workers do.
+BACKGROUND_PATTERNS_LIMIT = 200_000
+
+
+def write_site(log: logbuild.Log, model: SiteModel, w: SiteWriter, cache: BuildCache) -> int:
+    """Write every file of the site into ``w``; returns how many dream units were rendered."""
+    fork = len(model.dreams) <= BACKGROUND_PATTERNS_LIMIT
+    with parallel.background(
+        _patterns, (model, cache, not fork), enabled=fork, initializer=writer.drop_locks
+    ) as pending:
+        units = Units(log, model, cache)
+        rendered = units.write(w)
+        w.add_all(logbuild.publish_log(log))
+        pages = renderer.list_pages(
+            model,
+            pending,
+            units.card_for,
+            units.diary_item_for,
+            dream_key=units.key_for,
+            search_entry=units.search_entry_for,
+        )
+        feed_pages = feeds.feed_pages(model, units.feed_entry_for, units.key_for)
+        agent_pages = agents.agent_pages(model, units.key_for)
+        _write_pages(itertools.chain(feed_pages, agent_pages, pages), w, cache)
+    return rendered
+
+
+def _write_pages(pages: Iterable[Page], w: SiteWriter, cache: BuildCache) -> None:
+    """Render each page, or keep its file when its key is the last build's."""
+    old = cache["pages"]
+    new: dict[str, tuple[str, bytes]] = {}
+    for page in pages:
+        hit = old.get(page.path) if page.key is not None else None
+        if hit is not None and hit[0] == page.key and w.keep_all(((page.path, hit[1]),)):
+            new[page.path] = hit
+            continue
+        d = w.add(page.path, page.render())
+        if page.key is not None:
+            new[page.path] = (page.key, d)
+    cache.sections["pages"] = new
+
+
+def _patterns(arg: tuple[SiteModel, BuildCache, bool]) -> str:
+    # In a forked process (or inline, after the pages, spreading the keyword
+    # search over the cores): the keywords section of the cache is read and
+    # written here, never by the parent while the process runs.
+    model, cache, spread = arg
+    found = patterns.compute_patterns(model, words=cache["words"], spread=spread)
+    html = str(patterns.render_patterns_html(found))
+    cache.save("words")
+    return html

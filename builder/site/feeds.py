@@ -1,0 +1,410 @@
+"""The site's machine-readable files: Atom feeds, sitemap, robots.txt, JSON API.
+
+:func:`render_feeds` maps a :class:`~builder.site.model.SiteModel` to a plan
+``{site path: bytes}``::
+
+    feed.xml                   the pool's 50 newest dreams (Atom 1.0, RFC 4287)
+    authors/<slug>/feed.xml    an author's 50 newest dreams, anonymized ones left out
+    tags/<slug>/feed.xml       a tag's 50 newest dreams
+    sitemap.xml                every HTML page (sitemaps.org protocol 0.9); above
+                               50,000 pages an index of sitemap-1.xml, sitemap-2.xml …
+    robots.txt                 allow all, and where the sitemap is
+    api/dreams.json            every dream's metadata for programs, newest first
+
+Links. With an absolute ``base_url`` (``https://…``) every link is absolute.
+Otherwise the site may be served under any path, so feeds link relative to
+the site root and set ``xml:base`` to that root as seen from the feed (``./``
+or ``../../``; XML Base, RFC 3986 §5 resolution against the feed's URL), and
+the sitemap lists paths relative to the site root. Pages are named by their
+folder (``dreams/<id>/``), which every static host serves as its index.html.
+
+Ids. RFC 4287 §4.2.6 wants an entry's id never to change, even when the feed
+moves, so ids are tag URIs (RFC 4151) minted from the pool's origin rather
+than URLs built from ``base_url``: for origin ``dreampool.example/sample``,
+first signed in 2026, dream ``fe4be06e2406c5e2`` is
+``tag:dreampool.example,2026:sample/dreams/fe4be06e2406c5e2``. The year is
+the first checkpoint's, which an append-only log never changes.
+
+Every byte is a function of the model: no wall clock; a feed with no entries
+is ``updated`` at the latest checkpoint. XML is written by hand with
+:func:`xml.sax.saxutils.escape`, so attribute order and namespace prefixes are
+fixed. Dreams refuse control characters, but text is made XML 1.0-safe here
+anyway (characters outside the XML ``Char`` production become U+FFFD).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+from urllib.parse import quote
+from xml.sax.saxutils import escape
+
+from builder.site.model import DreamView, SiteModel
+from builder.site.page import Page, key_of
+from builder.text import mdrender
+
+ATOM_NS = "http://www.w3.org/2005/Atom"
+SITEMAP_NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
+# sitemaps.org: "no more than 50,000 URLs" a file (and 50 MB: ours stay near 5 MB).
+SITEMAP_LIMIT = 50_000
+API_FORMAT = "dreampool-api/v1"
+FEED_LIMIT = 50
+SUMMARY_LIMIT = mdrender.FEED_SUMMARY_LIMIT
+THIRD_PARTY = "third-party"
+# Used only when the model has no checkpoint at all (then it has no dreams either).
+_FALLBACK_DATE = "1970-01-01T00:00:00Z"
+_FALLBACK_YEAR = "2026"
+
+# XML 1.0 §2.2 Char: anything else cannot appear even as a character reference.
+_NOT_XML_CHAR = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+# "\r" would be normalized to "\n" by a parser (XML 1.0 §2.11): keep it as a reference.
+_TEXT_ENTITIES = {"\r": "&#13;"}
+# Attribute values are also whitespace-normalized (XML 1.0 §3.3.3).
+_ATTR_ENTITIES = {'"': "&quot;", "\r": "&#13;", "\n": "&#10;", "\t": "&#9;"}
+# RFC 4151 §2.1: taggingEntity's authorityName is a DNS name (or an email address).
+_DNS_NAME = re.compile(
+    r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
+)
+# RFC 3986 pchar minus "%": what a tag URI's specific part may hold unencoded.
+_TAG_SAFE = "/:@!$&'()*+,;=-._~"
+
+
+def render_feeds(
+    model: SiteModel, entries: Callable[[DreamView], str] | None = None
+) -> dict[str, bytes]:
+    """The plan of every machine-readable file of the site. ``entries(dream)``,
+    if given, returns :func:`entry_xml` of a dream, made once per build or
+    kept from an earlier one (:mod:`builder.site.units`)."""
+    return {page.path: page.render() for page in feed_pages(model, entries)}
+
+
+def feed_pages(
+    model: SiteModel,
+    entries: Callable[[DreamView], str] | None = None,
+    entry_key: Callable[[DreamView], str] | None = None,
+) -> Iterator[Page]:
+    """:func:`render_feeds` one file at a time, for a writer to take as they
+    come: a pool of a million dreams has 50,000 authors, and their feeds
+    alone were 2.5 GB held at once.
+
+    With ``entry_key`` (a key of everything a dream's entry shows:
+    :meth:`builder.site.units.Units.key_for`), each Atom feed carries a key, so a
+    build keeps the feeds of the authors and tags nothing new touched instead
+    of making them again (5,000 author feeds were 6% of a build after one new
+    dream at 100k dreams)."""
+    entry = entries or (lambda d: entry_xml(model, d))
+    yield _feed_page(
+        model,
+        path="feed.xml",
+        title=model.title,
+        page="",
+        key="feed",
+        dreams=model.dreams,
+        entry=entry,
+        entry_key=entry_key,
+    )
+    for author in model.authors:
+        # AuthorView.dream_ids already leaves out anonymized dreams; the filter
+        # makes the promise local, since a leak here would undo the anonymity.
+        own = (model.by_id[i] for i in author.dream_ids)
+        yield _feed_page(
+            model,
+            path=f"authors/{author.slug}/feed.xml",
+            title=f"{author.name} — {model.title}",
+            page=f"authors/{author.slug}/",
+            key=f"authors/{author.slug}/feed",
+            dreams=[d for d in own if not d.anonymized][:FEED_LIMIT],
+            entry=entry,
+            entry_key=entry_key,
+        )
+    for tag in model.tags:
+        yield _feed_page(
+            model,
+            path=f"tags/{tag.slug}/feed.xml",
+            title=f"#{tag.name} — {model.title}",
+            page=f"tags/{tag.slug}/",
+            key=f"tags/{tag.slug}/feed",
+            dreams=[model.by_id[i] for i in tag.dream_ids[:FEED_LIMIT]],
+            entry=entry,
+            entry_key=entry_key,
+        )
+    for path, data in _sitemaps(model).items():
+        yield Page(path, None, functools.partial(bytes, data))
+    yield Page("robots.txt", None, lambda: _robots(model))
+    yield Page("api/dreams.json", None, lambda: _api(model))
+
+
+# --- URLs and ids ------------------------------------------------------------
+
+
+def absolute_base(base_url: str) -> str | None:
+    """``base_url`` ending in "/" when it is an absolute http(s) URL, else None."""
+    if not base_url.startswith(("https://", "http://")):
+        return None
+    return base_url if base_url.endswith("/") else base_url + "/"
+
+
+def _href(model: SiteModel, site_path: str) -> str:
+    """A link to a site path: absolute, or relative to the site root (see ``xml:base``)."""
+    base = absolute_base(model.base_url)
+    if base is not None:
+        return base + site_path
+    return site_path or "./"
+
+
+def tag_uri(model: SiteModel, *parts: str) -> str:
+    """An RFC 4151 tag URI for a thing of this pool, stable wherever the site is hosted."""
+    origin = model.origin
+    match = _DNS_NAME.match(origin)
+    if match and (match.end() == len(origin) or origin[match.end()] == "/"):
+        authority, rest = match.group().lower(), origin[match.end() :]
+    else:  # not DNS-shaped (a port, say): keep the whole origin in the specific part
+        authority, rest = "dreampool.invalid", origin
+    year = model.history[0].date[:4] if model.history else _FALLBACK_YEAR
+    specific = "/".join(p for p in (rest.strip("/"), *parts) if p)
+    return f"tag:{authority},{year}:{quote(specific, safe=_TAG_SAFE)}"
+
+
+# --- XML ---------------------------------------------------------------------
+
+
+def _text(value: str) -> str:
+    return escape(_NOT_XML_CHAR.sub("\ufffd", value), _TEXT_ENTITIES)
+
+
+def _attr(value: str) -> str:
+    return escape(_NOT_XML_CHAR.sub("\ufffd", value), _ATTR_ENTITIES)
+
+
+def _el(name: str, text: str | None = None, attrs: Iterable[tuple[str, str]] = ()) -> str:
+    """One element on one line; empty when ``text`` is None."""
+    head = name + "".join(f' {k}="{_attr(v)}"' for k, v in attrs)
+    if text is None:
+        return f"<{head}/>"
+    return f"<{head}>{_text(text)}</{name}>"
+
+
+def _document(lines: Iterable[str]) -> bytes:
+    return ('<?xml version="1.0" encoding="utf-8"?>\n' + "\n".join(lines) + "\n").encode("utf-8")
+
+
+# --- Atom (RFC 4287) ---------------------------------------------------------
+
+
+def _feed_page(
+    model: SiteModel,
+    *,
+    path: str,
+    title: str,
+    page: str,
+    key: str,
+    dreams: Sequence[DreamView],
+    entry: Callable[[DreamView], str],
+    entry_key: Callable[[DreamView], str] | None,
+) -> Page:
+    shown = dreams[:FEED_LIMIT]
+
+    def render() -> bytes:
+        return _feed(model, path=path, title=title, page=page, key=key, dreams=shown, entry=entry)
+
+    if entry_key is None:
+        return Page(path, None, render)
+    # Everything _feed reads: the feed's own strings, the site's (links,
+    # tag URIs with the first checkpoint's year), its date and its entries.
+    year = model.history[0].date if model.history else None
+    site = (model.base_url, model.origin, year)
+    parts = (path, title, page, key, site, _updated(model, shown), [entry_key(d) for d in shown])
+    return Page(path, key_of(parts), render)
+
+
+def _feed(
+    model: SiteModel,
+    *,
+    path: str,
+    title: str,
+    page: str,
+    key: str,
+    dreams: Sequence[DreamView],
+    entry: Callable[[DreamView], str],
+) -> bytes:
+    """One Atom feed of the newest ``FEED_LIMIT`` of ``dreams`` (newest first)."""
+    shown = dreams[:FEED_LIMIT]
+    attrs = [("xmlns", ATOM_NS)]
+    if absolute_base(model.base_url) is None:
+        attrs.append(("xml:base", "../" * path.count("/") or "./"))
+    updated = _updated(model, shown)
+    lines = [
+        "<feed" + "".join(f' {k}="{_attr(v)}"' for k, v in attrs) + ">",
+        "  " + _el("id", tag_uri(model, key)),
+        "  " + _el("title", title, [("type", "text")]),
+        "  " + _el("updated", updated),
+        "  "
+        + _el(
+            "link",
+            None,
+            [("rel", "self"), ("type", "application/atom+xml"), ("href", _href(model, path))],
+        ),
+        "  "
+        + _el(
+            "link",
+            None,
+            [("rel", "alternate"), ("type", "text/html"), ("href", _href(model, page))],
+        ),
+        "  " + _el("generator", "dreampool"),
+    ]
+    lines.extend(entry(dream) for dream in shown)
+    lines.append("</feed>")
+    return _document(lines)
+
+
+def _updated(model: SiteModel, shown: Sequence[DreamView]) -> str:
+    """A feed's ``updated``: its newest entry's date, or with no entries the
+    latest checkpoint's (so an empty feed changes with every checkpoint)."""
+    return shown[0].date if shown else model.checkpoint.date if model.checkpoint else _FALLBACK_DATE
+
+
+def entry_xml(model: SiteModel, dream: DreamView) -> str:
+    """A dream's ``<entry>``, indented for its place in a feed: the same in
+    every feed that lists it."""
+    return "\n".join("  " + line for line in _entry(model, dream))
+
+
+def _entry(model: SiteModel, dream: DreamView) -> list[str]:
+    href = _href(model, f"dreams/{dream.id}/")
+    lines = [
+        "<entry>",
+        "  " + _el("id", tag_uri(model, "dreams", dream.id)),
+        "  " + _el("title", dream.title, [("type", "text")]),
+        "  " + _el("published", dream.date),
+        "  " + _el("updated", dream.date),
+        "  " + _el("link", None, [("rel", "alternate"), ("type", "text/html"), ("href", href)]),
+    ]
+    # An anonymized dream names no one: not the author, not a diary link.
+    if dream.author is None or dream.author_slug is None or dream.anonymized:
+        lines.append("  <author><name>anonymous</name></author>")
+    else:
+        diary = _href(model, f"authors/{dream.author_slug}/")
+        lines.append(f"  <author>{_el('name', dream.author)}{_el('uri', diary)}</author>")
+    # Tags carry a scheme, so that a tag named "third-party" cannot pass for the tier mark.
+    scheme = tag_uri(model, "tags")
+    for tag in dream.tags:
+        lines.append("  " + _el("category", None, [("term", tag.name), ("scheme", scheme)]))
+    if dream.third_party:
+        lines.append("  " + _el("category", None, [("term", THIRD_PARTY)]))
+    summary = _clip(dream.summary or (dream.entries[0].text if dream.entries else ""))
+    if summary:
+        lines.append("  " + _el("summary", summary, [("type", "text")]))
+    lines.append("</entry>")
+    return lines
+
+
+def _clip(text: str, limit: int = SUMMARY_LIMIT) -> str:
+    """``text`` stripped, at most ``limit`` characters including a closing "…",
+    cut between tokens (:func:`builder.text.mdrender.clip`)."""
+    return mdrender.clip(text, limit)
+
+
+# --- sitemap, robots ---------------------------------------------------------
+
+
+def sitemap_pages(model: SiteModel) -> list[tuple[str, str | None]]:
+    """Every HTML page as (site path of its folder, lastmod or None), in a fixed order."""
+    pool_date = model.checkpoint.date if model.checkpoint else None
+    pages: list[tuple[str, str | None]] = [("", pool_date)]
+    pages += [(f"dreams/{d.id}/", d.date) for d in model.dreams]
+    pages += [(f"dreams/{e.id}/", e.date) for e in model.erased]  # tombstones
+    pages.append(("authors/", pool_date))
+    for author in model.authors:
+        # The newest dream the diary shows; an anonymized dream's date would hint at it.
+        pages.append(
+            (
+                f"authors/{author.slug}/",
+                model.by_id[author.dream_ids[0]].date if author.dream_ids else None,
+            )
+        )
+    pages.append(("tags/", pool_date))
+    pages += [(f"tags/{t.slug}/", model.by_id[t.dream_ids[0]].date) for t in model.tags]
+    pages += [(p, pool_date) for p in ("lineage/", "patterns/", "log/", "search/")]
+    pages.append(("verify/", None))  # static: it changes with dreampool, not with the pool
+    return pages
+
+
+def _sitemaps(model: SiteModel) -> dict[str, bytes]:
+    """``sitemap.xml``: every page, or above :data:`SITEMAP_LIMIT` pages an
+    index of ``sitemap-1.xml`` … each of that many (sitemaps.org, "Using
+    Sitemap index files"). They sit at the root, beside the index: a sitemap
+    may only list URLs under its own folder."""
+    pages = sitemap_pages(model)
+    if len(pages) <= SITEMAP_LIMIT:
+        return {"sitemap.xml": _urlset(model, pages)}
+    plan: dict[str, bytes] = {}
+    lines = [f'<sitemapindex xmlns="{SITEMAP_NS}">']
+    for number, start in enumerate(range(0, len(pages), SITEMAP_LIMIT), 1):
+        part = pages[start : start + SITEMAP_LIMIT]
+        path = f"sitemap-{number}.xml"
+        plan[path] = _urlset(model, part)
+        # Its newest page's date (RFC 3339 UTC strings of one shape sort as times).
+        newest = max((lastmod for _, lastmod in part if lastmod), default=None)
+        loc = _el("loc", _href(model, path))
+        mod = _el("lastmod", newest) if newest else ""
+        lines.append(f"  <sitemap>{loc}{mod}</sitemap>")
+    lines.append("</sitemapindex>")
+    return {"sitemap.xml": _document(lines), **plan}
+
+
+def _urlset(model: SiteModel, pages: Iterable[tuple[str, str | None]]) -> bytes:
+    lines = [f'<urlset xmlns="{SITEMAP_NS}">']
+    for path, lastmod in pages:
+        loc = _el("loc", _href(model, path))
+        mod = _el("lastmod", lastmod) if lastmod else ""
+        lines.append(f"  <url>{loc}{mod}</url>")
+    lines.append("</urlset>")
+    return _document(lines)
+
+
+def _robots(model: SiteModel) -> bytes:
+    # RFC 9309. Crawlers read robots.txt only at a host's root and want an
+    # absolute Sitemap URL, so the line is there only when one can be given.
+    text = "User-agent: *\nAllow: /\n"
+    base = absolute_base(model.base_url)
+    if base is not None:
+        text += f"\nSitemap: {base}sitemap.xml\n"
+    return text.encode("utf-8")
+
+
+# --- JSON API ----------------------------------------------------------------
+
+
+def _api(model: SiteModel) -> bytes:
+    """``json.dumps`` of the whole document (sorted keys, compact), made one
+    dream at a time as UTF-8: the whole as Python objects and one str was
+    over a gigabyte at a million dreams."""
+    checkpoint = model.checkpoint
+    pool = {
+        "title": model.title,
+        "origin": model.origin,
+        "checkpoint": ({"size": checkpoint.size, "root": checkpoint.root} if checkpoint else None),
+    }
+    dreams = b",".join(
+        _json(
+            {
+                "id": d.id,
+                "title": d.title,
+                "author": None if d.anonymized else d.author,
+                "tags": [t.name for t in d.tags],
+                "tier": d.tier,
+                "date": d.date,
+                "index": d.index,
+            }
+        )
+        for d in model.dreams
+    )
+    # The document's own keys, sorted: dreams, format, pool.
+    return b'{"dreams":[%b],"format":%b,"pool":%b}\n' % (dreams, _json(API_FORMAT), _json(pool))
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode()

@@ -1,0 +1,594 @@
+"""The site's HTML pages, its search index and its static assets.
+
+:func:`render_pages` turns the :class:`~builder.site.model.SiteModel` into a plan
+(``{site-relative path: bytes}``) holding every page of the URL scheme:
+
+    index.html                       home: latest dreams, counts, checkpoint
+    dreams/<id>/index.html           a dream, or a tombstone if it was erased
+    authors/index.html               authors, with tiers and counts
+    authors/<slug>/index.html        a diary: keys and a timeline by month
+    tags/index.html, tags/<slug>/index.html
+    lineage/index.html, lineage/<n>/index.html
+                                     parent → child chains, one tree per root,
+                                     LINEAGE_PAGE_TREES a page, oldest root first
+    patterns/index.html              the k-anonymous patterns fragment, wrapped
+    log/index.html                   checkpoints, policy, how to monitor
+    search/index.html                the search page (static/search.js)
+    search/index.json, search/shard-<k>.json
+                                     its index: a list of shards, each the
+                                     dreams of SEARCH_SHARD_LEAVES log leaves
+    verify/index.html                verify saved proofs in the browser, from local files
+    404.html
+    static/style.css, static/search.js
+    static/jcs.js, crypto.js, merkle.js, tlog.js, lightclient.js, unicodepolicy.js,
+    fetchcap.js, pins.js, history.js, markdown.js, markdown-it.min.js, display.js, verify.js
+                                     the browser verifier (ES modules; markdown-it
+                                     is markdown-it 14.1.0, MIT, for display.js)
+    static/favicon.svg, favicon.ico  the icon (builder.site.favicon)
+
+Safety, in the order a hostile dream meets it:
+
+* Jinja autoescape is on for every template, and data is never template
+  source, so ``{{ 7*7 }}`` in a title stays text.
+* Markdown (summaries only) goes through one markdown-it-py parser
+  (:mod:`builder.text.mdrender`, which redaction judges too) with raw
+  HTML off, links limited to http, https and mailto, ``rel="nofollow ugc
+  noopener"`` on every link and images turned off: ``![a](b)`` reads as ``!``
+  and a link, so a page never loads a remote image.
+* Every element that holds user text carries ``dir="auto"``: a right-to-left
+  title cannot reorder the text around it.
+* No inline script, style or ``on*`` attribute anywhere: the pages carry a
+  CSP meta that forbids them, and search.js and verify.js build what they
+  show with ``textContent`` only.
+* URL paths come from ids and :func:`builder.site.model.slug` alone.
+
+Links are relative to the page (``../`` per level), so the site works under
+any sub-path; only 404.html, which a server shows at arbitrary paths, uses the
+base path from ``base_url``. Rendering is a pure function of the model: the
+same model gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import json
+import re
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+from urllib.parse import urlsplit
+
+import jinja2
+from markupsafe import Markup
+
+from builder.site import favicon, patterns
+from builder.site.model import TIER_RANK, DreamView, SiteModel
+from builder.site.page import Page, key_of
+from builder.site.writer import PlanError
+from builder.text.mdrender import EXCERPT_LIMIT, LINK_REL, clip, plain_text, render_markdown
+from builder.text.textlang import content_lang
+
+# The page kinds of the header nav, in order: (key, label, path from the root).
+NAV = (
+    ("home", "Home", ""),
+    ("tags", "Tags", "tags/"),
+    ("authors", "Authors", "authors/"),
+    ("lineage", "Lineage", "lineage/"),
+    ("patterns", "Patterns", "patterns/"),
+    ("log", "Log", "log/"),
+    ("search", "Search", "search/"),
+    ("verify", "Verify", "verify/"),
+)
+# The browser verifier is seven ES modules: verify.js (the UI) imports lightclient.js
+# (docs/protocol.md §5), which imports the formats: jcs.js, crypto.js, merkle.js, tlog.js,
+# and unicodepolicy.js (§1.1, generated from builder/formats/unicodetables.py).
+STATIC = (
+    "style.css",
+    "search.js",
+    "jcs.js",
+    "crypto.js",
+    "merkle.js",
+    "tlog.js",
+    "lightclient.js",
+    "unicodepolicy.js",
+    "fetchcap.js",
+    "pins.js",
+    "history.js",
+    "markdown.js",
+    "markdown-it.min.js",
+    "display.js",
+    "verify.js",
+    "favicon.svg",  # builder.site.favicon.svg(), kept as a file (tests/test_render.py)
+)
+LATEST = 20
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "object-src 'none'; base-uri 'none'; form-action 'none'"
+)
+ENTRY_HEADINGS = {
+    "fact": "Facts",
+    "decision": "Decisions",
+    "preference": "Preferences",
+    "lesson": "Lessons",
+    "rule": "Rules",
+    "warning": "Warnings",
+    "theory": "Theories",
+    "plan": "Plans",
+}
+MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
+_WEB_URL = re.compile(r"https?://[^\s<>\"'`]{1,290}")
+
+
+# --- Markdown ----------------------------------------------------------------
+
+
+def is_web_url(text: str) -> bool:
+    """Whether an entry's source is a bare http(s) URL, shown as a link."""
+    return _WEB_URL.fullmatch(text) is not None
+
+
+# --- Derived views -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TreeStep:
+    """One step of a depth-first walk of a lineage tree, flat so that a chain
+    of a thousand generations renders without recursion: "open" and "close" a
+    nested list, "item" starts a dream's list item, "end" closes it."""
+
+    kind: str
+    dream: DreamView | None = None
+    # An item's generation by the parent links: its root's plus its depth
+    # under it. A root that names no parent is generation 0; one whose parent
+    # is not in the pool is taken at its word (None if it declares none).
+    generation: int | None = None
+
+
+def lineage_roots(model: SiteModel) -> list[DreamView]:
+    """Dreams that start a chain: those that name no parent, or one that is
+    not in the pool (never submitted, or erased), among dreams that take part
+    in lineage at all (declared or with children).
+
+    The parent links alone decide: a dream whose parent is in the pool is
+    shown under that parent, whatever generation it declares. So every dream
+    is in one tree at most, and the trees hold each dream once. (Taken as a
+    root, a dream that said generation 0 under a parent was also a tree of
+    its own: a chain of n such dreams was n trees of n/2 dreams on average,
+    and 1,200 dreams made 273 MB of lineage pages.) A cycle of parent links
+    would have no root and be shown in no tree; a dream's id is 64 bits of a
+    hash of its signature, over the parent it names, so closing a short cycle
+    is a 64-bit preimage search."""
+    return [
+        d
+        for d in reversed(model.dreams)  # oldest first: chains read in admission order
+        if not d.parent_in_pool and (d.generation is not None or d.children)
+    ]
+
+
+def lineage_walk(model: SiteModel, root: DreamView) -> list[TreeStep]:
+    # "seen" guards against a node reached twice (ids are hashes of signatures,
+    # so a cycle cannot be made, but a guard is cheaper than that argument).
+    seen = {root.id}
+    steps = [TreeStep("open")]
+    stack: list[Iterator[DreamView]] = []
+    base = 0 if root.parent_id is None else root.generation
+
+    def enter(dream: DreamView) -> None:
+        # len(stack) is the dream's depth under the root: each open list of
+        # children is one iterator on the stack.
+        steps.append(TreeStep("item", dream, None if base is None else base + len(stack)))
+        kids = [model.by_id[c] for c in dream.children if c in model.by_id and c not in seen]
+        seen.update(k.id for k in kids)
+        if kids:
+            steps.append(TreeStep("open"))
+            stack.append(iter(kids))
+        else:
+            steps.append(TreeStep("end"))
+
+    enter(root)
+    while stack:
+        nxt = next(stack[-1], None)
+        if nxt is None:
+            stack.pop()
+            steps += [TreeStep("close"), TreeStep("end")]
+        else:
+            enter(nxt)
+    steps.append(TreeStep("close"))
+    return steps
+
+
+def lineage_children(model: SiteModel, d: DreamView) -> tuple[list[DreamView], list[DreamView]]:
+    """A dream's children as (listed, replies), each oldest first: ``replies``
+    are the children by a guest key (or a tier :data:`TIER_RANK` does not know)
+    under a dream of a higher tier, which its page shows collapsed; the rest are
+    listed. Anyone can make a guest key and name any dream as its parent, so a
+    guest's reply must not read as the continuation of a maintainer's or a
+    member's work: every child is shown with its tier, and these apart."""
+    listed: list[DreamView] = []
+    replies: list[DreamView] = []
+    for c in d.children:
+        if c in model.by_id:
+            kid = model.by_id[c]
+            apart = _rank(kid.tier) >= _GUEST and _rank(kid.tier) > _rank(d.tier)
+            (replies if apart else listed).append(kid)
+    return listed, replies
+
+
+def tier_counts(model: SiteModel, ids: Sequence[str]) -> list[tuple[str, int]]:
+    """(tier, how many of ``ids`` are of it), most trusted first, for the tiers present."""
+    counts: dict[str, int] = defaultdict(int)
+    for i in ids:
+        if i in model.by_id:
+            counts[model.by_id[i].tier] += 1
+    return sorted(counts.items(), key=lambda tc: (_rank(tc[0]), tc[0]))
+
+
+_GUEST = TIER_RANK["guest"]
+
+
+def _rank(tier: str) -> int:
+    """A tier's rank, 0 the most trusted; a tier not known ranks below guest."""
+    return TIER_RANK.get(tier, len(TIER_RANK))
+
+
+def by_month(dreams: Sequence[DreamView]) -> list[tuple[str, str, list[DreamView]]]:
+    """(YYYY-MM, "Month YYYY", dreams) groups, newest month first."""
+    groups: dict[str, list[DreamView]] = defaultdict(list)
+    for d in dreams:
+        groups[d.month].append(d)
+    out = []
+    for month in sorted(groups, reverse=True):
+        year, mm = month.split("-")
+        out.append((month, f"{MONTHS[int(mm) - 1]} {year}", groups[month]))
+    return out
+
+
+def proof_size(model: SiteModel, index: int) -> int | None:
+    """The size of the checkpoint a dream's proof.tlog-proof is against: the
+    first one that holds the leaf (docs/protocol.md §5; see logbuild.proof_bytes),
+    or None before one does. The sizes only grow (an append-only log)."""
+    sizes = model.checkpoint_sizes
+    at = bisect.bisect_right(sizes, index)  # the first size > index
+    return sizes[at] if at < len(sizes) else None
+
+
+@functools.lru_cache(maxsize=64)
+def excerpt(markdown: str, limit: int = EXCERPT_LIMIT) -> str:
+    """At most ``limit`` characters of a summary's text, Markdown syntax removed
+    (plain text: the template escapes it like any other), cut between tokens."""
+    return clip(plain_text(markdown), limit)
+
+
+SEARCH_JOIN = " · "
+"""Between the texts of a search shard's ``text``: a visible separator, not a line break."""
+
+
+def search_entry(d: DreamView) -> str:
+    """A dream's object in its search shard (search_shard), as JSON text.
+
+    ``text`` is the summary as plain text and each entry's text as the author
+    wrote them, joined by :data:`SEARCH_JOIN`: a result shows it in one paragraph,
+    where a line break would read as a space and join the end of one text to the
+    start of the next ("+44 20" and "7946 0958" into a phone number); the dot
+    joins no token. search.js folds them (NFKC, lower case) to match
+    and shows a snippet of the original with the match marked. The title and
+    tags are searched from their own fields. ``tier`` is the key directory's,
+    shown on the result as on a card: a guest's dream among a maintainer's
+    must not read as one of theirs.
+    """
+    parts = [plain_text(d.summary)] if d.summary else []
+    parts += [e.text for e in d.entries]
+    entry = {
+        "id": d.id,
+        "title": d.title,
+        "author": d.author,
+        "tags": [t.name for t in d.tags],
+        "tier": d.tier,
+        "date": d.day,
+        "text": SEARCH_JOIN.join(parts),
+    }
+    return json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
+
+
+def search_entry_bytes(d: DreamView) -> bytes:
+    return search_entry(d).encode()
+
+
+# v4: each dream carries its key's tier, shown as a badge on its result.
+# v3: "text" is the original text, not folded (v2 held it NFKC-folded, lower case).
+SEARCH_FORMAT = "dreampool-search/v4"
+# Log leaves a search shard spans: search/shard-<k>.json holds the dreams with
+# log index in [k·2048, (k+1)·2048), ≈2 MB of text. A shard the log has
+# moved past changes only when one of its dreams does (erased, re-tiered), so
+# a build keeps it, and search.js shows results from the newest shard while
+# it fetches the older ones: one index.json of every dream was 110 MB at 100k
+# dreams, rewritten by every build and downloaded whole before a first result.
+SEARCH_SHARD_LEAVES = 2048
+
+
+def search_shards(model: SiteModel) -> list[tuple[int, list[DreamView]]]:
+    """The search shards as (k, their dreams), newest first, as the dreams are."""
+    shards: dict[int, list[DreamView]] = {}
+    for d in model.dreams:  # log index descending
+        shards.setdefault(d.index // SEARCH_SHARD_LEAVES, []).append(d)
+    return list(shards.items())
+
+
+def search_index(model: SiteModel, shards: Sequence[tuple[int, Sequence[DreamView]]]) -> bytes:
+    """search/index.json: ``{"dreams": n, "format": …, "shards": [{"dreams": …,
+    "path": "shard-<k>.json"}, …]}``, newest shard first, compact."""
+    index = {
+        "dreams": len(model.dreams),
+        "format": SEARCH_FORMAT,
+        "shards": [{"dreams": len(ds), "path": f"shard-{k}.json"} for k, ds in shards],
+    }
+    return json.dumps(index, sort_keys=True, separators=(",", ":")).encode()
+
+
+def search_shard(
+    dreams: Sequence[DreamView], entry: Callable[[DreamView], bytes] = search_entry_bytes
+) -> bytes:
+    """search/shard-<k>.json: ``{"dreams": [entry, …], "format": …}``, newest
+    first, compact: the bytes of ``json.dumps`` of the whole, joined from the
+    entries (made once per dream and kept: :mod:`builder.site.units`)."""
+    out = bytearray(b'{"dreams":[')
+    for i, d in enumerate(dreams):
+        if i:
+            out += b","
+        out += entry(d)
+    out += b'],"format":"%s"}' % SEARCH_FORMAT.encode()
+    return bytes(out)
+
+
+# --- Pages ---------------------------------------------------------------------
+
+
+def lang_attribute(text: str) -> Markup:
+    """`` lang="zh"`` (or ja, ko) for an element holding ``text`` in a CJK script,
+    else nothing: the page's language (en, the interface's) applies."""
+    lang = content_lang(text)
+    return Markup(f' lang="{lang}"') if lang else Markup("")
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("builder.templates", ""),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        auto_reload=False,
+    )
+    env.filters["markdown"] = lambda text: Markup(render_markdown(text))
+    env.filters["excerpt"] = excerpt
+    env.filters["lang"] = lang_attribute
+    env.tests["web_url"] = is_web_url
+    env.tests["counted_in_patterns"] = patterns.counts
+    env.globals.update(
+        NAV=NAV,
+        CSP=CSP,
+        ENTRY_HEADINGS=ENTRY_HEADINGS,
+        LINK_REL=LINK_REL,
+        proof_size=proof_size,
+        nav_links=nav_links,
+        lineage_children=lineage_children,
+        tier_counts=tier_counts,
+    )
+    return env
+
+
+@functools.lru_cache(maxsize=256)
+def nav_links(root: str, nav: str) -> Markup:
+    """The navigation's items for pages at one depth with one current link:
+    the same on every dream page, so rendered once, not per page."""
+    return Markup(_ENV.get_template("_nav.html").render(root=root, nav=nav))
+
+
+_ENV = _environment()
+
+
+_CARD = _ENV.from_string('{% import "_macros.html" as m %}{{ m.card(d, root, level) }}')
+
+
+def _root(depth: int) -> str:
+    return "../" * depth if depth else "./"
+
+
+def _base_path(base_url: str) -> str:
+    path = urlsplit(base_url).path or "/"
+    return path if path.endswith("/") else path + "/"
+
+
+def _page(model: SiteModel, path: str, template: str, nav: str, **context: Any) -> bytes:
+    """One page at ``path``; ``nav`` names the header link marked as current."""
+    absolute = model.base_url.startswith(("https://", "http://"))
+    canonical = path != "404.html" and absolute
+    context.setdefault("root", _root(path.count("/")))
+    html = _ENV.get_template(template).render(
+        site=model,
+        nav=nav,
+        erased=model.erased_ids,
+        canonical=model.base_url + path.removesuffix("index.html") if canonical else None,
+        **context,
+    )
+    return html.encode("utf-8")
+
+
+TAG_PAGE_SIZE = 100  # cards per tag page; a tag of 20,000 dreams makes 200 pages, not one
+
+
+# Chains per lineage page. Roots come oldest first, so a chain stays on its
+# page as the pool grows, and a new dream makes only its chain's page again;
+# one page of every chain was 8.6 MB of HTML at 100k dreams (8,111 chains),
+# made again whenever any chain grew.
+LINEAGE_PAGE_TREES = 100
+
+
+def lineage_page_path(number: int) -> str:
+    """Page 1 of the chains is ``lineage/``, page n ≥ 2 is ``lineage/<n>/``."""
+    return "lineage/index.html" if number == 1 else f"lineage/{number}/index.html"
+
+
+def tag_page_path(slug: str, number: int) -> str:
+    """Page 1 of a tag is ``tags/<slug>/``, page n ≥ 2 is ``tags/<slug>/<n>/``."""
+    return f"tags/{slug}/index.html" if number == 1 else f"tags/{slug}/{number}/index.html"
+
+
+def dream_page(
+    model: SiteModel, d: DreamView, card_html: Callable[[DreamView, int, str], Markup]
+) -> bytes:
+    return _page(model, f"dreams/{d.id}/index.html", "dream.html", "", dream=d, card_html=card_html)
+
+
+def card_template(model: SiteModel, d: DreamView, root: str, level: Any) -> str:
+    """A dream's card; :mod:`builder.site.units` passes placeholders for root and level."""
+    return _CARD.render(d=d, level=level, root=root, site=model, erased=model.erased_ids)
+
+
+def diary_item_template(model: SiteModel, d: DreamView, root: str) -> str:
+    """A dream's line in its author's timeline (diary.html), without its last newline."""
+    html = _ENV.get_template("_diary_item.html").render(
+        d=d, root=root, site=model, erased=model.erased_ids
+    )
+    return html.removesuffix("\n")
+
+
+def render_pages(model: SiteModel, patterns_html: str | Callable[[], str]) -> dict[str, bytes]:
+    """Every HTML page, the search index and the static assets, as a plan
+    (dream pages included; the build makes those through :mod:`builder.site.units`)."""
+    cards: dict[tuple[str, int, str], Markup] = {}
+
+    def card_html(d: DreamView, level: int, root: str) -> Markup:
+        if (d.id, level, root) not in cards:
+            cards[d.id, level, root] = Markup(card_template(model, d, root, level))
+        return cards[d.id, level, root]
+
+    def diary_item(d: DreamView, root: str) -> Markup:
+        return Markup(diary_item_template(model, d, root))
+
+    plan = {f"dreams/{d.id}/index.html": dream_page(model, d, card_html) for d in model.dreams}
+    for page in list_pages(model, patterns_html, card_html, diary_item):
+        if page.path in plan:
+            raise PlanError(f"two pages at {page.path}", hint="report this: slugs must not collide")
+        plan[page.path] = page.render()
+    return dict(sorted(plan.items()))
+
+
+def list_pages(
+    model: SiteModel,
+    patterns_html: str | Callable[[], str],
+    card_html: Callable[[DreamView, int, str], Markup],
+    diary_item: Callable[[DreamView, str], Markup],
+    *,
+    dream_key: Callable[[DreamView], str] | None = None,
+    search_entry: Callable[[DreamView], bytes] = search_entry_bytes,
+) -> Iterator[Page]:
+    """Every page but the dreams' own, the search index and the static assets.
+
+    ``patterns_html`` (or a function returning it, called last, so the
+    patterns can be computed while the other pages render) is trusted HTML
+    from :mod:`builder.site.patterns`, already escaped there; it is placed in the
+    layout as it is. ``card_html(dream, level, root)`` gives a dream's card,
+    ``diary_item(dream, root)`` its line in a diary.
+
+    With ``dream_key`` (a key of everything a dream's fragments show:
+    :meth:`builder.site.units.Units.key`), tag pages, diaries and the lineage page
+    carry a key: their own parameters (for lineage, the trees' shape) and
+    their dreams' keys.
+    """
+
+    def page(path: str, template: str, nav: str, key: str | None = None, **context: Any) -> Page:
+        context.setdefault("card_html", card_html)
+        return Page(path, key, lambda: _page(model, path, template, nav, **context))
+
+    def key_of_page(*parts: Any, dreams: Sequence[DreamView]) -> str | None:
+        if dream_key is None:
+            return None
+        site = (model.title, model.origin, model.base_url)
+        return key_of((site, parts, [dream_key(d) for d in dreams]))
+
+    yield page("index.html", "home.html", "home", latest=model.dreams[:LATEST])
+    for e in model.erased:
+        yield page(f"dreams/{e.id}/index.html", "erased.html", "", gone=e)
+    yield page("authors/index.html", "authors.html", "authors")
+    for a in model.authors:
+        own = [model.by_id[i] for i in a.dream_ids]
+        yield page(
+            f"authors/{a.slug}/index.html",
+            "diary.html",
+            "authors",
+            key=key_of_page(a, dreams=own),
+            author=a,
+            months=by_month(own),
+            diary_item=diary_item,
+        )
+    yield page("tags/index.html", "tags.html", "tags")
+    for t in model.tags:
+        pages = max(1, -(-len(t.dream_ids) // TAG_PAGE_SIZE))
+        for number in range(1, pages + 1):
+            ids = t.dream_ids[(number - 1) * TAG_PAGE_SIZE : number * TAG_PAGE_SIZE]
+            listed = [model.by_id[i] for i in ids]
+            yield page(
+                tag_page_path(t.slug, number),
+                "tag.html",
+                "tags",
+                key=key_of_page(t.name, t.slug, len(t.dream_ids), number, pages, dreams=listed),
+                tag=t,
+                dreams=listed,
+                number=number,
+                pages=pages,
+            )
+    trees = [(r, lineage_walk(model, r)) for r in lineage_roots(model)]
+    pages = max(1, -(-len(trees) // LINEAGE_PAGE_TREES))
+    for number in range(1, pages + 1):
+        first = (number - 1) * LINEAGE_PAGE_TREES
+        shown = trees[first : first + LINEAGE_PAGE_TREES]
+        shape = [[(s.kind, s.dream.id if s.dream else None) for s in steps] for _, steps in shown]
+        in_trees = [s.dream for _, steps in shown for s in steps if s.dream is not None]
+        yield page(
+            lineage_page_path(number),
+            "lineage.html",
+            "lineage",
+            key=key_of_page("lineage", number, pages, shape, dreams=in_trees),
+            trees=shown,
+            first=first,
+            number=number,
+            pages=pages,
+        )
+    yield page("log/index.html", "log.html", "log")
+    yield page("search/index.html", "search.html", "search")
+    yield page("verify/index.html", "verify.html", "verify")
+    yield page("404.html", "404.html", "", root=_base_path(model.base_url))
+    shards = search_shards(model)
+    yield Page("search/index.json", None, lambda: search_index(model, shards))
+    for number, listed in shards:
+        yield Page(
+            f"search/shard-{number}.json",
+            key_of_page("search", number, dreams=listed),
+            functools.partial(search_shard, listed, search_entry),
+        )
+    static = resources.files("builder.templates") / "static"
+    for name in STATIC:
+        yield Page(f"static/{name}", None, (static / name).read_bytes)
+    # favicon.ico at the root is where a browser looks when a page names no
+    # icon (builder.site.favicon); the pages name it and static/favicon.svg.
+    yield Page("favicon.ico", None, favicon.ico)
+    fragment = patterns_html() if callable(patterns_html) else patterns_html
+    yield page("patterns/index.html", "patterns.html", "patterns", patterns=Markup(fragment))

@@ -1,0 +1,268 @@
+"""A dream's own files, made once and kept while their inputs stand still.
+
+Most of a site is per dream: ``dreams/<id>/index.html``, ``record.json`` and
+``proof.tlog-proof`` (docs/protocol.md §2, §5), plus the fragments that other
+pages repeat: the dream's card (home, tags), its line in its author's diary,
+its Atom ``<entry>`` (every feed that lists it) and its search index entry.
+Together they are a *unit*, and a unit is a pure function of a few inputs,
+hashed into its key:
+
+* the dream's view (:class:`~builder.site.model.DreamView`: text, tier, tags, date,
+  lineage), its children's titles and tiers, and its parent's title and tier
+  or erasure. The view's text (title, summary, entries) is read from the
+  signed body, which the dream's leaf hash binds (docs/protocol.md §2, §3:
+  the leaf holds the commitment, a SHA-256 of the dream and its salt), so
+  the key takes that 32-byte hash instead of the text: hashing the repr of
+  every entry was the largest part of an incremental build's unit pass;
+* the size of the checkpoint its proof is against, and that checkpoint's
+  note, which the proof embeds and a witness may cosign later (the record
+  never changes once published: docs/protocol.md §5; its salt is bound by the
+  leaf hash above);
+* the site's title, origin and base URL, the first checkpoint's date (feed
+  entry ids), and the builder's code
+  (:func:`builder.buildcache.code_digest`).
+
+Units whose key is in the cache and whose files a generation of the output
+still holds are kept (:meth:`builder.site.writer.SiteWriter.keep`) without being
+rendered; the others are rendered on every core and written as they arrive.
+So a build after one new dream renders that dream, its parent (a new child
+link) and nothing else of this kind; a cold build renders them all.
+
+Cards and diary lines are stored with the placeholders ``<@root>`` and
+``<@level>`` (the relative path to the site root, the heading level), filled
+in per page by :meth:`Units.card_for` and :meth:`Units.diary_item_for`.
+Neither can occur in rendered text: autoescape turns every ``<`` of user
+data into ``&lt;``.
+
+Fragments live in memory until the list pages are written, ≈3.8 KB a dream:
+almost 4 GB at a million dreams. Above :data:`SQUEEZE_ABOVE` dreams each is
+kept deflated (:func:`squeeze`), ≈1.4 KB a dream, for ≈90 µs of CPU a dream
+on the workers and ≈5 µs each time a list page reads one back (measured on
+the benchmark pool's fragments).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import zlib
+from dataclasses import dataclass
+
+from markupsafe import Markup
+
+from builder import parallel
+from builder.buildcache import BuildCache
+from builder.log import logbuild
+from builder.site import feeds, render
+from builder.site.model import DreamView, SiteModel
+from builder.site.writer import Entry, SiteWriter
+
+Fragments = tuple[bytes, bytes, bytes, bytes]  # see Unit.fragments
+# What a worker renders a unit from: the view, its key, the admitted dream and
+# the views its page names by id (see Units.write).
+Item = tuple[DreamView, str, logbuild.Admitted, dict[str, DreamView]]
+ROOT = "<@root>"
+LEVEL = "<@level>"
+FILES = ("index.html", "record.json", "proof.tlog-proof")
+# The fields of a DreamView that builder.site.model copies from the signed body
+# unchanged; every other field (a new one too) is part of a unit's key.
+BODY_FIELDS = frozenset({"title", "summary", "entries"})
+VIEW_FIELDS = tuple(f.name for f in dataclasses.fields(DreamView) if f.name not in BODY_FIELDS)
+
+# Pools above this many dreams keep their fragments deflated: from there on,
+# memory and not time is what runs out (as builder.site's
+# BACKGROUND_PATTERNS_LIMIT); below it, deflating would add ≈4% to a build.
+SQUEEZE_ABOVE = 200_000
+SQUEEZED = b"\0"  # first byte of a deflated fragment; a rendered one never starts with NUL
+# A preset dictionary of the fragments' markup (zlib's deflateSetDictionary;
+# raw deflate, RFC 1951, so no header names it: both ends use this one). A
+# fragment of 1 KB shares little with itself: with this, the benchmark pool's
+# fragments deflate to 37% of their size, without it to 52%. Any bytes are
+# correct here; these only help.
+_ZDICT = (
+    b'{"id":"","title":"","author":"","tags":[""],"date":"","text":""}'
+    b'<entry>\n    <id>tag:</id>\n    <title type="text"></title>\n'
+    b"    <published></published>\n    <updated></updated>\n"
+    b'    <link rel="alternate" type="text/html" href="dreams/"/>\n'
+    b"    <author><name></name><uri>authors/</uri></author>\n"
+    b'    <category term="" scheme="tag:"/>\n    <summary type="text"></summary>\n  </entry>\n'
+    b'      <li class="tl-item">\n        <time class="tl-day" datetime=""></time>\n'
+    b'        <div class="tl-body">\n'
+    b'          <a class="tl-title" href="<@root>dreams/" dir="auto">'
+    b'</a>\n          <p class="meta">\n</p>\n        </div>\n      </li>\n'
+    b'<article class="card">\n  <h<@level> class="card-title"><a href="<@root>dreams/" dir="auto">'
+    b'</a></h<@level>>\n  <p class="meta">\n'
+    b'    <a class="author" href="<@root>authors/" dir="auto">'
+    b'</a>\n    <span class="tier tier-member" title="key trust tier">member</span>\n'
+    b'    <time datetime=""></time>\n  </p>\n  <p class="excerpt" dir="auto"></p>\n'
+    b'  <p class="types">\n    <span class="etype etype-fact">fact</span>'
+    b'<span class="etype etype-decision">decision</span><span class="etype etype-lesson">lesson'
+    b'</span><span class="etype etype-warning">warning</span><span class="times">\xc3\x97</span>\n'
+    b'  </p>\n  <ul class="taglist" aria-label="Tags">\n'
+    b'  <li><a class="tag" href="<@root>tags/" dir="auto"></a></li>\n</ul>\n\n</article>\n'
+)
+
+
+def squeeze(fragment: bytes) -> bytes:
+    """``fragment`` deflated (raw, with :data:`_ZDICT`), behind :data:`SQUEEZED`."""
+    z = zlib.compressobj(6, zlib.DEFLATED, -15, 9, zlib.Z_DEFAULT_STRATEGY, _ZDICT)
+    return SQUEEZED + z.compress(fragment) + z.flush()
+
+
+def unsqueeze(stored: bytes) -> bytes:
+    """A fragment as rendered, whether it was kept deflated or not."""
+    if stored[:1] != SQUEEZED:
+        return stored
+    return zlib.decompressobj(-15, _ZDICT).decompress(stored[1:])
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """A rendered unit, its files already stored in the generation by the worker."""
+
+    id: str
+    key: str
+    # card, diary line, feed entry, search entry; UTF-8, which holds markup in
+    # half the memory of a str that also holds CJK text (a str is then UCS-2)
+    fragments: Fragments
+    files: tuple[tuple[str, Entry, bool], ...]  # path, manifest entry, written
+
+
+class Units:
+    """Renders or keeps every dream's unit; holds the cards for list pages."""
+
+    def __init__(self, log: logbuild.Log, model: SiteModel, cache: BuildCache) -> None:
+        self.log = log
+        self.model = model
+        self.cache = cache
+        self.fragments: dict[str, Fragments] = {}
+        self.squeeze = len(model.dreams) > SQUEEZE_ABOVE
+        self._writer: SiteWriter | None = None
+        self._local: SiteModel | None = None
+        self._local_by_id: dict[str, DreamView] = {}
+        self.keys: dict[str, str] = {}
+        # A proof embeds its checkpoint's note, cosignatures included, and a
+        # witness may cosign a published size later (docs/operators.md): the
+        # key takes the note's digest, not only its size.
+        self.notes = {
+            size: hashlib.blake2b(note, digest_size=16).digest()
+            for size, note in log.state.checkpoints.items()
+        }
+
+    def key(self, d: DreamView) -> str:
+        m = self.model
+        parent = m.by_id.get(d.parent_id) if d.parent_id else None
+        inputs = (
+            self.log.tree.hash_at(0, d.index),  # the body (so the text) and the salt
+            tuple(getattr(d, name) for name in VIEW_FIELDS if name != "tags"),
+            tuple((t.name, t.slug) for t in d.tags),  # a dataclass repr costs 5x a tuple's
+            # A child's or the parent's tier: the page and the diary line show
+            # it, and sort a guest's reply apart (render.lineage_children).
+            tuple((m.by_id[c].title, m.by_id[c].tier) for c in d.children),
+            (parent.title, parent.tier) if parent else None,
+            d.parent_id in m.erased_ids if d.parent_id else None,
+            size := render.proof_size(m, d.index),
+            self.notes.get(size) if size is not None else None,
+            m.title,
+            m.origin,
+            m.base_url,
+            m.history[0].date if m.history else None,  # the year in feed entry ids
+        )
+        return hashlib.blake2b(repr(inputs).encode(), digest_size=16).hexdigest()
+
+    def write(self, w: SiteWriter) -> int:
+        """Keep or render every unit into ``w``; returns how many were rendered."""
+        old = self.cache["units"]
+        new: dict[str, tuple[str, Fragments, tuple[tuple[str, bytes], ...]]] = {}
+        dirty: list[Item] = []
+        for d in self.model.dreams:
+            key = self.keys[d.id] = self.key(d)
+            hit = old.get(d.id)
+            if hit is not None and hit[0] == key and w.keep_all(hit[2]):
+                self.fragments[d.id] = hit[1]
+                new[d.id] = hit
+            else:
+                # The admitted dream and the views its page names (parent,
+                # children) travel with the item (pickled), so a worker reads
+                # its own copies: touching the parent's would make the fork
+                # copy their memory pages (refcounts are writes), and at 1M
+                # dreams each worker ended up with most of the parent's heap.
+                named = (d.parent_id, *d.children) if d.parent_id else d.children
+                related = {i: self.model.by_id[i] for i in named if i in self.model.by_id}
+                dirty.append((d, key, self.log.dreams[d.id], related))
+        for d, *_ in dirty:
+            for path in self.paths(d):
+                w.prepare(path)
+        self._writer = w  # the forked workers store the files themselves
+        for unit in parallel.imap_ordered(self._render, dirty):
+            for path, entry, changed in unit.files:
+                w.record(path, entry, changed)
+            self.fragments[unit.id] = unit.fragments
+            new[unit.id] = (unit.key, unit.fragments, tuple((p, e[0]) for p, e, _ in unit.files))
+        self.cache.sections["units"] = new
+        return len(dirty)
+
+    def paths(self, d: DreamView) -> list[str]:
+        # The record and proof are published only under a signed checkpoint.
+        names = FILES if self.log.checkpoint is not None else FILES[:1]
+        return [f"dreams/{d.id}/{name}" for name in names]
+
+    def _render(self, item: Item) -> Unit:
+        d, key, admitted, related = item
+        assert self._writer is not None
+        model = self._model_naming(related)
+        paths = self.paths(d)
+        files = [render.dream_page(model, d, self.card_for)]
+        if len(paths) > 1:
+            files.append(logbuild.record_bytes(admitted))
+            files.append(logbuild.proof_bytes(self.log.state, self.log.tree, d.index))
+        stored = []
+        for path, data in zip(paths, files, strict=True):
+            entry, written = self._writer.store(path, data)
+            stored.append((path, entry, written))
+        return Unit(d.id, key, self._fragments(d, model), tuple(stored))
+
+    def _model_naming(self, related: dict[str, DreamView]) -> SiteModel:
+        """The model, but with ``by_id`` holding only ``related``: all a dream's
+        page and fragments look up (its parent's and children's titles). Made
+        once per process and refilled per item."""
+        if self._local is None:
+            self._local = dataclasses.replace(self.model, by_id=self._local_by_id)
+        self._local_by_id.clear()
+        self._local_by_id.update(related)
+        return self._local
+
+    def _fragments(self, d: DreamView, model: SiteModel | None = None) -> Fragments:
+        m = model or self.model
+        made = (
+            render.card_template(m, d, Markup(ROOT), Markup(LEVEL)).encode(),
+            render.diary_item_template(m, d, Markup(ROOT)).encode(),
+            feeds.entry_xml(m, d).encode(),
+            render.search_entry(d).encode(),
+        )
+        if not self.squeeze:
+            return made
+        card, diary, entry, search = made
+        return squeeze(card), squeeze(diary), squeeze(entry), squeeze(search)
+
+    def _of(self, d: DreamView) -> Fragments:
+        if d.id not in self.fragments:  # before write(), or a dream it did not see
+            self.fragments[d.id] = self._fragments(d)
+        return self.fragments[d.id]
+
+    def card_for(self, d: DreamView, level: int, root: str) -> Markup:
+        card = unsqueeze(self._of(d)[0]).decode()
+        return Markup(card.replace(ROOT, root).replace(LEVEL, str(level)))
+
+    def diary_item_for(self, d: DreamView, root: str) -> Markup:
+        return Markup(unsqueeze(self._of(d)[1]).decode().replace(ROOT, root))
+
+    def feed_entry_for(self, d: DreamView) -> str:
+        return unsqueeze(self._of(d)[2]).decode()
+
+    def search_entry_for(self, d: DreamView) -> bytes:
+        return unsqueeze(self._of(d)[3])
+
+    def key_for(self, d: DreamView) -> str:
+        """The unit's key (computed by :meth:`write` for every dream of the model)."""
+        return self.keys[d.id] if d.id in self.keys else self.key(d)

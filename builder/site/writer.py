@@ -1,0 +1,646 @@
+"""Write a build's files to the output folder: atomically, and only what changed.
+
+The output folder ``out`` is a symlink to one of two generations kept beside
+it, ``.<name>.builds/a`` and ``.<name>.builds/b`` (double buffering). A build
+brings the generation that is *not* live up to date, then points ``out`` at it
+with one ``rename`` of a new symlink over the old one, so a reader or a killed
+build sees either the old site or the new one, never a mix and never nothing.
+
+Each generation has a manifest (``manifest-a``: a BLAKE2b digest, size and
+mtime per path) that is true whenever it exists: it is removed before the
+generation is touched and written (synced to the disk, then renamed into
+place) after it is complete. So a build writes only the files whose bytes
+differ from what that generation already holds (a file whose size or mtime
+moved, edited in place by someone, is written again); a generation without a
+sound manifest (a build was killed while updating it, it was deleted, or a
+power cut left it empty or cut short: its header and checksum say so) is
+emptied and written again, which costs time and nothing else. A file the
+previous build wrote and this build would write again unchanged can be
+*kept* by digest (:meth:`SiteWriter.keep`): hard-linked from the live
+generation, never rendered. A file a generation already holds is replaced by
+rename, never written into, so the two generations may share it; a path new
+to the generation is written in place. Every write goes into a file it has
+just made (``O_EXCL``): a name found in the generation, even a temporary
+one, may be a link to a file the live site serves.
+
+Paths are checked before a byte is written: relative, no ``..``, no empty or
+``.`` segment, no two writers of one path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import errno
+import fcntl
+import hashlib
+import os
+import shutil
+import stat
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+
+from builder.errors import DreampoolError
+from builder.files import remove_entry
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+GENERATIONS = ("a", "b")
+DIGEST_SIZE = 16
+
+
+class PlanError(DreampoolError):
+    """A build plan names a path that cannot be written safely."""
+
+
+def check_path(rel: str) -> None:
+    # Split the string itself: PurePosixPath drops "." and empty segments, so
+    # "a/./b" and "a//b" would alias "a/b" (two writers of one file) and "."
+    # would name the output folder itself. An empty first segment is a
+    # leading "/" (absolute).
+    if (
+        any(part in ("", ".", "..") for part in rel.split("/"))
+        or "\\" in rel
+        or "\x00" in rel
+        or "\n" in rel
+    ):
+        raise PlanError(f"build plan path {rel!r} is not a plain relative path")
+
+
+def digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=DIGEST_SIZE).digest()
+
+
+def builds_dir(out: Path) -> Path:
+    """Where the generations, their manifests and the build caches live."""
+    out = out.absolute()
+    return out.parent / f".{out.name}.builds"
+
+
+Entry = tuple[bytes, int, int]  # digest, size, mtime_ns of one file of a generation
+
+
+class SiteWriter:
+    """One build's writes into the generation that is not live.
+
+    Use as a context manager: leaving it without an exception makes the new
+    generation live (:meth:`commit`); an exception leaves ``out`` untouched.
+    """
+
+    def __init__(self, out: Path, *, erasures: int = 0) -> None:
+        # How many erased dreams the log holds: recorded in the manifest, so
+        # that a later build can tell whether the other generation may still
+        # show one of them (see retire_stale).
+        self.erasures = erasures
+        self.out = out.absolute()
+        self.root = builds_dir(self.out)
+        _plain_folder(self.root)  # a link here would lead every write elsewhere
+        self._lock = _lock(self.root, self.out)
+        _remove_stale_links(self.out)
+        live = _live_generation(self.out, self.root)
+        self.live = live
+        self.target = GENERATIONS[1] if live == GENERATIONS[0] else GENERATIONS[0]
+        self.gen = self.root / self.target
+        self._gen = str(self.gen)
+        self._live = f"{self.root}/{live}"
+        self._live_manifest: dict[str, Entry] | None = None if live else {}
+        had = _read_manifest(self.root / f"manifest-{self.target}")
+        # From here until commit the target generation is being changed.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.root / f"manifest-{self.target}")
+        if had is None:
+            remove_entry(self.gen)
+            had = {}
+        self.had: dict[str, Entry] = had
+        _plain_folder(self.gen)
+        self.written: dict[str, Entry] = {}
+        self._claimed: set[str] = set()
+        self.changed = 0
+
+    def __enter__(self) -> SiteWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            if exc_type is None:
+                self.commit()
+        finally:
+            _LOCKS.discard(self._lock)
+            os.close(self._lock)
+
+    @property
+    def live_manifest(self) -> dict[str, Entry]:
+        """The live generation's manifest, read when first needed: a build
+        that finds its files in its own generation never needs it."""
+        if self._live_manifest is None:
+            self._live_manifest = _read_manifest(self.root / f"manifest-{self.live}") or {}
+        return self._live_manifest
+
+    # --- adding files -----------------------------------------------------
+
+    def add(self, rel: str, data: bytes) -> bytes:
+        """The file at ``rel`` holds ``data`` in the new site; returns its digest."""
+        self._claim(rel)
+        entry, changed = self.store(rel, data)
+        self.record(rel, entry, changed)
+        return entry[0]
+
+    def store(self, rel: str, data: bytes) -> tuple[Entry, bool]:
+        """Put ``data`` at ``rel`` in the generation unless it holds it already;
+        returns the manifest entry and whether the file was written. Touches
+        no shared state, so a forked worker may call it for a path the parent
+        claimed (:meth:`prepare`) and hand the result back to :meth:`record`."""
+        check_path(rel)
+        d = digest(data)
+        entry = self.had.get(rel)
+        final = f"{self._gen}/{rel}"
+        if entry is not None and entry[0] == d and _unchanged(final, entry):
+            return entry, False
+        fd = -1
+        if entry is None:
+            # A path this generation does not hold yet is written in place:
+            # the generation is not live, and no other one shares the file.
+            try:
+                fd = _in_folder(self._gen, rel, final, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+            except FileExistsError:  # left by a killed build, or a folder of a past site
+                fd = -1
+        tmp = None
+        if fd < 0:
+            # A file a past build wrote may be hard-linked into the live
+            # generation (keep): replace it, never write into it. So may a
+            # file left under the temporary name: a new one is made.
+            tmp = self._tmp(rel)
+            _unlink_if_there(tmp)
+            fd = _in_folder(self._gen, rel, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        try:
+            _write_all(fd, data)
+            st = os.fstat(fd)
+        finally:
+            os.close(fd)
+        if tmp is not None:
+            _replace(tmp, final)
+        return (d, st.st_size, st.st_mtime_ns), True
+
+    def prepare(self, rel: str) -> None:
+        """Claim ``rel`` for :meth:`store` in another process: the path is
+        checked and counted once."""
+        self._claim(rel)
+
+    def record(self, rel: str, entry: Entry, changed: bool) -> None:
+        self.written[rel] = entry
+        self.changed += changed
+
+    def add_all(self, files: Iterable[tuple[str, bytes]] | Mapping[str, bytes]) -> None:
+        items = files.items() if isinstance(files, Mapping) else files
+        for rel, data in items:
+            self.add(rel, data)
+
+    def can_keep(self, rel: str, want: bytes) -> bool:
+        """Whether the file at ``rel`` with digest ``want`` is on hand in a
+        generation (recorded in its manifest, and its size and mtime say nobody
+        edited it since), so it can be kept without its bytes."""
+        entry = self.had.get(rel)
+        if entry is not None and entry[0] == want and _unchanged(f"{self._gen}/{rel}", entry):
+            return True
+        entry = self.live_manifest.get(rel)
+        return entry is not None and entry[0] == want and _unchanged(f"{self._live}/{rel}", entry)
+
+    def keep_all(self, files: Sequence[tuple[str, bytes]]) -> bool:
+        """Keep every one of ``files`` (path, digest of the bytes a past build
+        wrote there) if the generations hold them all; else keep none and
+        return False (the caller renders them)."""
+        if self._keep_own(files):
+            return True
+        if not all(self.can_keep(rel, want) for rel, want in files):
+            return False
+        for rel, want in files:
+            self.keep(rel, want)
+        return True
+
+    def _keep_own(self, files: Sequence[tuple[str, bytes]]) -> bool:
+        """:meth:`keep_all` when this generation holds every file as recorded,
+        unedited: the common case of an incremental build, made cheap (one
+        stat a file, no link). The paths come from a manifest and the cache,
+        written by builds that checked them (:func:`check_path`) when they
+        stored them."""
+        found = []
+        for rel, want in files:
+            entry = self.had.get(rel)
+            if entry is None or entry[0] != want or rel in self._claimed:
+                return False
+            if not _unchanged(f"{self._gen}/{rel}", entry):
+                return False
+            found.append((rel, entry))
+        for rel, entry in found:
+            self._claimed.add(rel)
+            self.written[rel] = entry
+        return True
+
+    def keep(self, rel: str, want: bytes) -> None:
+        """The file at ``rel`` is unchanged from a build whose bytes had digest
+        ``want``; :meth:`can_keep` must have said so just before."""
+        self._claim(rel)
+        entry = self.had.get(rel)
+        # Only as it was recorded: a copy edited in place is replaced from the
+        # live generation (can_keep said one of the two would do).
+        if entry is not None and entry[0] == want and _unchanged(f"{self._gen}/{rel}", entry):
+            self.written[rel] = entry
+            return
+        entry = self.live_manifest.get(rel)
+        if entry is None or entry[0] != want:
+            raise PlanError(f"{rel}: kept, but no generation holds it", hint="report this")
+        tmp = self._tmp(rel)
+        _unlink_if_there(tmp)
+        try:
+            os.link(f"{self._live}/{rel}", tmp)  # the same inode: same size and mtime
+        except (FileNotFoundError, NotADirectoryError):  # its folder is new here
+            _make_dirs(self._gen, rel.rpartition("/")[0])
+            os.link(f"{self._live}/{rel}", tmp)
+        _replace(tmp, f"{self._gen}/{rel}")
+        # When the generation already held the live file (the same inode),
+        # rename(2) did nothing and left the link: it would be published,
+        # and a later store() of this path would find it under its tmp name.
+        _unlink_if_there(tmp)
+        self.written[rel] = entry
+        self.changed += 1
+
+    def _claim(self, rel: str) -> None:
+        if rel in self._claimed:
+            raise PlanError(
+                f"{rel} is written twice in one build",
+                hint="each site path has one owner; report this",
+            )
+        check_path(rel)
+        self._claimed.add(rel)
+
+    def _tmp(self, rel: str) -> str:
+        head, _, name = rel.rpartition("/")
+        return f"{self._gen}/{head}/.{name}.tmp" if head else f"{self._gen}/.{name}.tmp"
+
+    # --- finishing --------------------------------------------------------
+
+    def retire_stale(self) -> bool:
+        """After :meth:`commit`: remove the generation that was live before it
+        (and its manifest) if it was built when the log held fewer erasures
+        than now, so no file under the checkout keeps an erased dream's text
+        (THREATS.md T48), whichever build logged the erasure (this one, one
+        that died after signing it, or another checkout's). Its manifest's
+        header says how many it was built with; one that cannot be read is
+        stale. The next build writes that generation in full, which costs
+        time once. Returns whether it removed it."""
+        if self.live is None or self.live == self.target:
+            return False
+        manifest = self.root / f"manifest-{self.live}"
+        built_with = _manifest_erasures(manifest)
+        if built_with is not None and built_with >= self.erasures:
+            return False
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(manifest)
+        remove_entry(self.root / self.live)
+        return True
+
+    def commit(self) -> None:
+        """Remove what the new site no longer has, record the manifest, go live."""
+        gone = self.had.keys() - self.written.keys()
+        for rel in gone:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{self._gen}/{rel}")
+            self.changed += 1
+        _remove_empty_dirs(self.gen, {r.rpartition("/")[0] for r in gone})
+        _write_manifest(self.root / f"manifest-{self.target}", self.written, erasures=self.erasures)
+        _go_live(self.out, self.root, self.target)
+
+
+def _in_folder(gen: str, rel: str, path: str, flags: int) -> int:
+    """``os.open(path, flags)``, making the folders of ``rel`` if missing."""
+    try:
+        return os.open(path, flags, 0o644)
+    except (FileNotFoundError, NotADirectoryError):
+        _make_dirs(gen, rel.rpartition("/")[0])
+        return os.open(path, flags, 0o644)
+
+
+def _unchanged(path: str, entry: Entry) -> bool:
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return False
+    return st.st_size == entry[1] and st.st_mtime_ns == entry[2]
+
+
+def write_tree(out: Path, plan: Mapping[str, bytes]) -> int:
+    """Make ``out`` hold exactly the files of ``plan``; returns how many changed."""
+    for rel in plan:
+        check_path(rel)
+    with SiteWriter(out) as w:
+        w.add_all(plan)
+    return w.changed
+
+
+# --- generations ----------------------------------------------------------
+
+
+def _live_generation(out: Path, root: Path) -> str | None:
+    """Which generation ``out`` points at; None if it is missing or not ours
+    (a plain folder from an older dreampool, or a symlink elsewhere)."""
+    try:
+        target = os.readlink(out)
+    except (FileNotFoundError, OSError):
+        return None
+    for gen in GENERATIONS:
+        if target == f"{root.name}/{gen}":
+            return gen
+    return None
+
+
+def _go_live(out: Path, root: Path, gen: str) -> None:
+    link = out.parent / f".{out.name}.link-{os.getpid()}"
+    remove_entry(link)
+    os.symlink(f"{root.name}/{gen}", link)
+    if out.is_dir() and not out.is_symlink():
+        # A plain folder (an older dreampool, or made by hand): swap it for the
+        # symlink in one step, then delete it.
+        if _renameat2_exchange(link, out):
+            shutil.rmtree(link)
+            return
+        old = out.parent / f".{out.name}.old-{os.getpid()}"
+        os.rename(out, old)
+        os.rename(link, out)
+        shutil.rmtree(old)
+        return
+    os.replace(link, out)
+
+
+def _renameat2_exchange(a: Path, b: Path) -> bool:
+    libc_name = ctypes.util.find_library("c")
+    if libc_name is None:
+        return False
+    libc = ctypes.CDLL(libc_name, use_errno=True)
+    func = getattr(libc, "renameat2", None)
+    if func is None:
+        return False
+    result = func(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+    return bool(result == 0)
+
+
+_LOCKS: set[int] = set()  # lock descriptors this process holds (see drop_locks)
+
+
+def drop_locks() -> None:
+    """In a forked process that never writes the output: close its copies of
+    the build lock. A process that outlived a killed build would otherwise
+    keep the lock taken; closing the copy leaves the parent's lock as it is
+    (flock(2): every duplicate must be closed). Workers that write into the
+    generation keep theirs, so no build starts while one still writes."""
+    for fd in _LOCKS:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _LOCKS.clear()
+
+
+def _lock(root: Path, out: Path) -> int:
+    """One build at a time per output folder."""
+    # The folder itself, not a lock file in it: a hard-linked copy of the
+    # folder (cp -al, a backup) would share a file's lock, never the folder's.
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise PlanError(
+            f"another build is writing {out}", hint="wait for it to finish, then build again"
+        ) from None
+    _LOCKS.add(fd)
+    return fd
+
+
+def _remove_stale_links(out: Path) -> None:
+    """Symlinks left by builds killed just before going live."""
+    for leftover in out.parent.glob(f".{out.name}.link-*"):
+        if leftover.is_symlink():  # only links: a build makes nothing else by that name
+            with contextlib.suppress(OSError):
+                leftover.unlink()
+
+
+def _plain_folder(path: Path) -> None:
+    """``path`` as a plain folder: whatever else is there (a symlink, a file)
+    is removed as itself first."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        path.mkdir(parents=True)
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        remove_entry(path)
+        path.mkdir()
+
+
+def _make_dirs(gen: str, rel: str) -> None:
+    """``gen/rel`` as a folder, removing files a past site had in its way."""
+    path = f"{gen}/{rel}"
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        if os.path.islink(path) or not os.path.isdir(path):
+            os.unlink(path)
+            os.mkdir(path)
+    except FileNotFoundError:
+        parent = rel.rpartition("/")[0]
+        if not parent:
+            raise
+        _make_dirs(gen, parent)
+        os.mkdir(path)
+    except NotADirectoryError:  # a file where a parent folder should be
+        _make_dirs(gen, rel.rpartition("/")[0])
+        os.mkdir(path)
+
+
+def _replace(tmp: str, dest: str) -> None:
+    try:
+        os.replace(tmp, dest)
+    except IsADirectoryError:  # a past site had a folder here
+        shutil.rmtree(dest)
+        os.replace(tmp, dest)
+
+
+def _remove_empty_dirs(gen: Path, candidates: set[str]) -> None:
+    for rel in sorted(candidates, key=lambda r: r.count("/"), reverse=True):
+        while rel:
+            try:
+                os.rmdir(gen / rel)
+            except OSError:
+                break
+            rel = rel.rpartition("/")[0]
+
+
+# --- manifests ------------------------------------------------------------
+#
+#   dreampool-manifest 3 <number of entries> <erased dreams in the log>
+#   <hex digest> <size> <mtime_ns> <path>      (one line per entry)
+#   end <hex BLAKE2b of every byte above>
+#
+# A manifest vouches for a whole generation, so one that is empty, cut at a
+# line's end, zeroed by a power cut or of another format must read as none:
+# the header and the closing checksum see to it. (Formats 1 and 2 read as
+# none: one full rewrite of each generation.) Every path is checked as a plan
+# path is (check_path): a manifest's paths are unlinked by the next commit.
+
+MANIFEST_FORMAT = b"dreampool-manifest 3"
+_MANIFEST_END = b"end "
+
+
+def _read_manifest(path: Path) -> dict[str, Entry] | None:
+    """The manifest's entries, or None if it is missing or damaged (the
+    generation is then rewritten in full)."""
+    try:
+        data = _read_plain(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if data is None:
+        return None
+    body = _checked_body(data)
+    if body is None:
+        return None
+    try:
+        return _parse_entries(str(body, "utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
+def _read_plain(path: Path) -> bytes | None:
+    """The bytes of ``path`` if it is a regular file reached without a link,
+    else None (a FIFO would block a plain read, a link lead anywhere)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read()
+    finally:
+        os.close(fd)
+
+
+def _checked_body(data: bytes) -> memoryview | None:
+    """``data`` up to its closing line, if that line holds the body's checksum."""
+    if not data.endswith(b"\n"):
+        return None  # cut short, or empty
+    start = data.rfind(b"\n", 0, len(data) - 1) + 1
+    body = memoryview(data)[:start]
+    if data[start:-1] != _MANIFEST_END + _checksum(body).hexdigest().encode():
+        return None
+    return body
+
+
+def _checksum(data: bytes | memoryview = b"") -> hashlib.blake2b:
+    return hashlib.blake2b(data, digest_size=DIGEST_SIZE)
+
+
+def _parse_header(line: str) -> tuple[int, int] | None:
+    """(entries, erasures) of a manifest's first line, or None."""
+    parts = line.split(" ")
+    if len(parts) != 4 or " ".join(parts[:2]).encode() != MANIFEST_FORMAT:
+        return None
+    if not (parts[2].isdigit() and parts[3].isdigit()):
+        return None
+    return int(parts[2]), int(parts[3])
+
+
+def _parse_entries(text: str) -> dict[str, Entry] | None:
+    lines = text.split("\n")
+    header = _parse_header(lines[0])
+    entries = lines[1:-1]  # the body ends with a newline: the last item is ""
+    if header is None or header[0] != len(entries):
+        return None
+    out: dict[str, Entry] = {}
+    for line in entries:
+        hexdigest, size, mtime, rel = line.split(" ", 3)
+        if len(hexdigest) != 2 * DIGEST_SIZE:
+            return None
+        try:
+            check_path(rel)
+        except PlanError:
+            return None
+        out[rel] = (bytes.fromhex(hexdigest), int(size), int(mtime))
+    return out
+
+
+def _manifest_erasures(path: Path) -> int | None:
+    """The erasures a generation was built with, from its manifest's first
+    line alone (the whole file need not be read); None if unreadable."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        first = os.read(fd, 128).split(b"\n", 1)[0]
+    finally:
+        os.close(fd)
+    header = _parse_header(first.decode("ascii", "replace"))
+    return None if header is None else header[1]
+
+
+def _write_manifest(path: Path, entries: Mapping[str, Entry], *, erasures: int = 0) -> None:
+    """Write ``entries`` under a temporary name, flush it to the disk, then
+    rename it into place: unsynced, a power cut can leave the new name on
+    an empty file (the rename reached the disk, the bytes did not)."""
+    tmp = str(path.with_name(path.name + ".tmp"))
+    with open(_create_new(tmp), "wb") as f:
+        check = _checksum()
+        for chunk in _manifest_chunks(entries, erasures):
+            check.update(chunk)
+            f.write(chunk)
+        f.write(_MANIFEST_END + check.hexdigest().encode() + b"\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _manifest_chunks(
+    entries: Mapping[str, Entry], erasures: int, per_chunk: int = 4096
+) -> Iterable[bytes]:
+    """The manifest's header and entry lines, a few thousand at a time (a
+    pool of a million dreams has millions of files: one string would be
+    hundreds of megabytes)."""
+    yield MANIFEST_FORMAT + f" {len(entries)} {erasures}\n".encode()
+    lines: list[str] = []
+    for rel, (d, size, mtime) in entries.items():
+        lines.append(f"{d.hex()} {size} {mtime} {rel}\n")
+        if len(lines) == per_chunk:
+            yield "".join(lines).encode()
+            lines.clear()
+    yield "".join(lines).encode()
+
+
+def _create_new(path: str) -> int:
+    """A descriptor for writing a new, empty file at ``path``: whatever is
+    there goes first. Never opening an existing file for writing matters
+    here, as one found under a temporary name may be a hard link to a file
+    the live generation serves (left by a killed build, or by hand)."""
+    _unlink_if_there(path)
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+
+
+def _unlink_if_there(path: str) -> None:
+    """Remove ``path`` if it exists (its folder may not, or may be a file)."""
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        os.unlink(path)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]

@@ -1,0 +1,108 @@
+"""The package's layers (builder/__init__.py, README "How the build works"):
+a module imports only from its own layer and the layers below it.
+
+Read from the source with :mod:`ast`, so a lazy import inside a function
+counts as much as one at the top: both are a dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "builder"
+
+# Lowest first. ``errors`` is the one error family every layer raises; it
+# prints names through the Unicode policy, a format, and is otherwise the base.
+ORDER = (
+    "errors",
+    "formats",
+    "files",
+    "parallel",
+    "text",
+    "buildcache",
+    "content",
+    "log",
+    "site",
+    "readers",
+    "agents",
+    "build",
+    "cli",
+)
+BASE_EXCEPTIONS = {("errors", "formats")}
+
+
+def layer(dotted: str) -> str | None:
+    parts = dotted.split(".")
+    if parts[0] != "builder" or len(parts) < 2:
+        return None
+    return parts[1]
+
+
+def imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "builder":
+                found.update(f"builder.{a.name}" for a in node.names)
+            elif node.module.startswith("builder."):
+                found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("builder."))
+    return found
+
+
+MODULES = sorted(p for p in PACKAGE.rglob("*.py") if "scaffold" not in p.parts)
+
+
+def test_every_module_has_a_layer() -> None:
+    for path in MODULES:
+        rel = path.relative_to(PACKAGE)
+        name = rel.parts[0].removesuffix(".py")
+        assert name in ORDER or name in {"__init__", "__main__"}, (
+            f"builder/{rel}: not in a layer; add it to a subpackage (builder/__init__.py)"
+        )
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_go_down(path: Path) -> None:
+    rel = path.relative_to(PACKAGE)
+    mine = rel.parts[0].removesuffix(".py")
+    if mine not in ORDER:
+        return  # builder/__init__.py and __main__.py sit above every layer
+    upward = sorted(
+        target
+        for target in imports(path)
+        if (theirs := layer(target)) in ORDER
+        and ORDER.index(theirs) > ORDER.index(mine)
+        and (mine, theirs) not in BASE_EXCEPTIONS
+    )
+    assert not upward, f"builder/{rel} ({mine}) imports a higher layer: {upward}"
+
+
+# What a pure format never needs: the file system, processes, the network, a store.
+IO_MODULES = {
+    "os",
+    "pathlib",
+    "shutil",
+    "tempfile",
+    "subprocess",
+    "socket",
+    "sqlite3",
+    "http",
+    "urllib",
+}
+FORMATS = sorted((PACKAGE / "formats").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", FORMATS, ids=lambda p: p.name)
+def test_formats_do_no_io(path: Path) -> None:
+    used: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            used.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            used.add(node.module.split(".")[0])
+    assert not used & IO_MODULES, f"builder/formats/{path.name} imports {sorted(used & IO_MODULES)}"
