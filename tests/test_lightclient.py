@@ -841,6 +841,7 @@ FORMAT_MODULES = {
     "builder.ed25519",
     "builder.errors",
     "builder.files",
+    "builder.leaf",
     "builder.merkle",
     "builder.note",
     "builder.policy",
