@@ -13,7 +13,7 @@ import pytest
 
 from builder import build as buildmod
 from builder import erase, feeds, logbuild, pool
-from builder.feeds import render_feeds, tag_uri
+from builder.feeds import tag_uri
 from builder.model import SiteModel, build_model
 from builder.note import parse_private_key
 from tests.pools import key_id_of, make_pool
@@ -35,6 +35,7 @@ class Built:
     mozi_anon: str
     bob: str  # a member, so not third-party
     erased: str
+    site: Path  # the fixture's real build (base_url "/")
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +77,28 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
         mozi_anon=mozi_anon,
         bob=bob,
         erased=gone,
+        site=root / "site",
     )
+
+
+def render_feeds(model: SiteModel) -> dict[str, bytes]:
+    """Every machine-readable file of the site, as :func:`builder.feeds.feed_pages`
+    gives them to the build (:func:`builder.site.write_site`), each rendered."""
+    return {page.path: page.render() for page in feeds.feed_pages(model)}
+
+
+def test_the_build_writes_exactly_these_files(built: Built) -> None:
+    """What the tests below read is what ``dreampool build`` writes: its feeds,
+    sitemap, robots.txt and API (with entries the build cached, and keys) are, byte
+    for byte, :func:`render_feeds` of the same model."""
+    plan = render_feeds(built.relative)
+    assert plan and {path: (built.site / path).read_bytes() for path in plan} == plan
+    written = {
+        p.relative_to(built.site).as_posix()
+        for p in built.site.rglob("*")
+        if p.name.endswith((".xml", ".txt")) or p.parent.name == "api"
+    }
+    assert written - set(plan) == {"llms.txt"}  # the agents' file (tests/test_agents.py)
 
 
 def entries(feed: bytes) -> list[ET.Element]:
