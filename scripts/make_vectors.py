@@ -39,6 +39,7 @@ from typing import Any
 from builder import build
 from builder.content import pool
 from builder.formats import dream as dreamfmt
+from builder.formats import leaf as leaffmt
 from builder.formats import merkle, statement, strictjson, tiles
 from builder.formats.b64 import b64_encode, b64url_decode, b64url_encode
 from builder.formats.checkpoint import (
@@ -247,12 +248,16 @@ def _values(
     ]
     tree = merkle.MerkleTree.from_leaf_hashes(merkle.leaf_hash(leaf) for leaf in leaves)
     public_key = public_key_of(author_seed)
-    by_id = {json.loads(leaf).get("id"): i for i, leaf in enumerate(leaves)}
+    by_id = {
+        parsed.id: i
+        for i, parsed in enumerate(map(leaffmt.parse, leaves))
+        if isinstance(parsed, leaffmt.DreamLeaf)
+    }
     out_dreams = []
     for d, salt_label in zip(dreams, ("salt A", "salt B"), strict=True):
         salt = b64url_encode(label_bytes(salt_label))
         commit = logbuild.commitment(d["dream"], salt)
-        leaf = logbuild.dream_leaf(d["id"], commit)
+        leaf = leaffmt.encode(leaffmt.DreamLeaf(d["id"], commit))
         out_dreams.append(
             {
                 "id": d["id"],
@@ -363,7 +368,7 @@ def _negative(a: dict[str, Any]) -> tuple[dict[str, bytes], dict[str, Any]]:
     records = []
     for index, (_, _, _, dream, extra_members) in enumerate(cases):
         dream_id = dreamfmt.dream_id(b64url_decode(dream["sig"]["value"]))
-        leaves.append(logbuild.dream_leaf(dream_id, logbuild.commitment(dream, salt)))
+        leaves.append(leaffmt.encode(leaffmt.DreamLeaf(dream_id, logbuild.commitment(dream, salt))))
         record = {
             "format": "dreampool-record/v1",
             "id": dream_id,
@@ -484,7 +489,7 @@ def _large() -> tuple[dict[str, bytes], dict[str, Any]]:
                 {"type": statement.ERASE, "id": erased_id, "reason": "author-request"},
                 author_seed,
             )
-            leaves.append(logbuild.erasure_leaf(erased_id, request["reason"]))
+            leaves.append(leaffmt.encode(leaffmt.ErasureLeaf(erased_id, request["reason"])))
             continue
         if index == 0:
             key = author_key
@@ -503,13 +508,15 @@ def _large() -> tuple[dict[str, bytes], dict[str, Any]]:
             dream = dreamfmt.sign(draft, new_seed if index > LARGE_ROTATION else author_seed)
             dream_id = dreamfmt.dream_id(b64url_decode(dream["sig"]["value"]))
             dreams[index] = {"id": dream_id, "dream": dream}
-            leaves.append(logbuild.dream_leaf(dream_id, logbuild.commitment(dream, salt)))
+            leaves.append(
+                leaffmt.encode(leaffmt.DreamLeaf(dream_id, logbuild.commitment(dream, salt)))
+            )
             continue
         else:
             seed = hashlib.sha256(f"{LARGE_FILLER_LABEL}{index}".encode("ascii")).digest()
             key = public_key_of(seed)
             author = f"filler-{index:03d}"
-        leaves.append(logbuild.key_leaf(dreamfmt.key_id(key), key, author))
+        leaves.append(leaffmt.encode(leaffmt.KeyLeaf(dreamfmt.key_id(key), key, author)))
     tree = merkle.MerkleTree.from_leaf_hashes(merkle.leaf_hash(leaf) for leaf in leaves)
     notes = {
         m: sign_checkpoint(Checkpoint(LARGE_ORIGIN, m, tree.root(m)), signer) for m in LARGE_SIZES

@@ -16,7 +16,7 @@ from builder.content import pool
 from builder.formats.note import parse_private_key
 from builder.log import erase, logbuild
 from builder.site import feeds
-from builder.site.feeds import render_feeds, tag_uri
+from builder.site.feeds import tag_uri
 from builder.site.model import SiteModel, build_model
 from tests.pools import key_id_of, make_pool
 
@@ -37,6 +37,7 @@ class Built:
     mozi_anon: str
     bob: str  # a member, so not third-party
     erased: str
+    site: Path  # the fixture's real build (base_url "/")
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +79,28 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
         mozi_anon=mozi_anon,
         bob=bob,
         erased=gone,
+        site=root / "site",
     )
+
+
+def render_feeds(model: SiteModel) -> dict[str, bytes]:
+    """Every machine-readable file of the site, as :func:`builder.site.feeds.feed_pages`
+    gives them to the build (:func:`builder.site.assemble.write_site`), each rendered."""
+    return {page.path: page.render() for page in feeds.feed_pages(model)}
+
+
+def test_the_build_writes_exactly_these_files(built: Built) -> None:
+    """What the tests below read is what ``dreampool build`` writes: its feeds,
+    sitemap, robots.txt and API (with entries the build cached, and keys) are, byte
+    for byte, :func:`render_feeds` of the same model."""
+    plan = render_feeds(built.relative)
+    assert plan and {path: (built.site / path).read_bytes() for path in plan} == plan
+    written = {
+        p.relative_to(built.site).as_posix()
+        for p in built.site.rglob("*")
+        if p.name.endswith((".xml", ".txt")) or p.parent.name == "api"
+    }
+    assert written - set(plan) == {"llms.txt"}  # the agents' file (tests/test_agents.py)
 
 
 def entries(feed: bytes) -> list[ET.Element]:

@@ -842,6 +842,7 @@ FORMAT_MODULES = {
     "builder.formats.ed25519",
     "builder.errors",
     "builder.files",
+    "builder.formats.leaf",
     "builder.formats.merkle",
     "builder.formats.note",
     "builder.formats.policy",
@@ -853,7 +854,6 @@ FORMAT_MODULES = {
     # the packages themselves (their __init__ is a docstring)
     "builder.formats",
     "builder.readers",
-    "builder.text",
 }
 
 

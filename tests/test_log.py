@@ -600,3 +600,36 @@ def test_a_logged_dream_the_build_cache_garbled_is_called_cache_damage(
     assert "changed after it was logged" not in caught.value.message
     shutil.rmtree(cache)
     do_build(tp, site)
+
+
+@pytest.mark.parametrize(
+    "leaf",
+    [
+        b'{"kind":"dream","v":1}',  # members missing
+        b"[1]",  # not an object
+        b'{"commitment":"' + b"0" * 64 + b'","id":"' + b"f" * 16 + b'","kind":"dream","v":2}',
+    ],
+    ids=["missing-members", "not-an-object", "v-2"],
+)
+def test_a_malformed_leaf_in_the_log_is_named_never_a_traceback(
+    tp: PoolFixture, tmp_path: Path, leaf: bytes
+) -> None:
+    """docs/protocol.md §3, read back strictly (builder.formats.leaf): a pull request can append
+    a line to content/log/leaves. The readers that take what the log holds before
+    the build checks its unsigned tail (the logged keys, the salts ``check``
+    reviews) used to index such a leaf as a dict (a traceback) or count a leaf of
+    another version as a logged dream; now each names the file, the line and the
+    rule broken."""
+    tp.add("ada", 1)
+    do_build(tp, tmp_path / "site")
+    shard = tp.content / "log" / "leaves" / "000000.jsonl"
+    shard.write_bytes(shard.read_bytes() + leaf + b"\n")
+    for read in (
+        lambda: logbuild.logged_keys(tp.content),
+        lambda: logbuild.unlogged_problems(tp.content, []),
+        lambda: logbuild.anonymity_review(tp.content, []),
+    ):
+        with pytest.raises(LogError) as info:
+            read()
+        assert "content/log/leaves/000000.jsonl:3: leaf 2: " in info.value.message
+        assert "docs/protocol.md §3" in (info.value.message + (info.value.hint or ""))

@@ -29,6 +29,7 @@ from builder import build as buildmod
 from builder.agents import mcp_server
 from builder.content import keystore
 from builder.formats import dream as dreamfmt
+from builder.formats.checkpoint import Checkpoint
 from builder.formats.note import parse_private_key
 from tests.conftest import REPO
 from tests.test_agents import (
@@ -518,3 +519,33 @@ def test_since_date_and_limits_are_checked(hostile: Hostile) -> None:
     # A site's dates are not signed, so not used (a checkout's are: see content mode).
     with pytest.raises(mcp_server.ToolFailure, match="since_size"):
         tools.dream_list(since_date="2000-01-01", limit=100)
+
+
+_A_DREAM_LEAF = (
+    b'{"commitment":"' + b"1" * 64 + b'","id":"' + b"2" * 16 + b'","kind":"dream","v":1}'
+)
+
+
+@pytest.mark.parametrize(
+    ("leaf", "rule"),
+    [
+        (b'{"kind":"note","v":1}', "/kind: must be dream, key or erasure"),
+        (_A_DREAM_LEAF.replace(b'"v":1', b'"v":2'), "/v: must be the integer 1"),
+        (
+            b'{"id":"' + b"2" * 16 + b'","kind":"erasure","reason":"whim","v":1}',
+            "/reason: must be one of author-request, legal, abuse",
+        ),
+    ],
+    ids=["unknown-kind", "v-2", "unknown-reason"],
+)
+def test_the_reader_refuses_a_log_holding_a_leaf_section_3_refuses(leaf: bytes, rule: str) -> None:
+    """docs/protocol.md §3 (builder.formats.leaf): the server's index of the log used to skip
+    a leaf of a kind it did not know, count a leaf of another version as a dream
+    and show an erasure of an unknown reason as erased; a reader of the whole log
+    refuses such a log instead, quoting the rule broken."""
+    leaves = [_A_DREAM_LEAF, leaf]
+    cp = Checkpoint("example.org/dreams", len(leaves), b"\0" * 32)
+    assert mcp_server.PoolReader._index(cp, [_A_DREAM_LEAF]).dreams == {"2" * 16: 0}
+    with pytest.raises(mcp_server.ReaderError, match=r"^leaf 1 of the log is no leaf") as info:
+        mcp_server.PoolReader._index(cp, leaves)
+    assert rule in info.value.quoted

@@ -22,6 +22,7 @@ import pytest
 
 from builder.cli import main as cli
 from builder.errors import DreampoolError
+from builder.formats import strictjson
 from builder.formats.b64 import b64_decode, b64_encode
 from builder.formats.policy import parse_policy
 from builder.readers import monitor
@@ -423,6 +424,41 @@ def test_an_erased_dream_is_not_missing(
     (dream_folder(site, "kept", log) / "record.json").unlink()
     result = run("monitor", "--policy", policy, "--state", state, "--all", site)
     assert result.code == 2 and f"missing: dream {log.ids['kept']} (leaf 1)" in result.out
+
+
+@pytest.mark.parametrize(
+    ("leaf", "rule"),
+    [
+        ({"tier": "maintainer"}, "unknown member(s) 'tier'"),
+        ({"v": 2}, "/v: must be the integer 1"),
+        ({"keyId": "sha256:" + "0" * 16}, "/keyId: is not the keyId of publicKey"),
+    ],
+    ids=["extra-member", "v-2", "keyid-not-of-key"],
+)
+def test_a_signed_key_leaf_that_section_3_refuses_is_never_taken_for_one(
+    tmp_path: Path,
+    policy: Path,
+    state: Path,
+    run: Callable[..., Any],
+    leaf: dict[str, Any],
+    rule: str,
+) -> None:
+    """docs/protocol.md §3 (builder.formats.leaf): the monitor used to take any leaf whose
+    kind is "key" for a key leaf, whatever else it held, and report the log as
+    checked. A leaf the log signed that §3 refuses is no leaf of v1: the monitor
+    could not check the log, and says which rule the leaf breaks."""
+    log = LogBuilder()
+    log.add_key("ada")
+    key = strictjson.loads(log.leaves[0])
+    log.add_leaf({**key, **leaf})
+    log.add_dream(signed_dream("ada", "kept"))
+    log.sign()
+    result = run(
+        "monitor", "--policy", policy, "--state", state, "--all", site_at(tmp_path, 3, log)
+    )
+    assert result.code == monitor.EXIT_UNCHECKED, result
+    assert "leaf 1 is signed by the log but is no dream, key or erasure leaf" in result.err
+    assert rule in result.err
 
 
 def growth_log() -> LogBuilder:

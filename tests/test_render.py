@@ -6,6 +6,7 @@ import dataclasses
 import json
 import posixpath
 import re
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -17,6 +18,7 @@ from urllib.parse import urlsplit
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from markupsafe import Markup
 
 from builder import build as buildmod
 from builder.content import pool
@@ -59,6 +61,9 @@ class Built:
     content: Path
     ids: dict[str, str]
     log_plan: dict[str, bytes]
+    # render_for's real builds of the pool, by base URL, each built once
+    root: Path = Path()
+    sites: dict[str, dict[str, bytes]] = dataclasses.field(default_factory=dict)
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +134,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Built]:
             gone=gone,
         )
         _, log = load(tp.content, "/")
-        yield Built(tp.content, ids, logbuild.publish(log))
+        yield Built(tp.content, ids, logbuild.publish(log), root)
 
 
 def load(content: Path, base_url: str) -> tuple[model.SiteModel, logbuild.Log]:
@@ -140,9 +145,45 @@ def load(content: Path, base_url: str) -> tuple[model.SiteModel, logbuild.Log]:
     return model.build_model(log, directory, cfg, base_url=base_url), log
 
 
+def build_site(built: Built, base_url: str, where: Path) -> dict[str, bytes]:
+    """Every file ``dreampool build`` (:func:`builder.build.build`) writes for the
+    fixture pool at ``base_url``, built from a copy of its content in ``where`` (a
+    build with an absolute base URL adds the log's URL to content/log/policy)."""
+    content = where / "content"
+    shutil.copytree(built.content, content)
+    buildmod.build(content, where / "site", signer=None, base_url=base_url, quiet=True)
+    site = where / "site"
+    return {
+        p.relative_to(site).as_posix(): p.read_bytes()
+        for p in sorted(site.rglob("*"))
+        if p.is_file()
+    }
+
+
 def render_for(built: Built, base_url: str = "/") -> dict[str, bytes]:
-    m, _ = load(built.content, base_url)
-    return render.render_pages(m, PATTERNS)
+    """The site as the build writes it (:func:`build_site`), built once per base URL."""
+    if base_url not in built.sites:
+        where = built.root / f"site-{len(built.sites)}"
+        built.sites[base_url] = build_site(built, base_url, where)
+    return built.sites[base_url]
+
+
+def list_pages(m: model.SiteModel) -> dict[str, bytes]:
+    """Every page but the dreams' own, the search index and the static assets, by
+    :func:`builder.site.render.list_pages` as :func:`builder.site.assemble.write_site` calls it,
+    with :data:`PATTERNS` for the patterns fragment: for tests that change the
+    rendering's constants, or look at the fragment, where a real build would cost
+    seconds or compute its own patterns."""
+
+    def card_html(d: model.DreamView, level: int, root: str) -> Markup:
+        return Markup(render.card_template(m, d, root, level))
+
+    def diary_item(d: model.DreamView, root: str) -> Markup:
+        return Markup(render.diary_item_template(m, d, root))
+
+    return {
+        page.path: page.render() for page in render.list_pages(m, PATTERNS, card_html, diary_item)
+    }
 
 
 def html_pages(plan: dict[str, bytes]) -> Iterator[tuple[str, str]]:
@@ -210,8 +251,13 @@ def test_every_page_kind_exists(built: Built) -> None:
     expected |= {f"dreams/{e.id}/index.html" for e in m.erased}
     expected |= {f"authors/{a.slug}/index.html" for a in m.authors}
     expected |= {f"tags/{t.slug}/index.html" for t in m.tags}
-    assert set(plan) == expected
-    assert not set(plan) & set(built.log_plan), "pages never overwrite log files"
+    # What the build writes beside the pages: the log's files, the feeds, and the
+    # agents' files (tests/test_feeds.py, tests/test_agents.py).
+    others = set(built.log_plan) | {"llms.txt", "robots.txt", "sitemap.xml", "api/dreams.json"}
+    others |= {p for p in plan if p.endswith("feed.xml") or p.startswith("agents/")}
+    assert set(plan) - others == expected
+    assert set(built.log_plan) <= set(plan)
+    assert not expected & set(built.log_plan), "pages never overwrite log files"
     assert [e.id for e in m.erased] == [built.ids["gone"]]
     static = resources.files("builder.templates") / "static"
     for name in render.STATIC:
@@ -411,9 +457,10 @@ def test_lineage_pages_hold_the_chains_oldest_first(
 ) -> None:
     # One chain a page: the pages, read in order, show the chains of one page.
     m, _ = load(built.content, "/")
-    whole = render.render_pages(m, PATTERNS)["lineage/index.html"].decode()
+    whole = list_pages(m)["lineage/index.html"].decode()
+    assert whole == render_for(built)["lineage/index.html"].decode()
     monkeypatch.setattr(render, "LINEAGE_PAGE_TREES", 1)
-    plan = render.render_pages(m, PATTERNS)
+    plan = list_pages(m)
     paths = ["lineage/index.html", "lineage/2/index.html", "lineage/3/index.html"]
     assert sorted(p for p in plan if p.startswith("lineage/")) == sorted(paths)
     chain = re.compile(
@@ -510,7 +557,8 @@ def test_home_tags_log_and_patterns(built: Built) -> None:
     assert f'href="checkpoints/{first}"' in log and f'href="consistency/{first}"' in log
     assert m.vkey in log
     patterns = plan["patterns/index.html"].decode()
-    assert PATTERNS in patterns and "k = 2" in patterns and "derivatives" in patterns
+    assert "k = 2" in patterns and "derivatives" in patterns
+    assert PATTERNS in list_pages(m)["patterns/index.html"].decode()
     assert 'href="/pool/static/style.css"' in plan["404.html"].decode()
 
 
@@ -563,9 +611,10 @@ def test_search_shards_split_the_log_newest_first(
     # Shard k holds the dreams of log leaves [k·n, (k+1)·n): read in the
     # index's order they are every dream, newest first, as with one shard.
     m, _ = load(built.content, "/")
-    whole = search_rows(render.render_pages(m, PATTERNS))
+    whole = search_rows(list_pages(m))
+    assert whole == search_rows(render_for(built))
     monkeypatch.setattr(render, "SEARCH_SHARD_LEAVES", 3)
-    plan = render.render_pages(m, PATTERNS)
+    plan = list_pages(m)
     index = json.loads(plan["search/index.json"])
     assert len(index["shards"]) > 2
     assert search_rows(plan) == whole == [json.loads(render.search_entry(d)) for d in m.dreams]
@@ -575,10 +624,12 @@ def test_search_shards_split_the_log_newest_first(
         assert {m.by_id[r["id"]].index // 3 for r in rows} == {k}
 
 
-def test_rendering_is_deterministic(built: Built) -> None:
-    assert render_for(built) == render_for(built)
+def test_rendering_is_deterministic(built: Built, tmp_path: Path) -> None:
+    """Two builds of the same pool write the same bytes (a build reads the time only
+    from the log's history)."""
+    assert build_site(built, "/", tmp_path) == render_for(built)
     m, _ = load(built.content, "/")
-    assert render.render_pages(m, PATTERNS) == render.render_pages(m, PATTERNS)
+    assert list_pages(m) == list_pages(m)
 
 
 # --- Markdown --------------------------------------------------------------------------
@@ -674,7 +725,7 @@ def test_the_patterns_line_follows_the_patterns_rule(built: Built) -> None:
     from builder.site import patterns
 
     m, _ = load(built.content, "/")
-    plan = render.render_pages(m, PATTERNS)
+    plan = render_for(built)
     by_id = {d.id: d for d in m.dreams}
     child, guest = by_id[built.ids["child"]], by_id[built.ids["grandchild"]]
     assert patterns.counts(child) and child.tier == "member"

@@ -83,7 +83,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from builder.content import anonymity, keystore, pool
 from builder.errors import DreampoolError, InputError, LogError, PoolError, printable
 from builder.formats import dream as dreamfmt
-from builder.formats import merkle, strictjson, tiles
+from builder.formats import leaf as leaffmt
+from builder.formats import merkle, tiles
 from builder.formats.b64 import b64_encode
 from builder.formats.checkpoint import Checkpoint, parse_checkpoint
 from builder.formats.note import split_note
@@ -289,11 +290,7 @@ def content_plan(content: Path) -> tuple[dict[str, bytes], Trusted]:
             f"{content} has no log yet",
             hint="build the pool once with its log key (`dreampool build`), then serve it",
         )
-    logged = {
-        obj["id"]
-        for obj in (logstate.leaf_object(leaf) for leaf in state.leaves)
-        if obj.get("kind") == "dream"
-    }
+    logged = set(logbuild.logged_dreams(state.leaves))
     try:
         log = logbuild.update(
             content,
@@ -456,23 +453,21 @@ class PoolReader:
         dream_leaf: dict[str, int] = {}
         for index, data in enumerate(leaves):
             try:
-                obj = strictjson.loads(data, max_bytes=tiles.MAX_ENTRY_SIZE)
-            except strictjson.JSONError:
+                parsed = leaffmt.parse(data)
+            except leaffmt.LeafError as exc:
+                # docs/protocol.md §3: a reader of the whole log refuses any other leaf.
                 raise ReaderError(
-                    f"leaf {index} of the log is not JSON (docs/protocol.md §3)"
+                    f"leaf {index} of the log is no leaf of docs/protocol.md §3",
+                    hint="the log signed a leaf no dreampool writes; report it to the "
+                    "pool's operators",
+                    quoted=exc.message,
                 ) from None
-            if not isinstance(obj, dict):
-                raise ReaderError(f"leaf {index} of the log is not a JSON object")
-            kind, dream_id = obj.get("kind"), obj.get("id")
-            if kind == "dream" and isinstance(dream_id, str) and dreamfmt.is_dream_id(dream_id):
-                dream_leaf.setdefault(dream_id, index)
-            elif kind == "erasure" and isinstance(dream_id, str) and dream_id in dream_leaf:
-                reason = obj.get("reason")
-                shown = reason if reason in logbuild.ERASURE_REASONS else "unknown reason"
-                snap.erased[dream_id] = ErasedView(
-                    dream_id, dream_leaf[dream_id], index, str(shown), ""
+            if isinstance(parsed, leaffmt.DreamLeaf):
+                dream_leaf.setdefault(parsed.id, index)
+            elif isinstance(parsed, leaffmt.ErasureLeaf) and parsed.id in dream_leaf:
+                snap.erased[parsed.id] = ErasedView(
+                    parsed.id, dream_leaf[parsed.id], index, parsed.reason, ""
                 )
-            # docs/protocol.md §3: clients ignore kinds they do not know (key leaves too).
         snap.dreams = {i: n for i, n in dream_leaf.items() if i not in snap.erased}
         return snap
 

@@ -33,7 +33,7 @@ from builder.content.pool import (
 from builder.errors import InputError, PoolError, Problem
 from builder.formats import dream as dreamfmt
 from builder.formats import statement
-from builder.log.logbuild import ERASURE_REASONS
+from builder.formats.leaf import REASONS
 
 MIN_FRAGMENT = 12
 
@@ -78,8 +78,8 @@ def erase(content: Path, dream_id: str, reason: str, request: Path | None = None
 def _erase(content: Path, dream_id: str, reason: str, request: Path | None) -> Path:
     if not dreamfmt.is_dream_id(dream_id):
         raise PoolError(f"{dream_id!r} is not a dream id (16 lowercase hex characters)")
-    if reason not in ERASURE_REASONS:
-        raise PoolError(f"reason must be one of {', '.join(ERASURE_REASONS)}")
+    if reason not in REASONS:  # docs/protocol.md §3: an erasure leaf's reasons
+        raise PoolError(f"reason must be one of {', '.join(REASONS)}")
     layout = check_layout(content)
     if layout:  # a symlinked folder would lead the deletion and the record elsewhere
         raise InputError(layout, hint="replace each symlink by the folder it stands for")

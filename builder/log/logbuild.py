@@ -45,6 +45,7 @@ from builder.content.pool import (
     sync_filesystem,
 )
 from builder.errors import InputError, LogError, Problem
+from builder.formats import leaf as leaffmt
 from builder.formats import merkle, strictjson, tiles
 from builder.formats.b64 import b64_encode, b64url_decode, b64url_encode
 from builder.formats.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
@@ -54,31 +55,7 @@ from builder.formats.policy import Policy, PolicyLog, format_policy, parse_polic
 from builder.formats.tlogproof import TlogProof, format_tlog_proof
 from builder.log import logstate
 
-ERASURE_REASONS = ("author-request", "legal", "abuse")
 SALT_SIZE = 32
-
-
-# --- leaves (docs/protocol.md §3) ------------------------------------------------
-
-
-def dream_leaf(dream_id: str, commit: str) -> bytes:
-    return strictjson.canonical({"v": 1, "kind": "dream", "id": dream_id, "commitment": commit})
-
-
-def key_leaf(key_id: str, public_key: bytes, author: str) -> bytes:
-    return strictjson.canonical(
-        {
-            "v": 1,
-            "kind": "key",
-            "keyId": key_id,
-            "publicKey": b64url_encode(public_key),
-            "author": author,
-        }
-    )
-
-
-def erasure_leaf(dream_id: str, reason: str) -> bytes:
-    return strictjson.canonical({"v": 1, "kind": "erasure", "id": dream_id, "reason": reason})
 
 
 # --- the log as built -------------------------------------------------------
@@ -181,7 +158,7 @@ def update(
     _check_retired(logged, present)
     for dream_id, reason in pending:
         logged.erasures[dream_id] = (len(leaves) + len(new_leaves), reason)
-        new_leaves.append(erasure_leaf(dream_id, reason))
+        new_leaves.append(leaffmt.encode(leaffmt.ErasureLeaf(dream_id, reason)))
         log.erased_now.append(dream_id)
 
     # Step 4: new dreams, refused by the anonymity rules or admitted; all their
@@ -217,7 +194,7 @@ def update(
     for d in sorted({d.key_id: d for d in admitted}.values(), key=lambda d: d.key_id):
         if d.key_id not in logged.keys:
             logged.add_key(d.key_id, d.author, len(leaves) + len(new_leaves))
-            new_leaves.append(key_leaf(d.key_id, d.public_key, d.author))
+            new_leaves.append(leaffmt.encode(leaffmt.KeyLeaf(d.key_id, d.public_key, d.author)))
     new_salts: dict[str, str] = {}
     for d in admitted:
         # A new dream's salt is always the build's own: one found beside it
@@ -228,7 +205,7 @@ def update(
         new_salts[d.id] = salt
         salt_of[d.id] = salt
         logged.dreams[d.id] = len(leaves) + len(new_leaves)
-        new_leaves.append(dream_leaf(d.id, commitment(d.body, salt)))
+        new_leaves.append(leaffmt.encode(leaffmt.DreamLeaf(d.id, commitment(d.body, salt))))
         log.admitted_now.append(d.id)
 
     # Step 5: append and sign, or reuse the last checkpoint.
@@ -381,7 +358,7 @@ def _check_unsigned_tail(
     """Leaves after the last checkpoint were written by a build killed before it
     signed them (:mod:`builder.log.logstate`); the next build signs them as they are.
     So each must be a leaf a build writes: a key leaf of a present dream's key,
-    new to the log and exactly as :func:`key_leaf` makes it; a dream leaf of a
+    new to the log and exactly as the build makes it; a dream leaf of a
     present dream, new to the log, after its key (its commitment is step 3's);
     an erasure leaf of a logged dream, erased once, with its erasure recorded.
     Anything else (a leaf appended by hand, say an erasure nobody asked for or a
@@ -392,42 +369,38 @@ def _check_unsigned_tail(
     seen = _read_leaves(leaves[:signed_size])
     keys = {s.dream.key_id: s.dream for s in present.values()}
     for index in range(signed_size, len(leaves)):
-        data = leaves[index]
-        obj = json.loads(data)  # canonical JSON: logstate.load checked every line
-        kind = obj.get("kind") if isinstance(obj, dict) else None
-        ident = obj.get("keyId" if kind == "key" else "id") if isinstance(obj, dict) else None
+        why = ""
+        try:
+            parsed: leaffmt.Leaf | None = leaffmt.parse(leaves[index])
+        except leaffmt.LeafError as exc:
+            parsed, why = None, f" ({exc.message})"
         ok = False
-        if kind == "key" and isinstance(ident, str) and ident in keys and ident not in seen.keys:
-            d = keys[ident]
-            ok = data == key_leaf(d.key_id, d.public_key, d.author)
-            seen.add_key(ident, d.author, index)
-        elif kind == "dream" and isinstance(ident, str) and ident in present:
-            commit = obj.get("commitment")
+        if isinstance(parsed, leaffmt.KeyLeaf) and parsed.key_id not in seen.keys:
+            d = keys.get(parsed.key_id)
+            ok = d is not None and parsed == leaffmt.KeyLeaf(d.key_id, d.public_key, d.author)
+            seen.add_key(parsed.key_id, parsed.author, index)
+        elif isinstance(parsed, leaffmt.DreamLeaf) and parsed.id in present:
             ok = (
-                ident not in seen.dreams
-                and present[ident].dream.key_id in seen.keys
+                parsed.id not in seen.dreams
+                and present[parsed.id].dream.key_id in seen.keys
                 # A leaf the log holds is judged in log order (§7), not by the
                 # key directory: a rotation merged after the killed build does
                 # not reach back before its own key leaf.
-                and present[ident].dream.key_id not in seen.retired_at
-                and isinstance(commit, str)
-                and data == dream_leaf(ident, commit)
+                and present[parsed.id].dream.key_id not in seen.retired_at
             )
-            seen.dreams[ident] = index
-        elif kind == "erasure" and isinstance(ident, str) and ident in seen.dreams:
-            reason = obj.get("reason")
+            seen.dreams[parsed.id] = index
+        elif isinstance(parsed, leaffmt.ErasureLeaf) and parsed.id in seen.dreams:
             ok = (
-                ident not in seen.erasures
-                and ident not in present
-                and isinstance(reason, str)
-                and _erasure_reason(content, ident) == reason
-                and data == erasure_leaf(ident, reason)
+                parsed.id not in seen.erasures
+                and parsed.id not in present
+                and _erasure_reason(content, parsed.id) == parsed.reason
             )
-            seen.erasures[ident] = (index, str(reason))
+            seen.erasures[parsed.id] = (index, parsed.reason)
         if not ok:
             raise LogError(
                 f"content/log/leaves: leaf {index} is not signed yet, and is not a leaf a "
-                f"build writes for the pool as it is (the signed log ends at {signed_size})",
+                f"build writes for the pool as it is (the signed log ends at {signed_size})"
+                f"{why}",
                 hint="unsigned leaves come only from a build that was killed; this one was "
                 "added by hand or the pool changed since. Restore content/log from git "
                 "history; the next build writes the leaves again",
@@ -518,18 +491,36 @@ class _Logged:
 
 
 def _read_leaves(leaves: list[bytes]) -> _Logged:
+    """What the log holds, leaf by leaf, each read strictly (docs/protocol.md §3,
+    :func:`builder.formats.leaf.parse`): the log state is in the checkout, where a pull
+    request can reach it, so a leaf no build writes is a :class:`LogError`
+    naming its line, never a leaf skipped or half read."""
     logged = _Logged()
     for index, data in enumerate(leaves):
-        obj = json.loads(data)
-        kind = obj.get("kind")
-        if kind == "dream":
-            logged.dreams[obj["id"]] = index
-            logged.commitments[obj["id"]] = obj["commitment"]
-        elif kind == "key":
-            logged.add_key(obj["keyId"], obj["author"], index)
-        elif kind == "erasure":
-            logged.erasures[obj["id"]] = (index, obj["reason"])
+        try:
+            parsed = leaffmt.parse(data)
+        except leaffmt.LeafError as exc:
+            shard, line = divmod(index, logstate.SHARD)
+            raise LogError(
+                f"content/log/leaves/{shard:06d}.jsonl:{line + 1}: leaf {index}: "
+                f"{exc.message} (docs/protocol.md §3)",
+                hint="no build writes such a leaf: the log state was edited by hand; restore "
+                "content/log from git history",
+            ) from None
+        if isinstance(parsed, leaffmt.DreamLeaf):
+            logged.dreams[parsed.id] = index
+            logged.commitments[parsed.id] = parsed.commitment
+        elif isinstance(parsed, leaffmt.KeyLeaf):
+            logged.add_key(parsed.key_id, parsed.author, index)
+        else:
+            logged.erasures[parsed.id] = (index, parsed.reason)
     return logged
+
+
+def logged_dreams(leaves: list[bytes]) -> dict[str, int]:
+    """Each dream id ``leaves`` log (erased ones too), with the index of its dream
+    leaf; a :class:`LogError` if a leaf is none of docs/protocol.md §3."""
+    return _read_leaves(leaves).dreams
 
 
 def logged_keys(content: Path) -> dict[str, int]:
@@ -656,9 +647,9 @@ def _erasure_reason(content: Path, dream_id: str) -> str | None:
     except strictjson.JSONError as exc:
         raise InputError([Problem(str(path), "", exc.message, exc.line)]) from None
     reason = obj.get("reason") if isinstance(obj, dict) else None
-    if reason not in ERASURE_REASONS or obj.get("id") != dream_id:
+    if reason not in leaffmt.REASONS or obj.get("id") != dream_id:
         raise InputError(
-            [Problem(str(path), "/reason", f"must name this dream and one of {ERASURE_REASONS}")]
+            [Problem(str(path), "/reason", f"must name this dream and one of {leaffmt.REASONS}")]
         )
     return str(reason)
 

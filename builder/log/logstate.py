@@ -33,7 +33,6 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from builder.content.pool import atomic_write, read_regular
 from builder.errors import LogError
@@ -229,13 +228,6 @@ def record_checkpoint(content: Path, state: LogState, size: int, note: bytes, ti
     state.checkpoints[size] = note
     lines = (json.dumps({"size": e.size, "time": e.time}) + "\n" for e in state.history)
     atomic_write(root / "history.jsonl", "".join(lines).encode())
-
-
-def leaf_object(data: bytes) -> dict[str, Any]:
-    obj = strictjson.loads(data)
-    if not isinstance(obj, dict):
-        raise LogError("a leaf is not a JSON object")
-    return obj
 
 
 def is_size(text: str) -> bool:

@@ -56,6 +56,7 @@ from typing import Any, TypeVar
 from builder import files
 from builder.errors import DreampoolError, InputError, Problem, VerificationError
 from builder.formats import dream as dreams
+from builder.formats import leaf as leaffmt
 from builder.formats import strictjson
 from builder.formats.b64 import b64_decode, b64url_decode
 from builder.formats.checkpoint import Checkpoint
@@ -281,11 +282,9 @@ def _check_leaf_data(record: bytes, proof: bytes) -> tuple[_Record, str]:
     # Step 1 found the empty line and checked line 1; lines 2 and 3 are extra and index.
     lines = proof[: proof.find(b"\n\n")].split(b"\n")
     extra = _extra_of(lines[1] if len(lines) > 1 else b"")
-    # docs/protocol.md §5: extra is JCS-canonical and equals the recomputed leaf data.
-    if not strictjson.is_canonical(extra):
-        raise VerificationError(
-            "proof: extra is not JCS-canonical JSON (RFC 8785), so it is no leaf of this log"
-        )
+    # docs/protocol.md §5: extra is a leaf (§3, JCS-canonical) and equals the
+    # recomputed leaf data.
+    _leaf_of(extra, "proof: extra")
     if extra != rec.leaf_data:
         raise VerificationError(_leaf_mismatch(extra, rec))
     index_line = lines[2] if len(lines) > 2 else b""
@@ -343,9 +342,7 @@ def _parse_record(data: bytes) -> _Record:
         # docs/protocol.md §2: commitment = hex(H(JCS({"dream", "salt"}))), the salt as written.
         commitment = hashlib.sha256(strictjson.canonical({"dream": dream, "salt": salt}))
         # docs/protocol.md §3: the dream leaf.
-        leaf_data = strictjson.canonical(
-            {"v": 1, "kind": "dream", "id": record_id, "commitment": commitment.hexdigest()}
-        )
+        leaf_data = leaffmt.encode(leaffmt.DreamLeaf(record_id, commitment.hexdigest()))
     except ValueError as exc:  # rfc8785.CanonicalizationError
         raise VerificationError(f"record: /dream has no JCS form: {exc}") from None
     return _Record(record_id, index, dream, leaf_data)
@@ -376,26 +373,29 @@ def check_record(record: bytes, index: int, leaf: bytes) -> None:
         raise VerificationError(f"record says index {rec.index}, the dream is leaf {index}")
 
 
+def _leaf_of(data: bytes, label: str) -> leaffmt.Leaf:
+    """``data`` read as a leaf (docs/protocol.md §3, :func:`builder.formats.leaf.parse`), or a
+    :class:`VerificationError` saying, after ``label``, which rule it breaks."""
+    try:
+        return leaffmt.parse(data)
+    except leaffmt.LeafError as exc:
+        raise VerificationError(
+            f"{label} is no leaf of this log (docs/protocol.md §3): {exc.message}"
+        ) from None
+
+
 def _leaf_mismatch(extra: bytes, rec: _Record, label: str = "proof") -> str:
-    """Say how the logged leaf differs from the recomputed one, echoing only ids."""
-    # Both are canonical JSON: is_canonical parsed extra, and leaf_data is JCS output.
-    logged = strictjson.loads(extra, max_bytes=len(extra))
-    want = strictjson.loads(rec.leaf_data, max_bytes=len(rec.leaf_data))
-    if not isinstance(logged, dict) or logged.get("kind") != "dream":
-        return "proof: extra is not a dream leaf, so the proof is not about a dream"
-    differing = sorted(k for k in set(logged) | set(want) if logged.get(k) != want.get(k))
-    if "id" in differing:
-        logged_id = logged.get("id")
-        shown = logged_id if isinstance(logged_id, str) and dreams.is_dream_id(logged_id) else "?"
-        return f"{label} is for dream {shown}, the record is dream {rec.id}"
-    if differing == ["commitment"]:
-        return (
-            f"record of dream {rec.id} does not hash to the logged commitment: "
-            "its dream or salt differs from what was logged"
-        )
-    if label != "proof":
-        return f"{label}: the logged leaf data is not the one recomputed from the record"
-    return "proof: extra is not the leaf data recomputed from the record"
+    """Say how the logged leaf ``extra`` differs from the recomputed one, echoing
+    only ids. ``extra`` must be a leaf (:func:`_leaf_of`)."""
+    logged = _leaf_of(extra, label)
+    if not isinstance(logged, leaffmt.DreamLeaf):
+        return f"{label}: the leaf is not a dream leaf, so the proof is not about a dream"
+    if logged.id != rec.id:
+        return f"{label} is for dream {logged.id}, the record is dream {rec.id}"
+    return (
+        f"record of dream {rec.id} does not hash to the logged commitment: "
+        "its dream or salt differs from what was logged"
+    )
 
 
 # --- step 3 -------------------------------------------------------------------------

@@ -34,14 +34,14 @@ most one bundle and :data:`WORKERS` records at a time, plus 32 bytes per leaf.
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from builder.errors import DreampoolError
-from builder.formats import strictjson, tiles
+from builder.formats import leaf as leaffmt
+from builder.formats import tiles
 from builder.formats.checkpoint import Checkpoint
 from builder.formats.merkle import (
     MerkleTree,
@@ -67,8 +67,6 @@ MAX_BUNDLE_SIZE = tiles.TILE_WIDTH * (2 + tiles.MAX_ENTRY_SIZE)
 
 WORKERS = 4
 """Requests in flight at once."""
-
-_DREAM_ID = re.compile(r"[0-9a-f]{16}")
 
 
 class PresenceSite(Protocol):
@@ -210,24 +208,20 @@ def _bundle(site: PresenceSite, cp: Checkpoint, n: int) -> list[tuple[int, bytes
 
 
 def _leaf_kind(leaf: bytes, index: int) -> tuple[str, str]:
-    """(kind, id) of a dream or erasure leaf (docs/protocol.md §3); ("", "") for a key leaf."""
+    """(kind, id) of a dream or erasure leaf; ("", "") for a key leaf. A leaf that
+    docs/protocol.md §3 refuses (:func:`builder.formats.leaf.parse`) is an
+    :class:`UncheckedError` naming the rule it breaks."""
     try:
-        obj = strictjson.loads(leaf, max_bytes=tiles.MAX_ENTRY_SIZE)
-    except DreampoolError:
-        obj = None
-    kind = obj.get("kind") if isinstance(obj, dict) else None
-    if kind == "key":
-        return "", ""
-    dream_id = obj.get("id") if isinstance(obj, dict) else None
-    if kind not in ("dream", "erasure") or not (
-        isinstance(dream_id, str) and _DREAM_ID.fullmatch(dream_id)
-    ):
+        parsed = leaffmt.parse(leaf)
+    except leaffmt.LeafError as exc:
         raise UncheckedError(
-            f"leaf {index} is signed by the log but is no dream, key or erasure leaf "
-            "with a 16-hex id (docs/protocol.md §3)",
+            f"leaf {index} is signed by the log but is no dream, key or erasure leaf of "
+            f"docs/protocol.md §3: {exc.message}",
             hint="report it to the pool's operators; the site verifier names the rule",
-        )
-    return kind, dream_id
+        ) from None
+    if isinstance(parsed, leaffmt.KeyLeaf):
+        return "", ""
+    return parsed.kind, parsed.id
 
 
 _Answer = tuple[Literal["present", "absent", "unchecked"], str]

@@ -1,7 +1,7 @@
 """The site's machine-readable files: Atom feeds, sitemap, robots.txt, JSON API.
 
-:func:`render_feeds` maps a :class:`~builder.site.model.SiteModel` to a plan
-``{site path: bytes}``::
+:func:`feed_pages` maps a :class:`~builder.site.model.SiteModel` to the pages
+(:class:`~builder.site.page.Page`, one per site path) of::
 
     feed.xml                   the pool's 50 newest dreams (Atom 1.0, RFC 4287)
     authors/<slug>/feed.xml    an author's 50 newest dreams, anonymized ones left out
@@ -72,23 +72,16 @@ _DNS_NAME = re.compile(
 _TAG_SAFE = "/:@!$&'()*+,;=-._~"
 
 
-def render_feeds(
-    model: SiteModel, entries: Callable[[DreamView], str] | None = None
-) -> dict[str, bytes]:
-    """The plan of every machine-readable file of the site. ``entries(dream)``,
-    if given, returns :func:`entry_xml` of a dream, made once per build or
-    kept from an earlier one (:mod:`builder.site.units`)."""
-    return {page.path: page.render() for page in feed_pages(model, entries)}
-
-
 def feed_pages(
     model: SiteModel,
     entries: Callable[[DreamView], str] | None = None,
     entry_key: Callable[[DreamView], str] | None = None,
 ) -> Iterator[Page]:
-    """:func:`render_feeds` one file at a time, for a writer to take as they
-    come: a pool of a million dreams has 50,000 authors, and their feeds
-    alone were 2.5 GB held at once.
+    """Every machine-readable file of the site, one at a time, for a writer to
+    take as they come: a pool of a million dreams has 50,000 authors, and their
+    feeds alone were 2.5 GB held at once. ``entries(dream)``, if given, returns
+    :func:`entry_xml` of a dream, made once per build or kept from an earlier one
+    (:mod:`builder.site.units`).
 
     With ``entry_key`` (a key of everything a dream's entry shows:
     :meth:`builder.site.units.Units.key_for`), each Atom feed carries a key, so a

@@ -1,7 +1,8 @@
 """The site's HTML pages, its search index and its static assets.
 
-:func:`render_pages` turns the :class:`~builder.site.model.SiteModel` into a plan
-(``{site-relative path: bytes}``) holding every page of the URL scheme:
+:func:`list_pages` turns the :class:`~builder.site.model.SiteModel` into the pages
+(:class:`~builder.site.page.Page`, one per site path) of the URL scheme, and
+:func:`dream_page` makes a dream's own (:mod:`builder.site.units` calls it):
 
     index.html                       home: latest dreams, counts, checkpoint
     dreams/<id>/index.html           a dream, or a tombstone if it was erased
@@ -67,7 +68,6 @@ from markupsafe import Markup
 from builder.site import favicon, patterns
 from builder.site.model import TIER_RANK, DreamView, SiteModel
 from builder.site.page import Page, key_of
-from builder.site.writer import PlanError
 from builder.text.mdrender import EXCERPT_LIMIT, LINK_REL, clip, plain_text, render_markdown
 from builder.text.textlang import content_lang
 
@@ -468,27 +468,6 @@ def diary_item_template(model: SiteModel, d: DreamView, root: str) -> str:
         d=d, root=root, site=model, erased=model.erased_ids
     )
     return html.removesuffix("\n")
-
-
-def render_pages(model: SiteModel, patterns_html: str | Callable[[], str]) -> dict[str, bytes]:
-    """Every HTML page, the search index and the static assets, as a plan
-    (dream pages included; the build makes those through :mod:`builder.site.units`)."""
-    cards: dict[tuple[str, int, str], Markup] = {}
-
-    def card_html(d: DreamView, level: int, root: str) -> Markup:
-        if (d.id, level, root) not in cards:
-            cards[d.id, level, root] = Markup(card_template(model, d, root, level))
-        return cards[d.id, level, root]
-
-    def diary_item(d: DreamView, root: str) -> Markup:
-        return Markup(diary_item_template(model, d, root))
-
-    plan = {f"dreams/{d.id}/index.html": dream_page(model, d, card_html) for d in model.dreams}
-    for page in list_pages(model, patterns_html, card_html, diary_item):
-        if page.path in plan:
-            raise PlanError(f"two pages at {page.path}", hint="report this: slugs must not collide")
-        plan[page.path] = page.render()
-    return dict(sorted(plan.items()))
 
 
 def list_pages(

@@ -182,6 +182,7 @@ def _log_as_before(tp: PoolFixture) -> None:
     """Log every dream of the pool as a build before the anonymity rule did,
     whatever the rules are now: write the leaves and sign a checkpoint."""
     from builder.formats import checkpoint as cp
+    from builder.formats import leaf as leaffmt
     from builder.formats import merkle
     from builder.formats.policy import Policy, PolicyLog, format_policy
     from builder.log import logbuild
@@ -199,10 +200,10 @@ def _log_as_before(tp: PoolFixture) -> None:
         d = dreamfmt.parse(path.read_bytes(), str(path))
         if d.key_id not in keys:
             keys.add(d.key_id)
-            leaves.append(logbuild.key_leaf(d.key_id, d.public_key, d.author))
+            leaves.append(leaffmt.encode(leaffmt.KeyLeaf(d.key_id, d.public_key, d.author)))
         salt = logbuild.new_salt(d.id)
         pool.atomic_write(path.with_suffix(".salt"), salt.encode() + b"\n")
-        leaves.append(logbuild.dream_leaf(d.id, logbuild.commitment(d.body, salt)))
+        leaves.append(leaffmt.encode(leaffmt.DreamLeaf(d.id, logbuild.commitment(d.body, salt))))
     tree_ = merkle.MerkleTree.from_leaf_hashes(merkle.leaf_hash(x) for x in leaves)
     logstate.append(content, state, leaves)
     note = cp.sign_checkpoint(cp.Checkpoint(logbuild_origin(tp), tree_.size, tree_.root()), signer)

@@ -23,6 +23,7 @@ from builder.content import pool
 from builder.errors import DreampoolError, VerificationError
 from builder.formats import checkpoint as cpmod
 from builder.formats import dream as dreamfmt
+from builder.formats import leaf as leaffmt
 from builder.formats import note
 from builder.log import logbuild, logstate
 from builder.readers import lightclient, monitor
@@ -173,13 +174,15 @@ def _appended(history: History) -> dict[str, bytes]:
     stranger = note.parse_verifier_key(note.generate_key("x")[1]).public_key
     return {
         # Censorship: an erasure no one asked for, with no record in content/erasures.
-        "forged-erasure": logbuild.erasure_leaf(first, "abuse"),
+        "forged-erasure": leaffmt.encode(leaffmt.ErasureLeaf(first, "abuse")),
         # Key transparency poisoned: a stranger's key announced under ada's name.
-        "stranger-key-as-ada": logbuild.key_leaf(dreamfmt.key_id(stranger), stranger, "ada"),
-        "dream-logged-twice": logbuild.dream_leaf(
-            first, logbuild.commitment(record["dream"], record["salt"])
+        "stranger-key-as-ada": leaffmt.encode(
+            leaffmt.KeyLeaf(dreamfmt.key_id(stranger), stranger, "ada")
         ),
-        "dream-not-in-pool": logbuild.dream_leaf("f" * 16, "0" * 64),
+        "dream-logged-twice": leaffmt.encode(
+            leaffmt.DreamLeaf(first, logbuild.commitment(record["dream"], record["salt"]))
+        ),
+        "dream-not-in-pool": leaffmt.encode(leaffmt.DreamLeaf("f" * 16, "0" * 64)),
         "missing-fields": b'{"kind":"dream"}',
         "unknown-kind": b'{"kind":"note","v":1}',
         "not-an-object": b"[1]",

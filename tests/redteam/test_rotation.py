@@ -22,6 +22,7 @@ from builder import build as buildmod
 from builder.content import pool
 from builder.errors import InputError, LogError
 from builder.formats import dream as dreamfmt
+from builder.formats import leaf as leaffmt
 from builder.formats import statement
 from builder.formats.b64 import b64url_encode
 from builder.formats.checkpoint import Checkpoint, sign_checkpoint
@@ -102,11 +103,7 @@ def by_old_key(title: str = "Send your tokens to mallory") -> dict[str, Any]:
 
 
 def logged_ids(tp: PoolFixture) -> set[str]:
-    return {
-        o["id"]
-        for o in map(logstate.leaf_object, logstate.load(tp.content).leaves)
-        if o["kind"] == "dream"
-    }
+    return set(logbuild.logged_dreams(logstate.load(tp.content).leaves))
 
 
 def _says_retired(text: str, file: str) -> None:
@@ -206,10 +203,7 @@ def test_a_retired_key_cannot_move_the_name_again(
     aside = "\n".join(map(str, report.set_aside))
     assert f"keys/{kid(THIRD)[7:]}.yaml" in aside and "retired" in aside, aside
     assert not report.admitted and not report.refused, report
-    assert not any(
-        o.get("keyId") == kid(THIRD)
-        for o in map(logstate.leaf_object, logstate.load(tp.content).leaves)
-    )
+    assert kid(THIRD) not in logbuild.logged_keys(tp.content)
 
 
 def test_an_old_key_dream_that_comes_with_the_rotation_is_refused(tmp_path: Path, run: Run) -> None:
@@ -313,7 +307,7 @@ def _log_by_hand(tp: PoolFixture, obj: dict[str, Any]) -> str:
     salt = b64url_encode(hashlib.sha256(dream_id.encode()).digest())
     (tp.content / "dreams" / f"{dream_id}.salt").write_text(salt + "\n")
     state = logstate.load(tp.content)
-    leaf = logbuild.dream_leaf(dream_id, logbuild.commitment(obj, salt))
+    leaf = leaffmt.encode(leaffmt.DreamLeaf(dream_id, logbuild.commitment(obj, salt)))
     logstate.append(tp.content, state, [leaf])
     tree = MerkleTree.from_leaf_hashes(leaf_hash(x) for x in state.leaves)
     note = sign_checkpoint(Checkpoint(ORIGIN, tree.size, tree.root()), signer(tp))
