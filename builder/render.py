@@ -8,6 +8,11 @@
     authors/index.html               authors, with tiers and counts
     authors/<slug>/index.html        a diary: keys and a timeline by month
     tags/index.html, tags/<slug>/index.html
+                                     a tag's newest TAG_PAGE_SIZE dreams, and links
+                                     to its numbered pages
+    tags/<slug>/<n>/index.html       page n ≥ 1 of a tag of more than TAG_PAGE_SIZE
+                                     dreams: the n-th TAG_PAGE_SIZE of them, counted
+                                     from the oldest (log order), newest first on the page
     lineage/index.html, lineage/<n>/index.html
                                      parent → child chains, one tree per root,
                                      LINEAGE_PAGE_TREES a page, oldest root first
@@ -42,6 +47,30 @@ Safety, in the order a hostile dream meets it:
   show with ``textContent`` only.
 * URL paths come from ids and :func:`builder.model.slug` alone.
 
+Pages that stay put. A build after one new dream should rewrite a bounded set
+of files whatever the pool's size, so a list longer than a page is numbered
+from its oldest item, in log order (leaf index order): page n holds items
+[(n-1)·size, n·size), a new item joins only the last page, and a full page
+never changes again (unless one of its own dreams does: erased, re-tiered).
+Numbered newest first, as before, one new dream shifted every page of its tag
+(236 files, 60.7 MB at 100k dreams). What stays put:
+
+* A full page shows nothing that depends on the list's length (no "page n of
+  m", no total count) and links to its neighbours by number only: n-1 and
+  n+1. The last page is *open* (:func:`archive_pages`): a list of k·size items
+  has an empty page k+1, so a full page's "next" link always resolves and does
+  not appear the moment the list grows.
+* The entry page of a list knows the total and changes with it. For a tag,
+  ``tags/<slug>/`` shows the tag's newest TAG_PAGE_SIZE dreams, newest first,
+  which is what a reader arriving at a tag expects (as Hugo's list pages do),
+  links "older" to the numbered page holding the next older dream, and lists
+  every numbered page. A tag that fits one page has no numbered pages. (Showing
+  only the open page there would show one card just after a page fills.)
+* Lineage pages keep their scheme (page 1, ``lineage/``, holds the oldest
+  chains and lists every page; a later page links on by number).
+* The search index is already sharded by leaf index (SEARCH_SHARD_LEAVES), and
+  :mod:`builder.feeds` shards the sitemap and the JSON API the same way.
+
 Links are relative to the page (``../`` per level), so the site works under
 any sub-path; only 404.html, which a server shows at arbitrary paths, uses the
 base path from ``base_url``. Rendering is a pure function of the model: the
@@ -66,7 +95,7 @@ from markupsafe import Markup
 
 from builder import favicon, patterns
 from builder.mdrender import EXCERPT_LIMIT, LINK_REL, clip, plain_text, render_markdown
-from builder.model import TIER_RANK, DreamView, SiteModel
+from builder.model import TIER_RANK, DreamView, SiteModel, TagView
 from builder.page import Page, key_of
 from builder.textlang import content_lang
 from builder.writer import PlanError
@@ -441,14 +470,31 @@ TAG_PAGE_SIZE = 100  # cards per tag page; a tag of 20,000 dreams makes 200 page
 LINEAGE_PAGE_TREES = 100
 
 
+def archive_pages(count: int, size: int) -> int:
+    """How many numbered pages a list of ``count`` items, ``size`` a page in log
+    order, has: none while its entry page shows them all (``count <= size``),
+    else ``count // size + 1``. Every page but the last is full; the last is
+    *open* (new items join it; it is empty when ``count`` is a multiple of
+    ``size``). So a full page always has a next page to link to, and never
+    changes again when the list grows (see the module docstring)."""
+    return 0 if count <= size else count // size + 1
+
+
 def lineage_page_path(number: int) -> str:
     """Page 1 of the chains is ``lineage/``, page n ≥ 2 is ``lineage/<n>/``."""
     return "lineage/index.html" if number == 1 else f"lineage/{number}/index.html"
 
 
-def tag_page_path(slug: str, number: int) -> str:
-    """Page 1 of a tag is ``tags/<slug>/``, page n ≥ 2 is ``tags/<slug>/<n>/``."""
-    return f"tags/{slug}/index.html" if number == 1 else f"tags/{slug}/{number}/index.html"
+def tag_page_path(slug: str, number: int | None) -> str:
+    """A tag's entry page (its newest dreams) is ``tags/<slug>/``; its numbered
+    page n ≥ 1, counted from its oldest dreams, is ``tags/<slug>/<n>/``."""
+    return f"tags/{slug}/index.html" if number is None else f"tags/{slug}/{number}/index.html"
+
+
+def tag_page_of(position: int, size: int | None = None) -> int:
+    """The numbered page of a tag that holds its dream at ``position`` (0 is
+    the tag's oldest dream, in log order): fixed once the dream is admitted."""
+    return position // (size or TAG_PAGE_SIZE) + 1
 
 
 def dream_page(
@@ -489,6 +535,65 @@ def render_pages(model: SiteModel, patterns_html: str | Callable[[], str]) -> di
             raise PlanError(f"two pages at {page.path}", hint="report this: slugs must not collide")
         plan[page.path] = page.render()
     return dict(sorted(plan.items()))
+
+
+def _tag_pages(
+    model: SiteModel,
+    t: TagView,
+    size: int,
+    page: Callable[..., Page],
+    key_of_page: Callable[..., str | None],
+) -> Iterator[Page]:
+    """A tag's entry page and, when it has more than ``size`` dreams, its
+    numbered pages (see the module docstring, "Pages that stay put").
+
+    The entry page ``tags/<slug>/`` shows the newest ``size`` dreams and
+    links every numbered page: it knows the tag's count and changes with it.
+    Numbered page n holds the tag's dreams at positions [(n-1)·size, n·size)
+    counted from its oldest (log order), newest first on the page; it shows
+    nothing that depends on the tag's count, so once full it never changes
+    (unless one of its own dreams does)."""
+    count = len(t.dream_ids)
+    pages = archive_pages(count, size)
+    newest = [model.by_id[i] for i in t.dream_ids[:size]]
+    older = tag_page_of(count - size - 1, size) if pages else None
+    yield page(
+        tag_page_path(t.slug, None),
+        "tag.html",
+        "tags",
+        key=key_of_page(t.name, t.slug, count, size, pages, dreams=newest),
+        name=t.name,
+        slug=t.slug,
+        count=count,
+        dreams=newest,
+        number=None,
+        pages=pages,
+        older=older,
+        size=size,
+        full=False,
+        first=1,
+    )
+    for number in range(1, pages + 1):
+        # dream_ids are newest first: position p (oldest = 0) is dream_ids[count-1-p].
+        lo, hi = (number - 1) * size, min(number * size, count)
+        listed = [model.by_id[t.dream_ids[count - 1 - p]] for p in range(hi - 1, lo - 1, -1)]
+        full = hi - lo == size
+        yield page(
+            tag_page_path(t.slug, number),
+            "tag.html",
+            "tags",
+            key=key_of_page(t.name, t.slug, number, size, full, dreams=listed),
+            name=t.name,
+            slug=t.slug,
+            count=None,
+            dreams=listed,
+            number=number,
+            pages=None,
+            older=None,
+            size=size,
+            full=full,
+            first=lo + 1,
+        )
 
 
 def list_pages(
@@ -540,37 +645,31 @@ def list_pages(
             diary_item=diary_item,
         )
     yield page("tags/index.html", "tags.html", "tags")
+    size = TAG_PAGE_SIZE
     for t in model.tags:
-        pages = max(1, -(-len(t.dream_ids) // TAG_PAGE_SIZE))
-        for number in range(1, pages + 1):
-            ids = t.dream_ids[(number - 1) * TAG_PAGE_SIZE : number * TAG_PAGE_SIZE]
-            listed = [model.by_id[i] for i in ids]
-            yield page(
-                tag_page_path(t.slug, number),
-                "tag.html",
-                "tags",
-                key=key_of_page(t.name, t.slug, len(t.dream_ids), number, pages, dreams=listed),
-                tag=t,
-                dreams=listed,
-                number=number,
-                pages=pages,
-            )
+        yield from _tag_pages(model, t, size, page, key_of_page)
     trees = [(r, lineage_walk(model, r)) for r in lineage_roots(model)]
-    pages = max(1, -(-len(trees) // LINEAGE_PAGE_TREES))
+    per = LINEAGE_PAGE_TREES
+    pages = max(1, archive_pages(len(trees), per))
     for number in range(1, pages + 1):
-        first = (number - 1) * LINEAGE_PAGE_TREES
-        shown = trees[first : first + LINEAGE_PAGE_TREES]
+        first = (number - 1) * per
+        shown = trees[first : first + per]
         shape = [[(s.kind, s.dream.id if s.dream else None) for s in steps] for _, steps in shown]
         in_trees = [s.dream for _, steps in shown for s in steps if s.dream is not None]
+        # Only page 1, the entry page, knows how many pages there are; a page
+        # after it links to the next by number once it is full (archive_pages).
+        total = pages if number == 1 else None
+        full = len(shown) == per
         yield page(
             lineage_page_path(number),
             "lineage.html",
             "lineage",
-            key=key_of_page("lineage", number, pages, shape, dreams=in_trees),
+            key=key_of_page("lineage", number, per, total, full, shape, dreams=in_trees),
             trees=shown,
             first=first,
             number=number,
-            pages=pages,
+            pages=total,
+            full=full,
         )
     yield page("log/index.html", "log.html", "log")
     yield page("search/index.html", "search.html", "search")
