@@ -36,7 +36,7 @@ The pool and the build (I/O at the edges):
     textlang     the language a dream's text is written in (CJK scripts)
     favicon      the site's icon, SVG and favicon.ico
     patterns     k-anonymous aggregate patterns and SVG charts
-    feeds        Atom, sitemap, robots, api/dreams.json
+    feeds        Atom, sitemap index and shards, robots, api/dreams.json and its shards
     agents       quoted digests and llms.txt for agents
     units        a dream's page, record, proof and fragments, kept by input key
     site         writes every renderer's files into the new generation

@@ -392,7 +392,7 @@ def _sitemaps(model: SiteModel) -> dict[str, bytes]:
     for number, start in enumerate(range(0, len(pages), SITEMAP_LIMIT), 1):
         parts.append((f"sitemap-pages-{number}.xml", pages[start : start + SITEMAP_LIMIT]))
     plan: dict[str, bytes] = {}
-    lines = [f'<sitemapindex xmlns="{SITEMAP_NS}">']
+    lines = [f'<sitemapindex xmlns="{SITEMAP_NS}">']  # docs/protocol.md §8
     for path, part in parts:
         plan[path] = _urlset(model, part)
         # Its newest page's date (RFC 3339 UTC strings of one shape sort as times).
@@ -433,7 +433,7 @@ def api_pages(
     """``api/dreams.json`` and its shards ``api/dreams/<k>.json``. With
     ``entry_key`` (as :func:`feed_pages`) each shard carries a key, so a
     build keeps the shards whose dreams did not change."""
-    shards = leaf_shards(model.dreams, SHARD_LEAVES)
+    shards = leaf_shards(model.dreams, SHARD_LEAVES)  # docs/protocol.md §8
     yield Page("api/dreams.json", None, lambda: api_index(model, shards))
     for k, part in shards:
         key = (
@@ -475,7 +475,7 @@ def api_index(model: SiteModel, shards: Sequence[tuple[int, Sequence[DreamView]]
             for k, part in shards
         ],
     }
-    return _json(index) + b"\n"
+    return _json(index) + b"\n"  # docs/protocol.md §8: the index
 
 
 def api_shard(k: int, dreams: Sequence[DreamView]) -> bytes:
@@ -501,7 +501,7 @@ def api_shard(k: int, dreams: Sequence[DreamView]) -> bytes:
         for d in dreams
     )
     leaves = _json([k * SHARD_LEAVES, (k + 1) * SHARD_LEAVES])
-    # The document's own keys, sorted: dreams, format, leaves.
+    # The document's own keys, sorted: dreams, format, leaves (docs/protocol.md §8).
     return b'{"dreams":[%b],"format":%b,"leaves":%b}\n' % (body, _json(API_FORMAT), leaves)
 
 

@@ -575,7 +575,7 @@ def _tag_pages(
     )
     for number in range(1, pages + 1):
         # dream_ids are newest first: position p (oldest = 0) is dream_ids[count-1-p].
-        lo, hi = (number - 1) * size, min(number * size, count)
+        lo, hi = (number - 1) * size, min(number * size, count)  # docs/protocol.md §8
         listed = [model.by_id[t.dream_ids[count - 1 - p]] for p in range(hi - 1, lo - 1, -1)]
         full = hi - lo == size
         yield page(
