@@ -6,7 +6,10 @@
     index.html                       home: latest dreams, counts, checkpoint
     dreams/<id>/index.html           a dream, or a tombstone if it was erased
     authors/index.html               authors, with tiers and counts
-    authors/<slug>/index.html        a diary: keys and a timeline by month
+    authors/<slug>/index.html        a diary: keys and a timeline by month of the
+                                     author's newest DIARY_PAGE_SIZE dreams
+    authors/<slug>/<n>/index.html    page n ≥ 1 of a longer timeline, counted from
+                                     the oldest, as a tag's numbered pages
     tags/index.html, tags/<slug>/index.html
                                      a tag's newest TAG_PAGE_SIZE dreams, and links
                                      to its numbered pages
@@ -95,7 +98,7 @@ from markupsafe import Markup
 
 from builder import favicon, patterns
 from builder.mdrender import EXCERPT_LIMIT, LINK_REL, clip, plain_text, render_markdown
-from builder.model import TIER_RANK, DreamView, SiteModel, TagView
+from builder.model import TIER_RANK, AuthorView, DreamView, SiteModel, TagView
 from builder.page import Page, key_of
 from builder.textlang import content_lang
 from builder.writer import PlanError
@@ -461,6 +464,9 @@ def _page(model: SiteModel, path: str, template: str, nav: str, **context: Any) 
 
 
 TAG_PAGE_SIZE = 100  # cards per tag page; a tag of 20,000 dreams makes 200 pages, not one
+# Lines of a diary's timeline a page (about 600 bytes each): authors/<slug>/
+# shows the newest, authors/<slug>/<n>/ the n-th from the oldest.
+DIARY_PAGE_SIZE = 200
 
 
 # Chains per lineage page. Roots come oldest first, so a chain stays on its
@@ -535,6 +541,66 @@ def render_pages(model: SiteModel, patterns_html: str | Callable[[], str]) -> di
             raise PlanError(f"two pages at {page.path}", hint="report this: slugs must not collide")
         plan[page.path] = page.render()
     return dict(sorted(plan.items()))
+
+
+def _diary_pages(
+    model: SiteModel,
+    a: AuthorView,
+    size: int,
+    page: Callable[..., Page],
+    key_of_page: Callable[..., str | None],
+    diary_item: Callable[[DreamView, str], Markup],
+) -> Iterator[Page]:
+    """An author's diary ``authors/<slug>/`` (keys, and a timeline of the
+    newest ``size`` dreams) and, past ``size`` dreams, its numbered pages
+    ``authors/<slug>/<n>/``, filled in log order as a tag's are
+    (:func:`_tag_pages`): a full one shows nothing that depends on the
+    author's count or keys, so it never changes again."""
+    count = len(a.dream_ids)
+    pages = archive_pages(count, size)
+    newest = [model.by_id[i] for i in a.dream_ids[:size]]
+    yield page(
+        f"authors/{a.slug}/index.html",
+        "diary.html",
+        "authors",
+        key=key_of_page(a, size, pages, dreams=newest),
+        author=a,
+        name=a.name,
+        slug=a.slug,
+        shown=len(newest),
+        tier=a.tier,
+        count=count,
+        months=by_month(newest),
+        diary_item=diary_item,
+        number=None,
+        pages=pages,
+        older=tag_page_of(count - size - 1, size) if pages else None,
+        size=size,
+        full=False,
+    )
+    for number in range(1, pages + 1):
+        lo, hi = (number - 1) * size, min(number * size, count)
+        listed = [model.by_id[a.dream_ids[count - 1 - p]] for p in range(hi - 1, lo - 1, -1)]
+        full = hi - lo == size
+        yield page(
+            f"authors/{a.slug}/{number}/index.html",
+            "diary.html",
+            "authors",
+            key=key_of_page(a.name, a.slug, a.tier, number, size, full, dreams=listed),
+            author=None,
+            name=a.name,
+            slug=a.slug,
+            shown=len(listed),
+            tier=a.tier,
+            count=None,
+            months=by_month(listed),
+            diary_item=diary_item,
+            number=number,
+            pages=None,
+            older=None,
+            size=size,
+            full=full,
+        )
 
 
 def _tag_pages(
@@ -634,16 +700,7 @@ def list_pages(
         yield page(f"dreams/{e.id}/index.html", "erased.html", "", gone=e)
     yield page("authors/index.html", "authors.html", "authors")
     for a in model.authors:
-        own = [model.by_id[i] for i in a.dream_ids]
-        yield page(
-            f"authors/{a.slug}/index.html",
-            "diary.html",
-            "authors",
-            key=key_of_page(a, dreams=own),
-            author=a,
-            months=by_month(own),
-            diary_item=diary_item,
-        )
+        yield from _diary_pages(model, a, DIARY_PAGE_SIZE, page, key_of_page, diary_item)
     yield page("tags/index.html", "tags.html", "tags")
     size = TAG_PAGE_SIZE
     for t in model.tags:

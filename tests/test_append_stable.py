@@ -32,6 +32,7 @@ STEP = 80
 @pytest.fixture(autouse=True)
 def _small_pages(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(render, "TAG_PAGE_SIZE", PAGE)
+    monkeypatch.setattr(render, "DIARY_PAGE_SIZE", PAGE)
     monkeypatch.setattr(render, "SEARCH_SHARD_LEAVES", SHARD)
     monkeypatch.setattr(feeds, "SHARD_LEAVES", SHARD)
 
@@ -79,12 +80,16 @@ def test_one_new_dream_rewrites_the_same_files_whatever_the_pool_size(tmp_path: 
     newest = render.tag_page_of(large, PAGE)  # the new dream is the tag's (large+1)-th
     assert pages == [render.tag_page_path("python", newest)]
     assert render.tag_page_path("python", newest - 1) in after
+    # So do an author's diary pages.
+    diary = [p for p in changed_large if re.fullmatch(r"authors/ada/\d+/index\.html", p)]
+    assert diary == [f"authors/ada/{newest}/index.html"]
 
 
 def test_a_full_page_and_a_full_shard_keep_their_bytes(tmp_path: Path) -> None:
     before, after, changed = plus_one(tmp_path, 42)
     # Tag pages 1..8 hold the tag's 40 oldest dreams; page 9 is open.
     full = [render.tag_page_path("python", k) for k in range(1, 9)]
+    full += [f"authors/ada/{k}/index.html" for k in range(1, 9)]
     # Leaves 0..39 are in shards 0..4; the new dream is leaf 43, in shard 5.
     full += [f"api/dreams/{k}.json" for k in range(5)]
     full += [f"sitemap-dreams-{k}.xml" for k in range(5)]
@@ -95,6 +100,8 @@ def test_a_full_page_and_a_full_shard_keep_their_bytes(tmp_path: Path) -> None:
     for path in (
         render.tag_page_path("python", 9),
         "tags/python/index.html",
+        "authors/ada/9/index.html",
+        "authors/ada/index.html",
         "api/dreams/5.json",
         "api/dreams.json",
         "sitemap-dreams-5.xml",
@@ -126,6 +133,13 @@ def test_a_full_tag_page_links_on_by_number_and_knows_no_total(tmp_path: Path) -
     assert 'rel="next" href="../../tags/python/1/"' in entry
     for k in (1, 2, 3):
         assert f'href="../../tags/python/{k}/"' in entry
+    # A diary pages its timeline the same way; its keys are on its first page only.
+    diary = (site / "authors/ada/2/index.html").read_text(encoding="utf-8")
+    assert 'rel="next" href="../../../authors/ada/3/"' in diary and "10 dreams" not in diary
+    assert diary.count('<li class="tl-item') == PAGE and "Key ID" not in diary
+    whole = (site / "authors/ada/index.html").read_text(encoding="utf-8")
+    assert "10 dreams" in whole and whole.count('<li class="tl-item') == PAGE
+    assert "Key ID" in whole and 'href="../../authors/ada/3/"' in whole
     # Page 1 holds the oldest dreams (log order), newest first on the page.
     api = json.loads((site / "api" / "dreams" / "0.json").read_bytes())["dreams"]
     oldest = [d["id"] for d in sorted(api, key=lambda d: d["index"])[:PAGE]]
