@@ -68,7 +68,10 @@ Numbered newest first, as before, one new dream shifted every page of its tag
   which is what a reader arriving at a tag expects (as Hugo's list pages do),
   links "older" to the numbered page holding the next older dream, and lists
   every numbered page. A tag that fits one page has no numbered pages. (Showing
-  only the open page there would show one card just after a page fills.)
+  only the open page there would show one card just after a page fills.) So
+  a paged list names its newest dreams twice: on its entry page and on their
+  numbered page. A diary (``authors/<slug>/``) is paged the same way
+  (DIARY_PAGE_SIZE); only its entry page shows the author's keys.
 * Lineage pages keep their scheme (page 1, ``lineage/``, holds the oldest
   chains and lists every page; a later page links on by number).
 * The search index is already sharded by leaf index (SEARCH_SHARD_LEAVES), and
@@ -497,10 +500,10 @@ def tag_page_path(slug: str, number: int | None) -> str:
     return f"tags/{slug}/index.html" if number is None else f"tags/{slug}/{number}/index.html"
 
 
-def tag_page_of(position: int, size: int | None = None) -> int:
-    """The numbered page of a tag that holds its dream at ``position`` (0 is
-    the tag's oldest dream, in log order): fixed once the dream is admitted."""
-    return position // (size or TAG_PAGE_SIZE) + 1
+def archive_page_of(position: int, size: int) -> int:
+    """The numbered page (:func:`archive_pages`) that holds a list's item at
+    ``position`` (0 is its oldest, in log order): fixed once it is admitted."""
+    return position // size + 1
 
 
 def dream_page(
@@ -574,7 +577,7 @@ def _diary_pages(
         diary_item=diary_item,
         number=None,
         pages=pages,
-        older=tag_page_of(count - size - 1, size) if pages else None,
+        older=archive_page_of(count - size - 1, size) if pages else None,
         size=size,
         full=False,
     )
@@ -622,7 +625,7 @@ def _tag_pages(
     count = len(t.dream_ids)
     pages = archive_pages(count, size)
     newest = [model.by_id[i] for i in t.dream_ids[:size]]
-    older = tag_page_of(count - size - 1, size) if pages else None
+    older = archive_page_of(count - size - 1, size) if pages else None
     yield page(
         tag_page_path(t.slug, None),
         "tag.html",

@@ -77,7 +77,7 @@ def test_one_new_dream_rewrites_the_same_files_whatever_the_pool_size(tmp_path: 
     assert sorted(map(shape, changed_small)) == sorted(map(shape, changed_large))
     # The numbered pages of a tag: only the open one changes.
     pages = [p for p in changed_large if re.fullmatch(r"tags/python/\d+/index\.html", p)]
-    newest = render.tag_page_of(large, PAGE)  # the new dream is the tag's (large+1)-th
+    newest = render.archive_page_of(large, PAGE)  # the new dream is the tag's (large+1)-th
     assert pages == [render.tag_page_path("python", newest)]
     assert render.tag_page_path("python", newest - 1) in after
     # So do an author's diary pages.
