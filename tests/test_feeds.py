@@ -19,6 +19,7 @@ from builder.site import feeds
 from builder.site.feeds import tag_uri
 from builder.site.model import SiteModel, build_model
 from tests.pools import key_id_of, make_pool
+from tests.siteapi import api_dreams
 
 A = "{http://www.w3.org/2005/Atom}"
 SM = "{http://www.sitemaps.org/schemas/sitemap/0.9}"
@@ -98,7 +99,7 @@ def test_the_build_writes_exactly_these_files(built: Built) -> None:
     written = {
         p.relative_to(built.site).as_posix()
         for p in built.site.rglob("*")
-        if p.name.endswith((".xml", ".txt")) or p.parent.name == "api"
+        if p.is_file() and (p.name.endswith((".xml", ".txt")) or "api" in p.parts)
     }
     assert written - set(plan) == {"llms.txt"}  # the agents' file (tests/test_agents.py)
 
@@ -146,8 +147,7 @@ def test_anonymized_dreams_name_no_one(built: Built) -> None:
     # is nowhere, not even on a diary.
     for path, data in plan.items():
         assert "墨子".encode() not in data, path
-    api = json.loads(plan["api/dreams.json"])
-    authors = {d["id"]: d["author"] for d in api["dreams"]}
+    authors = {d["id"]: d["author"] for d in api_dreams(plan.__getitem__)}
     assert authors[built.ada_anon] is None and authors[built.mozi_anon] is None
 
 
@@ -227,8 +227,7 @@ def test_hostile_title_is_escaped_and_round_trips(built: Built) -> None:
     assert "<script>" not in text and '&lt;script&gt;&amp;"]]&gt;' in text
     titles = {dream_of(e): e.findtext(A + "title") for e in entries(plan["feed.xml"])}
     assert titles[built.ada[0]] == HOSTILE
-    api = json.loads(plan["api/dreams.json"])
-    assert {d["id"]: d["title"] for d in api["dreams"]}[built.ada[0]] == HOSTILE
+    assert {d["id"]: d["title"] for d in api_dreams(plan.__getitem__)}[built.ada[0]] == HOSTILE
 
 
 def test_text_outside_xml_is_made_safe(built: Built) -> None:
@@ -267,11 +266,27 @@ def test_summary_is_plain_text_clipped_to_300(built: Built) -> None:
     assert short == built.relative.by_id[built.bob].summary
 
 
+def sitemap_urls(plan: dict[str, bytes], prefix: str) -> dict[str | None, str | None]:
+    """Every URL the sitemaps list (loc: lastmod): sitemap.xml is an index of
+    urlsets, each at most SITEMAP_LIMIT URLs and dated by its newest page."""
+    index = ET.fromstring(plan["sitemap.xml"])
+    assert index.tag == SM + "sitemapindex"
+    urls: dict[str | None, str | None] = {}
+    for part in index:
+        loc, lastmod = part.findtext(SM + "loc"), part.findtext(SM + "lastmod")
+        assert loc is not None and loc.startswith(prefix)
+        urlset = ET.fromstring(plan[loc.removeprefix(prefix)])
+        assert urlset.tag == SM + "urlset" and 1 <= len(urlset) <= feeds.SITEMAP_LIMIT
+        listed = {u.findtext(SM + "loc"): u.findtext(SM + "lastmod") for u in urlset}
+        assert lastmod == max((mod for mod in listed.values() if mod), default=None)
+        assert not set(listed) & set(urls)
+        urls.update(listed)
+    return urls
+
+
 def test_sitemap_lists_every_page(built: Built) -> None:
     for m, prefix in ((built.relative, ""), (built.absolute, ABSOLUTE)):
-        root = ET.fromstring(render_feeds(m)["sitemap.xml"])
-        assert root.tag == SM + "urlset"
-        urls = {u.findtext(SM + "loc"): u.findtext(SM + "lastmod") for u in root}
+        urls = sitemap_urls(render_feeds(m), prefix)
         for d in m.dreams:
             assert urls[f"{prefix}dreams/{d.id}/"] == d.date
         (tomb,) = m.erased
@@ -289,6 +304,25 @@ def test_sitemap_lists_every_page(built: Built) -> None:
         assert f"{prefix}authors/anonymous/" not in urls  # one-time keys: no diary
 
 
+def test_dream_sitemaps_are_shards_by_log_leaf(
+    built: Built, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sitemap-dreams-<k>.xml lists the pages (and tombstones) of the dreams of
+    leaves [k·SHARD_LEAVES, (k+1)·SHARD_LEAVES), in log order."""
+    monkeypatch.setattr(feeds, "SHARD_LEAVES", 2)
+    m = built.relative
+    plan = render_feeds(m)
+    at = {f"dreams/{d.id}/": d.index for d in m.dreams}
+    at |= {f"dreams/{e.id}/": e.index for e in m.erased}
+    shards = sorted(p for p in plan if p.startswith("sitemap-dreams-"))
+    assert shards == sorted(f"sitemap-dreams-{k}.xml" for k in {i // 2 for i in at.values()})
+    for path in shards:
+        k = int(path.removeprefix("sitemap-dreams-").removesuffix(".xml"))
+        locs = [u.findtext(SM + "loc") for u in ET.fromstring(plan[path])]
+        assert [at[str(loc)] for loc in locs] == sorted(at[str(loc)] for loc in locs)
+        assert all(at[str(loc)] // 2 == k for loc in locs)
+
+
 def test_robots_names_the_sitemap_only_when_absolute(built: Built) -> None:
     absolute = render_feeds(built.absolute)["robots.txt"].decode()
     assert absolute.startswith("User-agent: *\nAllow: /\n")
@@ -296,26 +330,44 @@ def test_robots_names_the_sitemap_only_when_absolute(built: Built) -> None:
     assert "Sitemap" not in render_feeds(built.relative)["robots.txt"].decode()
 
 
-def test_api_matches_the_model(built: Built) -> None:
+def test_api_matches_the_model(built: Built, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(feeds, "SHARD_LEAVES", 2)
     m = built.relative
-    data = render_feeds(m)["api/dreams.json"]
+    plan = render_feeds(m)
+    data = plan["api/dreams.json"]
     api = json.loads(data)
-    assert (
-        data
-        == (
-            json.dumps(api, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n"
-        ).encode()
-    )
-    assert "墨子".encode() not in data
-    assert api["format"] == "dreampool-api/v1"
+    shards = sorted(p for p in plan if p.startswith("api/dreams/"))
+    for path in ("api/dreams.json", *shards):
+        doc = json.loads(plan[path])
+        compact = json.dumps(doc, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        assert plan[path] == (compact + "\n").encode()
+        assert doc["format"] == "dreampool-api/v2"
+        assert "墨子".encode() not in plan[path]
+        assert built.erased not in plan[path].decode()
     assert m.checkpoint is not None
     assert api["pool"] == {
         "title": m.title,
         "origin": m.origin,
         "checkpoint": {"size": m.checkpoint.size, "root": m.checkpoint.root},
     }
-    assert [d["id"] for d in api["dreams"]] == [d.id for d in m.dreams]
-    for got, d in zip(api["dreams"], m.dreams, strict=True):
+    assert api["dreams"] == len(m.dreams) and api["shard_leaves"] == 2
+    # Shards in log order, each holding its leaves' dreams, only those that hold one.
+    ks = sorted({d.index // 2 for d in m.dreams})
+    assert api["shards"] == [
+        {
+            "dreams": sum(1 for d in m.dreams if d.index // 2 == k),
+            "leaves": [2 * k, 2 * k + 2],
+            "path": f"dreams/{k}.json",
+        }
+        for k in ks
+    ]
+    assert shards == sorted(f"api/dreams/{k}.json" for k in ks)
+    for k in ks:
+        assert json.loads(plan[f"api/dreams/{k}.json"])["leaves"] == [2 * k, 2 * k + 2]
+    listed = api_dreams(plan.__getitem__)
+    in_log_order = sorted(m.dreams, key=lambda d: d.index)
+    assert [d["id"] for d in listed] == [d.id for d in in_log_order]
+    for got, d in zip(listed, in_log_order, strict=True):
         assert got == {
             "id": d.id,
             "title": d.title,
@@ -325,13 +377,16 @@ def test_api_matches_the_model(built: Built) -> None:
             "date": d.date,
             "index": d.index,
         }
-    assert built.erased not in data.decode()
 
 
 def test_plan_paths_are_the_url_scheme(built: Built) -> None:
     m = built.relative
     plan = render_feeds(m)
-    want = {"feed.xml", "sitemap.xml", "robots.txt", "api/dreams.json"}
+    want = {"feed.xml", "sitemap.xml", "robots.txt", "api/dreams.json", "sitemap-pages-1.xml"}
+    leaves = [d.index for d in m.dreams] + [e.index for e in m.erased]
+    shards = {i // feeds.SHARD_LEAVES for i in leaves}
+    want |= {f"sitemap-dreams-{k}.xml" for k in shards}
+    want |= {f"api/dreams/{d.index // feeds.SHARD_LEAVES}.json" for d in m.dreams}
     want |= {f"authors/{a.slug}/feed.xml" for a in m.authors}
     want |= {f"tags/{t.slug}/feed.xml" for t in m.tags}
     assert set(plan) == want
@@ -339,28 +394,16 @@ def test_plan_paths_are_the_url_scheme(built: Built) -> None:
         assert not Path(path).is_absolute() and ".." not in path
 
 
-def test_a_sitemap_past_the_protocol_limit_becomes_an_index(
+def test_no_sitemap_passes_the_protocol_limit(
     built: Built, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # sitemaps.org: at most 50,000 URLs a file; a pool of 100k dreams has more.
     for m, prefix in ((built.relative, ""), (built.absolute, ABSOLUTE)):
-        whole = ET.fromstring(render_feeds(m)["sitemap.xml"])
-        want = [(u.findtext(SM + "loc"), u.findtext(SM + "lastmod")) for u in whole]
+        whole = sitemap_urls(render_feeds(m), prefix)
         monkeypatch.setattr(feeds, "SITEMAP_LIMIT", 4)
+        monkeypatch.setattr(feeds, "SHARD_LEAVES", 4)
         plan = render_feeds(m)
+        assert sitemap_urls(plan, prefix) == whole  # each part at most 4 URLs
+        pages = len(feeds.sitemap_pages(m))
+        assert pages > 4 and f"sitemap-pages-{-(-pages // 4)}.xml" in plan
         monkeypatch.undo()
-        index = ET.fromstring(plan["sitemap.xml"])
-        assert index.tag == SM + "sitemapindex"
-        parts = [(s.findtext(SM + "loc"), s.findtext(SM + "lastmod")) for s in index]
-        assert [loc for loc, _ in parts] == [
-            f"{prefix}sitemap-{i}.xml" for i in range(1, -(-len(want) // 4) + 1)
-        ]
-        got = []
-        for loc, lastmod in parts:
-            urlset = ET.fromstring(plan[loc.removeprefix(prefix)])
-            assert urlset.tag == SM + "urlset" and 1 <= len(urlset) <= 4
-            urls = [(u.findtext(SM + "loc"), u.findtext(SM + "lastmod")) for u in urlset]
-            assert lastmod == max((mod for _, mod in urls if mod), default=None)
-            got += urls
-        assert got == want
-        assert set(plan) - set(render_feeds(m)) == {loc.removeprefix(prefix) for loc, _ in parts}

@@ -22,6 +22,7 @@ from builder.content import pool
 from builder.formats import dream as dreamfmt
 from builder.formats.note import parse_private_key
 from builder.site import agentdocs as agents
+from builder.site import render
 from tests.conftest import draft
 from tests.pools import SEEDS, make_pool
 
@@ -39,6 +40,17 @@ def _no_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
     # Sizes, not durability, are under test: an fsync per submitted dream
     # and written page was most of these tests' time.
     monkeypatch.setattr(os, "fsync", lambda fd: None)
+
+
+@pytest.fixture(autouse=True)
+def _paged_at_both_sizes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A tag or diary longer than a page shows its newest dreams on its entry
+    # page and each dream on one numbered page too (builder.site.render, "Pages
+    # that stay put"): one more file a list, once. With pages smaller than
+    # SMALL both sizes are paged, so "as many files at any length" compares
+    # like with like.
+    monkeypatch.setattr(render, "TAG_PAGE_SIZE", SMALL // 2)
+    monkeypatch.setattr(render, "DIARY_PAGE_SIZE", SMALL // 2)
 
 
 def _chain(root: Path, n: int, lineage: Any) -> tuple[Path, list[str], str]:

@@ -32,6 +32,7 @@ from builder.formats import dream as dreamfmt
 from builder.formats.checkpoint import Checkpoint
 from builder.formats.note import parse_private_key
 from tests.conftest import REPO
+from tests.siteapi import shard_files
 from tests.test_agents import (
     ANON_AUTHOR,
     ANON_SEED,
@@ -493,14 +494,14 @@ def test_a_rolled_back_site_is_refused(hostile: Hostile, tmp_path: Path) -> None
 
 
 def test_the_log_not_the_listing_says_which_dreams_exist(hostile: Hostile) -> None:
-    api = hostile.site / "api" / "dreams.json"
-    doc = json.loads(api.read_text(encoding="utf-8"))
     late_hostile = hostile.late[-1]  # the second dream of the hostile guest key
-    doc["dreams"] = [d for d in doc["dreams"] if d["id"] != late_hostile]
-    for d in doc["dreams"]:
-        if d["id"] == hostile.hostile:
-            d["tier"] = "maintainer"  # a listing that promotes one dream of a guest key
-    api.write_text(json.dumps(doc), encoding="utf-8")
+    for api in shard_files(hostile.site):
+        doc = json.loads(api.read_text(encoding="utf-8"))
+        doc["dreams"] = [d for d in doc["dreams"] if d["id"] != late_hostile]
+        for d in doc["dreams"]:
+            if d["id"] == hostile.hostile:
+                d["tier"] = "maintainer"  # a listing that promotes one dream of a guest key
+        api.write_text(json.dumps(doc), encoding="utf-8")
     tools = mcp_server.Tools(mcp_server.open_reader(str(hostile.site), None))
     listed = {d["id"]: d for d in tools.dream_list(limit=100).data["dreams"]}
     assert late_hostile in listed and listed[late_hostile]["tier"] == "guest"

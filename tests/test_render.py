@@ -151,7 +151,7 @@ def build_site(built: Built, base_url: str, where: Path) -> dict[str, bytes]:
     build with an absolute base URL adds the log's URL to content/log/policy)."""
     content = where / "content"
     shutil.copytree(built.content, content)
-    buildmod.build(content, where / "site", signer=None, base_url=base_url, quiet=True)
+    buildmod.build(content, where / "site", signer=None, base_url=base_url)
     site = where / "site"
     return {
         p.relative_to(site).as_posix(): p.read_bytes()
@@ -253,8 +253,10 @@ def test_every_page_kind_exists(built: Built) -> None:
     expected |= {f"tags/{t.slug}/index.html" for t in m.tags}
     # What the build writes beside the pages: the log's files, the feeds, and the
     # agents' files (tests/test_feeds.py, tests/test_agents.py).
-    others = set(built.log_plan) | {"llms.txt", "robots.txt", "sitemap.xml", "api/dreams.json"}
-    others |= {p for p in plan if p.endswith("feed.xml") or p.startswith("agents/")}
+    others = set(built.log_plan) | {"llms.txt", "robots.txt"}
+    others |= {
+        p for p in plan if p.endswith("feed.xml") or p.startswith(("agents/", "api/", "sitemap"))
+    }
     assert set(plan) - others == expected
     assert set(built.log_plan) <= set(plan)
     assert not expected & set(built.log_plan), "pages never overwrite log files"
@@ -462,7 +464,9 @@ def test_lineage_pages_hold_the_chains_oldest_first(
     monkeypatch.setattr(render, "LINEAGE_PAGE_TREES", 1)
     plan = list_pages(m)
     paths = ["lineage/index.html", "lineage/2/index.html", "lineage/3/index.html"]
-    assert sorted(p for p in plan if p.startswith("lineage/")) == sorted(paths)
+    # Three full pages and the open one new chains join (render.archive_pages).
+    opened = "lineage/4/index.html"
+    assert sorted(p for p in plan if p.startswith("lineage/")) == sorted([*paths, opened])
     chain = re.compile(
         r'<section class="tree panel" aria-label="Chain (\d+)">(.*?)</section>', re.S
     )
@@ -475,11 +479,16 @@ def test_lineage_pages_hold_the_chains_oldest_first(
     assert [n for n, _ in found] == ["1", "2", "3"]
     assert [body for _, body in found] == [b for _, b in chain.findall(whole)]
     first, middle, last = (plan[p].decode() for p in paths)
-    assert "page 2 of 3" in middle and "Pages of chains" not in whole
+    # Only page 1 knows the total: a full later page never changes when chains are added.
+    assert "page 1 of 4" in first and "Pages of chains" not in whole
+    assert "page 2, oldest chains first" in middle and " of 4" not in middle
     assert 'rel="next" href="../lineage/2/"' in first and 'rel="prev"' not in first
     assert 'rel="prev" href="../../lineage/"' in middle
     assert 'rel="next" href="../../lineage/3/"' in middle
-    assert 'rel="prev" href="../../lineage/2/"' in last and 'rel="next"' not in last
+    assert 'rel="prev" href="../../lineage/2/"' in last
+    assert 'rel="next" href="../../lineage/4/"' in last
+    empty = plan[opened].decode()
+    assert "No chain on this page yet" in empty and 'rel="next"' not in empty
 
 
 def test_dream_page_shows_author_key_lineage_and_verify_panel(built: Built) -> None:

@@ -95,7 +95,7 @@ def _erase(content: Path, dream_id: str, reason: str, request: Path | None) -> P
     except FileNotFoundError:
         raise PoolError(
             f"no dream {dream_id} in {content / 'dreams'}",
-            hint="check the id on the dream's page or in api/dreams.json",
+            hint="check the id on the dream's page or in the site's JSON API (api/dreams/<k>.json)",
         ) from None
     record: bytes
     if request is not None:

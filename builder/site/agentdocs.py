@@ -553,7 +553,9 @@ def render_llms_txt(model: SiteModel) -> str:
             'says "next time", remember that size for your next visit'
         )
     lines += [
-        f"- [JSON API]({base}api/dreams.json): every dream's id, tier, date and log index",
+        f"- [JSON API]({base}api/dreams.json): the pool and its checkpoint, and the paths "
+        "of its shards (api/dreams/<k>.json, in log order), which hold every dream's id, "
+        "title, author, tags, tier, date and log index",
         f"- [Atom feed]({base}feed.xml): the 50 newest dreams",
         "- MCP: `dreampool mcp --site <this site's URL>` serves the same as tools "
         "(dream_list, dream_get, dream_stats, dream_verify, dream_digest, dream_draft), "

@@ -6,10 +6,23 @@
     feed.xml                   the pool's 50 newest dreams (Atom 1.0, RFC 4287)
     authors/<slug>/feed.xml    an author's 50 newest dreams, anonymized ones left out
     tags/<slug>/feed.xml       a tag's 50 newest dreams
-    sitemap.xml                every HTML page (sitemaps.org protocol 0.9); above
-                               50,000 pages an index of sitemap-1.xml, sitemap-2.xml …
+    sitemap.xml                a sitemap index (sitemaps.org protocol 0.9) of:
+    sitemap-dreams-<k>.xml     the pages of the dreams (and tombstones) of log
+                               leaves [k·SHARD_LEAVES, (k+1)·SHARD_LEAVES)
+    sitemap-pages-<j>.xml      every other HTML page, 50,000 a file (j ≥ 1)
     robots.txt                 allow all, and where the sitemap is
-    api/dreams.json            every dream's metadata for programs, newest first
+    api/dreams.json            the JSON API's index: the pool, its checkpoint,
+                               and its shards
+    api/dreams/<k>.json        the metadata of the dreams of log leaves
+                               [k·SHARD_LEAVES, (k+1)·SHARD_LEAVES), in log order
+
+Shards stay put. Whatever lists every dream is split by log leaf index, as the
+search index is (:data:`builder.site.render.SEARCH_SHARD_LEAVES`): a new dream
+joins the last shard, so a build after one new dream rewrites the index and
+that shard, and a shard the log has moved past changes only when one of its
+own dreams does (erased, re-tiered). One api/dreams.json of every dream, and
+one sitemap, were rewritten whole by every build (at 100k dreams, 20 MB and
+three 5 MB files).
 
 Links. With an absolute ``base_url`` (``https://…``) every link is absolute.
 Otherwise the site may be served under any path, so feeds link relative to
@@ -38,11 +51,11 @@ import functools
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 from xml.sax.saxutils import escape
 
-from builder.site.model import DreamView, SiteModel
+from builder.site.model import DreamView, ErasedView, SiteModel
 from builder.site.page import Page, key_of
 from builder.text import mdrender
 
@@ -50,13 +63,27 @@ ATOM_NS = "http://www.w3.org/2005/Atom"
 SITEMAP_NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
 # sitemaps.org: "no more than 50,000 URLs" a file (and 50 MB: ours stay near 5 MB).
 SITEMAP_LIMIT = 50_000
-API_FORMAT = "dreampool-api/v1"
+# v2: api/dreams.json is an index of shards (api/dreams/<k>.json, log order);
+# v1 was one file of every dream, newest first.
+API_FORMAT = "dreampool-api/v2"
+# Log leaves one shard of the JSON API and of the dreams' sitemap spans: about
+# 400 KB of API and 200 KB of sitemap. At most SITEMAP_LIMIT, since a leaf holds
+# one dream at most.
+SHARD_LEAVES = 2048
 FEED_LIMIT = 50
 SUMMARY_LIMIT = mdrender.FEED_SUMMARY_LIMIT
 THIRD_PARTY = "third-party"
 # Used only when the model has no checkpoint at all (then it has no dreams either).
 _FALLBACK_DATE = "1970-01-01T00:00:00Z"
 _FALLBACK_YEAR = "2026"
+
+
+class _HasIndex(Protocol):
+    @property
+    def index(self) -> int: ...
+
+
+_Indexed = TypeVar("_Indexed", bound=_HasIndex)
 
 # XML 1.0 §2.2 Char: anything else cannot appear even as a character reference.
 _NOT_XML_CHAR = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -127,7 +154,7 @@ def feed_pages(
     for path, data in _sitemaps(model).items():
         yield Page(path, None, functools.partial(bytes, data))
     yield Page("robots.txt", None, lambda: _robots(model))
-    yield Page("api/dreams.json", None, lambda: _api(model))
+    yield from api_pages(model, entry_key)
 
 
 # --- URLs and ids ------------------------------------------------------------
@@ -303,12 +330,21 @@ def _clip(text: str, limit: int = SUMMARY_LIMIT) -> str:
 # --- sitemap, robots ---------------------------------------------------------
 
 
+def leaf_shards(dreams: Iterable[_Indexed], leaves: int) -> list[tuple[int, list[_Indexed]]]:
+    """``dreams`` (anything with a log ``index``) as (k, those of leaves
+    [k·leaves, (k+1)·leaves)), k ascending, each shard in log order."""
+    shards: dict[int, list[_Indexed]] = {}
+    for d in sorted(dreams, key=lambda d: d.index):
+        shards.setdefault(d.index // leaves, []).append(d)
+    return sorted(shards.items())
+
+
 def sitemap_pages(model: SiteModel) -> list[tuple[str, str | None]]:
-    """Every HTML page as (site path of its folder, lastmod or None), in a fixed order."""
+    """Every HTML page but the dreams' own (and tombstones'), as (site path of
+    its folder, lastmod or None), in a fixed order; :func:`sitemap_dreams`
+    lists those."""
     pool_date = model.checkpoint.date if model.checkpoint else None
     pages: list[tuple[str, str | None]] = [("", pool_date)]
-    pages += [(f"dreams/{d.id}/", d.date) for d in model.dreams]
-    pages += [(f"dreams/{e.id}/", e.date) for e in model.erased]  # tombstones
     pages.append(("authors/", pool_date))
     for author in model.authors:
         # The newest dream the diary shows; an anonymized dream's date would hint at it.
@@ -325,19 +361,32 @@ def sitemap_pages(model: SiteModel) -> list[tuple[str, str | None]]:
     return pages
 
 
+def sitemap_dreams(model: SiteModel) -> list[tuple[int, list[tuple[str, str | None]]]]:
+    """The dreams' pages and the tombstones of erased ones as (k, [(folder,
+    lastmod)]) shards of :data:`SHARD_LEAVES` log leaves, in log order."""
+    listed: list[DreamView | ErasedView] = [*model.dreams, *model.erased]
+    return [
+        (k, [(f"dreams/{d.id}/", d.date) for d in part])
+        for k, part in leaf_shards(listed, SHARD_LEAVES)
+    ]
+
+
 def _sitemaps(model: SiteModel) -> dict[str, bytes]:
-    """``sitemap.xml``: every page, or above :data:`SITEMAP_LIMIT` pages an
-    index of ``sitemap-1.xml`` … each of that many (sitemaps.org, "Using
-    Sitemap index files"). They sit at the root, beside the index: a sitemap
-    may only list URLs under its own folder."""
+    """``sitemap.xml``, an index (sitemaps.org, "Using Sitemap index files")
+    of ``sitemap-dreams-<k>.xml`` (append-stable shards by log leaf, see the
+    module docstring) and ``sitemap-pages-<j>.xml`` (the other pages,
+    :data:`SITEMAP_LIMIT` a file). They sit at the root, beside the index: a
+    sitemap may only list URLs under its own folder."""
+    assert SHARD_LEAVES <= SITEMAP_LIMIT  # one dream a leaf at most
+    parts: list[tuple[str, list[tuple[str, str | None]]]] = [
+        (f"sitemap-dreams-{k}.xml", part) for k, part in sitemap_dreams(model)
+    ]
     pages = sitemap_pages(model)
-    if len(pages) <= SITEMAP_LIMIT:
-        return {"sitemap.xml": _urlset(model, pages)}
-    plan: dict[str, bytes] = {}
-    lines = [f'<sitemapindex xmlns="{SITEMAP_NS}">']
     for number, start in enumerate(range(0, len(pages), SITEMAP_LIMIT), 1):
-        part = pages[start : start + SITEMAP_LIMIT]
-        path = f"sitemap-{number}.xml"
+        parts.append((f"sitemap-pages-{number}.xml", pages[start : start + SITEMAP_LIMIT]))
+    plan: dict[str, bytes] = {}
+    lines = [f'<sitemapindex xmlns="{SITEMAP_NS}">']  # docs/protocol.md §8
+    for path, part in parts:
         plan[path] = _urlset(model, part)
         # Its newest page's date (RFC 3339 UTC strings of one shape sort as times).
         newest = max((lastmod for _, lastmod in part if lastmod), default=None)
@@ -371,17 +420,66 @@ def _robots(model: SiteModel) -> bytes:
 # --- JSON API ----------------------------------------------------------------
 
 
-def _api(model: SiteModel) -> bytes:
-    """``json.dumps`` of the whole document (sorted keys, compact), made one
-    dream at a time as UTF-8: the whole as Python objects and one str was
-    over a gigabyte at a million dreams."""
+def api_pages(
+    model: SiteModel, entry_key: Callable[[DreamView], str] | None = None
+) -> Iterator[Page]:
+    """``api/dreams.json`` and its shards ``api/dreams/<k>.json``. With
+    ``entry_key`` (as :func:`feed_pages`) each shard carries a key, so a
+    build keeps the shards whose dreams did not change."""
+    shards = leaf_shards(model.dreams, SHARD_LEAVES)  # docs/protocol.md §8
+    yield Page("api/dreams.json", None, lambda: api_index(model, shards))
+    for k, part in shards:
+        key = (
+            None
+            if entry_key is None
+            else key_of(("api", k, SHARD_LEAVES, [entry_key(d) for d in part]))
+        )
+        yield Page(f"api/dreams/{k}.json", key, functools.partial(api_shard, k, part))
+
+
+def api_index(model: SiteModel, shards: Sequence[tuple[int, Sequence[DreamView]]]) -> bytes:
+    """api/dreams.json, ``json.dumps`` (sorted keys, compact) of::
+
+        {"dreams": n, "format": "dreampool-api/v2",
+         "pool": {"checkpoint": {"root": …, "size": …} | null, "origin": …, "title": …},
+         "shard_leaves": SHARD_LEAVES,
+         "shards": [{"dreams": m, "leaves": [first, end], "path": "dreams/<k>.json"}, …]}
+
+    shards in log order, only those holding a dream; ``path`` is relative to
+    this file's folder; ``leaves`` is the half-open range of log indexes."""
     checkpoint = model.checkpoint
-    pool = {
-        "title": model.title,
-        "origin": model.origin,
-        "checkpoint": ({"size": checkpoint.size, "root": checkpoint.root} if checkpoint else None),
+    index = {
+        "dreams": len(model.dreams),
+        "format": API_FORMAT,
+        "pool": {
+            "title": model.title,
+            "origin": model.origin,
+            "checkpoint": (
+                {"size": checkpoint.size, "root": checkpoint.root} if checkpoint else None
+            ),
+        },
+        "shard_leaves": SHARD_LEAVES,
+        "shards": [
+            {
+                "dreams": len(part),
+                "leaves": [k * SHARD_LEAVES, (k + 1) * SHARD_LEAVES],
+                "path": f"dreams/{k}.json",
+            }
+            for k, part in shards
+        ],
     }
-    dreams = b",".join(
+    return _json(index) + b"\n"  # docs/protocol.md §8: the index
+
+
+def api_shard(k: int, dreams: Sequence[DreamView]) -> bytes:
+    """api/dreams/<k>.json: ``{"dreams": [dream, …], "format": …, "leaves":
+    [first, end]}`` in log order, each dream ``{"author", "date", "id",
+    "index", "tags", "tier", "title"}`` (author null when anonymized); made one
+    dream at a time as UTF-8 (a whole API as Python objects and one str was over
+    a gigabyte at a million dreams). Nothing in it depends on dreams outside
+    the shard, the checkpoint or the pool's title, so a shard the log has moved
+    past keeps its bytes."""
+    body = b",".join(
         _json(
             {
                 "id": d.id,
@@ -393,10 +491,11 @@ def _api(model: SiteModel) -> bytes:
                 "index": d.index,
             }
         )
-        for d in model.dreams
+        for d in dreams
     )
-    # The document's own keys, sorted: dreams, format, pool.
-    return b'{"dreams":[%b],"format":%b,"pool":%b}\n' % (dreams, _json(API_FORMAT), _json(pool))
+    leaves = _json([k * SHARD_LEAVES, (k + 1) * SHARD_LEAVES])
+    # The document's own keys, sorted: dreams, format, leaves (docs/protocol.md §8).
+    return b'{"dreams":[%b],"format":%b,"leaves":%b}\n' % (body, _json(API_FORMAT), leaves)
 
 
 def _json(value: Any) -> bytes:

@@ -7,8 +7,16 @@
     index.html                       home: latest dreams, counts, checkpoint
     dreams/<id>/index.html           a dream, or a tombstone if it was erased
     authors/index.html               authors, with tiers and counts
-    authors/<slug>/index.html        a diary: keys and a timeline by month
+    authors/<slug>/index.html        a diary: keys and a timeline by month of the
+                                     author's newest DIARY_PAGE_SIZE dreams
+    authors/<slug>/<n>/index.html    page n ≥ 1 of a longer timeline, counted from
+                                     the oldest, as a tag's numbered pages
     tags/index.html, tags/<slug>/index.html
+                                     a tag's newest TAG_PAGE_SIZE dreams, and links
+                                     to its numbered pages
+    tags/<slug>/<n>/index.html       page n ≥ 1 of a tag of more than TAG_PAGE_SIZE
+                                     dreams: the n-th TAG_PAGE_SIZE of them, counted
+                                     from the oldest (log order), newest first on the page
     lineage/index.html, lineage/<n>/index.html
                                      parent → child chains, one tree per root,
                                      LINEAGE_PAGE_TREES a page, oldest root first
@@ -43,6 +51,33 @@ Safety, in the order a hostile dream meets it:
   show with ``textContent`` only.
 * URL paths come from ids and :func:`builder.site.model.slug` alone.
 
+Pages that stay put. A build after one new dream should rewrite a bounded set
+of files whatever the pool's size, so a list longer than a page is numbered
+from its oldest item, in log order (leaf index order): page n holds items
+[(n-1)·size, n·size), a new item joins only the last page, and a full page
+never changes again (unless one of its own dreams does: erased, re-tiered).
+Numbered newest first, as before, one new dream shifted every page of its tag
+(236 files, 60.7 MB at 100k dreams). What stays put:
+
+* A full page shows nothing that depends on the list's length (no "page n of
+  m", no total count) and links to its neighbours by number only: n-1 and
+  n+1. The last page is *open* (:func:`archive_pages`): a list of k·size items
+  has an empty page k+1, so a full page's "next" link always resolves and does
+  not appear the moment the list grows.
+* The entry page of a list knows the total and changes with it. For a tag,
+  ``tags/<slug>/`` shows the tag's newest TAG_PAGE_SIZE dreams, newest first,
+  which is what a reader arriving at a tag expects (as Hugo's list pages do),
+  links "older" to the numbered page holding the next older dream, and lists
+  every numbered page. A tag that fits one page has no numbered pages. (Showing
+  only the open page there would show one card just after a page fills.) So
+  a paged list names its newest dreams twice: on its entry page and on their
+  numbered page. A diary (``authors/<slug>/``) is paged the same way
+  (DIARY_PAGE_SIZE); only its entry page shows the author's keys.
+* Lineage pages keep their scheme (page 1, ``lineage/``, holds the oldest
+  chains and lists every page; a later page links on by number).
+* The search index is already sharded by leaf index (SEARCH_SHARD_LEAVES), and
+  :mod:`builder.site.feeds` shards the sitemap and the JSON API the same way.
+
 Links are relative to the page (``../`` per level), so the site works under
 any sub-path; only 404.html, which a server shows at arbitrary paths, uses the
 base path from ``base_url``. Rendering is a pure function of the model: the
@@ -66,7 +101,7 @@ import jinja2
 from markupsafe import Markup
 
 from builder.site import favicon, patterns
-from builder.site.model import TIER_RANK, DreamView, SiteModel
+from builder.site.model import TIER_RANK, AuthorView, DreamView, SiteModel, TagView
 from builder.site.page import Page, key_of
 from builder.text.mdrender import EXCERPT_LIMIT, LINK_REL, clip, plain_text, render_markdown
 from builder.text.textlang import content_lang
@@ -432,6 +467,9 @@ def _page(model: SiteModel, path: str, template: str, nav: str, **context: Any) 
 
 
 TAG_PAGE_SIZE = 100  # cards per tag page; a tag of 20,000 dreams makes 200 pages, not one
+# Lines of a diary's timeline a page (about 600 bytes each): authors/<slug>/
+# shows the newest, authors/<slug>/<n>/ the n-th from the oldest.
+DIARY_PAGE_SIZE = 200
 
 
 # Chains per lineage page. Roots come oldest first, so a chain stays on its
@@ -441,14 +479,31 @@ TAG_PAGE_SIZE = 100  # cards per tag page; a tag of 20,000 dreams makes 200 page
 LINEAGE_PAGE_TREES = 100
 
 
+def archive_pages(count: int, size: int) -> int:
+    """How many numbered pages a list of ``count`` items, ``size`` a page in log
+    order, has: none while its entry page shows them all (``count <= size``),
+    else ``count // size + 1``. Every page but the last is full; the last is
+    *open* (new items join it; it is empty when ``count`` is a multiple of
+    ``size``). So a full page always has a next page to link to, and never
+    changes again when the list grows (see the module docstring)."""
+    return 0 if count <= size else count // size + 1
+
+
 def lineage_page_path(number: int) -> str:
     """Page 1 of the chains is ``lineage/``, page n ≥ 2 is ``lineage/<n>/``."""
     return "lineage/index.html" if number == 1 else f"lineage/{number}/index.html"
 
 
-def tag_page_path(slug: str, number: int) -> str:
-    """Page 1 of a tag is ``tags/<slug>/``, page n ≥ 2 is ``tags/<slug>/<n>/``."""
-    return f"tags/{slug}/index.html" if number == 1 else f"tags/{slug}/{number}/index.html"
+def tag_page_path(slug: str, number: int | None) -> str:
+    """A tag's entry page (its newest dreams) is ``tags/<slug>/``; its numbered
+    page n ≥ 1, counted from its oldest dreams, is ``tags/<slug>/<n>/``."""
+    return f"tags/{slug}/index.html" if number is None else f"tags/{slug}/{number}/index.html"
+
+
+def archive_page_of(position: int, size: int) -> int:
+    """The numbered page (:func:`archive_pages`) that holds a list's item at
+    ``position`` (0 is its oldest, in log order): fixed once it is admitted."""
+    return position // size + 1
 
 
 def dream_page(
@@ -468,6 +523,125 @@ def diary_item_template(model: SiteModel, d: DreamView, root: str) -> str:
         d=d, root=root, site=model, erased=model.erased_ids
     )
     return html.removesuffix("\n")
+
+
+def _diary_pages(
+    model: SiteModel,
+    a: AuthorView,
+    size: int,
+    page: Callable[..., Page],
+    key_of_page: Callable[..., str | None],
+    diary_item: Callable[[DreamView, str], Markup],
+) -> Iterator[Page]:
+    """An author's diary ``authors/<slug>/`` (keys, and a timeline of the
+    newest ``size`` dreams) and, past ``size`` dreams, its numbered pages
+    ``authors/<slug>/<n>/``, filled in log order as a tag's are
+    (:func:`_tag_pages`): a full one shows nothing that depends on the
+    author's count or keys, so it never changes again."""
+    count = len(a.dream_ids)
+    pages = archive_pages(count, size)
+    newest = [model.by_id[i] for i in a.dream_ids[:size]]
+    yield page(
+        f"authors/{a.slug}/index.html",
+        "diary.html",
+        "authors",
+        key=key_of_page(a, size, pages, dreams=newest),
+        author=a,
+        name=a.name,
+        slug=a.slug,
+        shown=len(newest),
+        tier=a.tier,
+        count=count,
+        months=by_month(newest),
+        diary_item=diary_item,
+        number=None,
+        pages=pages,
+        older=archive_page_of(count - size - 1, size) if pages else None,
+        size=size,
+        full=False,
+    )
+    for number in range(1, pages + 1):
+        lo, hi = (number - 1) * size, min(number * size, count)
+        listed = [model.by_id[a.dream_ids[count - 1 - p]] for p in range(hi - 1, lo - 1, -1)]
+        full = hi - lo == size
+        yield page(
+            f"authors/{a.slug}/{number}/index.html",
+            "diary.html",
+            "authors",
+            key=key_of_page(a.name, a.slug, a.tier, number, size, full, dreams=listed),
+            author=None,
+            name=a.name,
+            slug=a.slug,
+            shown=len(listed),
+            tier=a.tier,
+            count=None,
+            months=by_month(listed),
+            diary_item=diary_item,
+            number=number,
+            pages=None,
+            older=None,
+            size=size,
+            full=full,
+        )
+
+
+def _tag_pages(
+    model: SiteModel,
+    t: TagView,
+    size: int,
+    page: Callable[..., Page],
+    key_of_page: Callable[..., str | None],
+) -> Iterator[Page]:
+    """A tag's entry page and, when it has more than ``size`` dreams, its
+    numbered pages (see the module docstring, "Pages that stay put").
+
+    The entry page ``tags/<slug>/`` shows the newest ``size`` dreams and
+    links every numbered page: it knows the tag's count and changes with it.
+    Numbered page n holds the tag's dreams at positions [(n-1)·size, n·size)
+    counted from its oldest (log order), newest first on the page; it shows
+    nothing that depends on the tag's count, so once full it never changes
+    (unless one of its own dreams does)."""
+    count = len(t.dream_ids)
+    pages = archive_pages(count, size)
+    newest = [model.by_id[i] for i in t.dream_ids[:size]]
+    older = archive_page_of(count - size - 1, size) if pages else None
+    yield page(
+        tag_page_path(t.slug, None),
+        "tag.html",
+        "tags",
+        key=key_of_page(t.name, t.slug, count, size, pages, dreams=newest),
+        name=t.name,
+        slug=t.slug,
+        count=count,
+        dreams=newest,
+        number=None,
+        pages=pages,
+        older=older,
+        size=size,
+        full=False,
+        first=1,
+    )
+    for number in range(1, pages + 1):
+        # dream_ids are newest first: position p (oldest = 0) is dream_ids[count-1-p].
+        lo, hi = (number - 1) * size, min(number * size, count)  # docs/protocol.md §8
+        listed = [model.by_id[t.dream_ids[count - 1 - p]] for p in range(hi - 1, lo - 1, -1)]
+        full = hi - lo == size
+        yield page(
+            tag_page_path(t.slug, number),
+            "tag.html",
+            "tags",
+            key=key_of_page(t.name, t.slug, number, size, full, dreams=listed),
+            name=t.name,
+            slug=t.slug,
+            count=None,
+            dreams=listed,
+            number=number,
+            pages=None,
+            older=None,
+            size=size,
+            full=full,
+            first=lo + 1,
+        )
 
 
 def list_pages(
@@ -508,48 +682,33 @@ def list_pages(
         yield page(f"dreams/{e.id}/index.html", "erased.html", "", gone=e)
     yield page("authors/index.html", "authors.html", "authors")
     for a in model.authors:
-        own = [model.by_id[i] for i in a.dream_ids]
-        yield page(
-            f"authors/{a.slug}/index.html",
-            "diary.html",
-            "authors",
-            key=key_of_page(a, dreams=own),
-            author=a,
-            months=by_month(own),
-            diary_item=diary_item,
-        )
+        yield from _diary_pages(model, a, DIARY_PAGE_SIZE, page, key_of_page, diary_item)
     yield page("tags/index.html", "tags.html", "tags")
+    size = TAG_PAGE_SIZE
     for t in model.tags:
-        pages = max(1, -(-len(t.dream_ids) // TAG_PAGE_SIZE))
-        for number in range(1, pages + 1):
-            ids = t.dream_ids[(number - 1) * TAG_PAGE_SIZE : number * TAG_PAGE_SIZE]
-            listed = [model.by_id[i] for i in ids]
-            yield page(
-                tag_page_path(t.slug, number),
-                "tag.html",
-                "tags",
-                key=key_of_page(t.name, t.slug, len(t.dream_ids), number, pages, dreams=listed),
-                tag=t,
-                dreams=listed,
-                number=number,
-                pages=pages,
-            )
+        yield from _tag_pages(model, t, size, page, key_of_page)
     trees = [(r, lineage_walk(model, r)) for r in lineage_roots(model)]
-    pages = max(1, -(-len(trees) // LINEAGE_PAGE_TREES))
+    per = LINEAGE_PAGE_TREES
+    pages = max(1, archive_pages(len(trees), per))
     for number in range(1, pages + 1):
-        first = (number - 1) * LINEAGE_PAGE_TREES
-        shown = trees[first : first + LINEAGE_PAGE_TREES]
+        first = (number - 1) * per
+        shown = trees[first : first + per]
         shape = [[(s.kind, s.dream.id if s.dream else None) for s in steps] for _, steps in shown]
         in_trees = [s.dream for _, steps in shown for s in steps if s.dream is not None]
+        # Only page 1, the entry page, knows how many pages there are; a page
+        # after it links to the next by number once it is full (archive_pages).
+        total = pages if number == 1 else None
+        full = len(shown) == per
         yield page(
             lineage_page_path(number),
             "lineage.html",
             "lineage",
-            key=key_of_page("lineage", number, pages, shape, dreams=in_trees),
+            key=key_of_page("lineage", number, per, total, full, shape, dreams=in_trees),
             trees=shown,
             first=first,
             number=number,
-            pages=pages,
+            pages=total,
+            full=full,
         )
     yield page("log/index.html", "log.html", "log")
     yield page("search/index.html", "search.html", "search")

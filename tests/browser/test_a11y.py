@@ -11,14 +11,18 @@ printed (``pytest -s`` shows it).
 from __future__ import annotations
 
 import base64
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from builder import build as buildmod
 from builder.formats import note
-from tests.browser.conftest import SCREENSHOTS, Pool, Served, new_page
+from builder.site import render
+from tests.browser.conftest import SCREENSHOTS, Pool, Served, new_page, own_home
+from tests.conftest import REPO
 
 RUN_AXE = """async () => {
   const result = await axe.run(document, { resultTypes: ["violations"] });
@@ -186,3 +190,46 @@ def test_no_page_asks_for_a_file_the_site_lacks(
         assert failed == []
     finally:
         ctx.close()
+
+
+@pytest.fixture(scope="module")
+def paged_site(
+    tmp_path_factory: pytest.TempPathFactory, home_dir: Path, serve: Callable[[Path], Served]
+) -> Served:
+    """The sample pool built with two dreams a tag page and a diary page, so it
+    has numbered pages (builder.site.render, "Pages that stay put")."""
+    root = tmp_path_factory.mktemp("paged")
+    shutil.copytree(REPO / "content", root / "content")
+    with pytest.MonkeyPatch.context() as mp, own_home(home_dir):
+        mp.setattr(render, "TAG_PAGE_SIZE", 2)
+        mp.setattr(render, "DIARY_PAGE_SIZE", 2)
+        buildmod.build(root / "content", root / "site", signer=None)
+    return serve(root / "site")
+
+
+def test_no_serious_violation_on_numbered_pages(
+    scheme_page: tuple[str, Any], paged_site: Served
+) -> None:
+    """A tag's and a diary's entry pages with their page lists, a full numbered
+    page (prev, newest, next links) and the open one."""
+    scheme, page = scheme_page
+    page.emulate_media(color_scheme=scheme)
+    site = paged_site.root
+    tag = max((site / "tags").iterdir(), key=lambda p: sum(1 for _ in p.glob("*/index.html")))
+    diary = max(
+        (p for p in (site / "authors").iterdir() if p.is_dir()),
+        key=lambda p: sum(1 for _ in p.glob("*/index.html")),
+    )
+    opened = max(int(p.parent.name) for p in tag.glob("*/index.html"))
+    assert opened >= 3, "the sample's largest tag should make at least two full pages"
+    problems: list[str] = []
+    for name, path in {
+        "tag-paged": f"tags/{tag.name}/",
+        "tag-page-2": f"tags/{tag.name}/2/",
+        "tag-page-open": f"tags/{tag.name}/{opened}/",
+        "diary-paged": f"authors/{diary.name}/",
+        "diary-page-1": f"authors/{diary.name}/1/",
+    }.items():
+        page.goto(paged_site.url + path)
+        problems += check(page, scheme, name)
+    assert not problems, "\n".join(problems)

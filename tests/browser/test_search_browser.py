@@ -17,6 +17,7 @@ import pytest
 
 from builder.site import render
 from tests.browser.conftest import Pool, Served, new_page, new_pool, own_home
+from tests.siteapi import site_api_dreams
 
 
 @pytest.fixture(scope="module")
@@ -230,7 +231,7 @@ def test_every_result_shows_its_tier(
     tag pages, where each card has its badge) showed no tier at all: a result
     now carries its tier badge, from the key directory via the index, and a
     guest's is marked as on a card (THREATS.md T71)."""
-    api = json.loads((sample_site / "api" / "dreams.json").read_bytes())["dreams"]
+    api = site_api_dreams(sample_site)
     tiers = {d["id"]: d["tier"] for d in api}
     assert {"maintainer", "member", "guest"} <= set(tiers.values())
     served = serve(sample_site)

@@ -25,6 +25,7 @@ from builder.log import logstate
 from tests.conftest import draft, write_json
 from tests.pools import PoolFixture, make_pool
 from tests.redteam import build, dump, seed_of, set_tier, signed, submit, tree
+from tests.siteapi import site_api_dreams
 
 ANON = {"share": True, "derivatives": True, "anonymize": True}
 Run = Callable[..., Any]
@@ -227,9 +228,7 @@ def test_many_one_time_keys_share_the_name_anonymous(tp: PoolFixture, tmp_path: 
     report = build(tp, site)
     assert sorted(report.admitted) == sorted(ids) and not report.refused
     assert not (site / "authors" / "anonymous").exists()
-    api = json.loads((site / "api" / "dreams.json").read_text(encoding="utf-8"))
-    rows = api["dreams"] if isinstance(api, dict) else api
-    shown = {r["id"]: r for r in rows}
+    shown = {r["id"]: r for r in site_api_dreams(site)}
     for dream_id in ids[:3]:
         assert shown[dream_id]["author"] is None
 

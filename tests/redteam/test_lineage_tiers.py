@@ -11,7 +11,6 @@ sight: replies by strangers read as the maintainer's own continuation.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ import pytest
 from builder.site import agentdocs as agents
 from tests.pools import PoolFixture, make_pool
 from tests.redteam import build, set_tier, signed, submit
+from tests.siteapi import site_api_dreams
 
 GUESTS = ("eve", "mallory", "trent")
 
@@ -179,9 +179,9 @@ def test_feeds_api_and_agent_files_lend_no_authority(pool: Pool) -> None:
     agent files show each dream's lineage inside its own quotation, under its own
     tier, and list no children under the maintainer's unquoted text."""
     ids = pool.ids
-    api = json.loads((pool.site / "api" / "dreams.json").read_text(encoding="utf-8"))
-    assert all(
-        set(d) == {"id", "title", "author", "tags", "tier", "date", "index"} for d in api["dreams"]
+    api = site_api_dreams(pool.site)
+    assert api and all(
+        set(d) == {"id", "title", "author", "tags", "tier", "date", "index"} for d in api
     )
     for feed in pool.site.rglob("feed.xml"):
         assert "lineage" not in feed.read_text(encoding="utf-8"), feed

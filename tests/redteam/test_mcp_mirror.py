@@ -28,6 +28,7 @@ from builder.agents import mcp_server
 from builder.formats.note import parse_private_key
 from builder.readers.monitor import SiteError
 from builder.site import patterns
+from tests.siteapi import shard_files
 from tests.test_agents import (
     NEEDLES,
     Hostile,
@@ -133,10 +134,13 @@ def mirror_of(
     doc = json.loads(api.read_text(encoding="utf-8"))
     if title:
         doc["pool"]["title"] = TITLE
-    if tiers:
-        for d in doc["dreams"]:
-            d["tier"] = "maintainer"
     api.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
+    for shard in shard_files(mirror) if tiers else ():
+        part = json.loads(shard.read_text(encoding="utf-8"))
+        assert part["dreams"]
+        for d in part["dreams"]:
+            d["tier"] = "maintainer"
+        shard.write_text(json.dumps(part, ensure_ascii=False), encoding="utf-8")
     if dup:
         record = mirror / "dreams" / p.tampered / "record.json"
         name = json.dumps(DUP_NAME).encode()

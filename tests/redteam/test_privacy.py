@@ -206,7 +206,7 @@ def test_erased_text_never_reappears_anywhere_in_the_site(tp: PoolFixture, tmp_p
     for expected in (
         "search/shard-0.json",
         "feed.xml",
-        "api/dreams.json",
+        "api/dreams/0.json",
         f"dreams/{gone}/index.html",
     ):
         assert expected in before, (expected, before)
