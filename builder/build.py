@@ -179,7 +179,11 @@ def _build(
     # a dream: only a ProvenLog tells the scan what a logged dream commits to.
     with stage("prove"):
         proven = logbuild.prove(
-            content, origin=config.origin, canonical_shards=shards, opened=cache["notes"]
+            content,
+            origin=config.origin,
+            signer=signer,
+            canonical_shards=shards,
+            opened=cache["notes"],
         )
     total = _count_dreams(content)
     with stage("scan"), Progress(total, "verifying dreams", enabled=progress_enabled(quiet)) as bar:

@@ -211,6 +211,7 @@ def prove(
     content: Path,
     *,
     origin: str,
+    signer: Signer | None = None,
     canonical_shards: set[bytes] | None = None,
     opened: dict[Any, Any] | None = None,
 ) -> ProvenLog:
@@ -218,12 +219,17 @@ def prove(
     tree (unsigned tail included) and prove it against every stored checkpoint (:class:`LogError`, with
     the evidence, if any part fails). A pool with no log yet (no policy, no
     checkpoint) proves an empty log; its first build writes the policy
-    (:func:`update`). ``canonical_shards`` and ``opened`` are :func:`update`'s."""
+    (:func:`update`). ``canonical_shards`` and ``opened`` are :func:`update`'s.
+
+    ``signer``, the log key a build was given, must be a log key of the stored
+    policy: otherwise the stored log (policy and checkpoints together) is not
+    the one this key signed, and nothing is taken on its word."""
     state = logstate.load(content, canonical_shards=canonical_shards)
     tree = merkle.MerkleTree.from_leaf_hashes(merkle.leaf_hash(leaf) for leaf in state.leaves)
     checkpoint = None
     if state.policy is not None:
         policy = _stored_policy(content, state.policy, origin)
+        _check_signer(content, policy, signer)
         checkpoint = _prove_append_only(state, tree, policy, opened)
     elif state.history:
         path = logstate.log_dir(content) / "policy"
@@ -261,7 +267,13 @@ def update(
     each is left holding this build's."""
     salt_reader = _SaltReader(content, salts)
     if proven is None:
-        proven = prove(content, origin=origin, canonical_shards=canonical_shards, opened=opened)
+        proven = prove(
+            content,
+            origin=origin,
+            signer=signer,
+            canonical_shards=canonical_shards,
+            opened=opened,
+        )
     logged = proven._take()
     state, tree = proven.state, proven.tree
     notes: list[str] = []
@@ -790,11 +802,7 @@ def _policy(
         state.policy = format_policy(policy)
         return policy
     policy = _stored_policy(content, state.policy, origin)
-    if signer is not None and signer.verifier.vkey not in {v.vkey for v in policy.log_verifiers}:
-        raise LogError(
-            f"the log key given ({signer.verifier.vkey}) is not the one in {path}",
-            hint="use the pool's log key, or rotate the log key as docs/operators.md describes",
-        )
+    _check_signer(content, policy, signer)
     if log_url is not None:
         text = _with_log_url(state.policy, origin, log_url)
         if text != state.policy:
@@ -812,6 +820,16 @@ def _stored_policy(content: Path, text: str, origin: str) -> Policy:
         path = logstate.log_dir(content) / "policy"
         raise LogError(f"{path}: no log key named {origin!r}, the origin in pool.yaml")
     return policy
+
+
+def _check_signer(content: Path, policy: Policy, signer: Signer | None) -> None:
+    """A log key given to the build must be one of the stored policy's."""
+    if signer is not None and signer.verifier.vkey not in {v.vkey for v in policy.log_verifiers}:
+        path = logstate.log_dir(content) / "policy"
+        raise LogError(
+            f"the log key given ({signer.verifier.vkey}) is not the one in {path}",
+            hint="use the pool's log key, or rotate the log key as docs/operators.md describes",
+        )
 
 
 def _with_log_url(text: str, origin: str, url: str) -> str:
