@@ -49,7 +49,7 @@ class BuildReport:
     # (neither known from the cache nor taken by their logged commitment).
     verified: int = 0
     # Logged dream files read by the strict parser and taken because they
-    # commit to their proven leaf (docs/protocol.md §3 "Checking a logged dream").
+    # commit to their proven leaf (docs/protocol.md §3.1).
     committed: int = 0
     rendered: int = 0  # dreams whose page, record, proof and card were rendered
     notes: list[str] = field(default_factory=list)  # derived state the build discarded

@@ -126,7 +126,7 @@ def parse_committed(
     caller that can show the exact object was admitted passes a ``committed``
     that may say yes: :func:`builder.pool.scan_dreams` compares its commitment
     with a leaf of a log proven against the signed checkpoints
-    (docs/protocol.md §3, "Checking a logged dream"). The signature is then
+    (docs/protocol.md §3.1, "Checking a logged dream"). The signature is then
     not verified again: the commitment binds ``sig`` with the rest, so id and
     keyId below come from the bytes admission verified. None (any rule
     broken, a keyId that does not match its key, or no commitment) means:

@@ -154,9 +154,9 @@ class ProvenLog:
     Only :func:`prove` makes one (the constructor refuses any caller without a
     token private to this module), so holding a ProvenLog means the proof
     ran. It is the only way the scan learns what the log commits to
-    (:func:`builder.pool.scan_dreams`, docs/protocol.md §3 "Checking a logged
-    dream"), and :meth:`commitment_of` answers only for a dream leaf inside
-    the last signed checkpoint (never a leaf of an unsigned tail, which only a
+    (:func:`builder.pool.scan_dreams`, docs/protocol.md §3.1), and
+    :meth:`commitment_of` answers only for a dream leaf inside the last
+    signed checkpoint (never a leaf of an unsigned tail, which only a
     killed build wrote and no signature covers) whose id has no erasure leaf.
     :func:`update` then goes on from this very state and tree, once (it
     appends to them), so nothing is read again between the proof and its use.
@@ -216,10 +216,11 @@ def prove(
     opened: dict[Any, Any] | None = None,
 ) -> ProvenLog:
     """Steps 1–2 without writing anything: read the log state, rebuild the
-    tree (unsigned tail included) and prove it against every stored checkpoint (:class:`LogError`, with
-    the evidence, if any part fails). A pool with no log yet (no policy, no
-    checkpoint) proves an empty log; its first build writes the policy
-    (:func:`update`). ``canonical_shards`` and ``opened`` are :func:`update`'s.
+    tree (unsigned tail included) and prove it against every stored
+    checkpoint (:class:`LogError`, with the evidence, if any part fails). A
+    pool with no log yet (no policy, no checkpoint) proves an empty log; its
+    first build writes the policy (:func:`update`). ``canonical_shards`` and
+    ``opened`` are :func:`update`'s.
 
     ``signer``, the log key a build was given, must be a log key of the stored
     policy: otherwise the stored log (policy and checkpoints together) is not

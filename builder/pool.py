@@ -809,8 +809,8 @@ def scan_dreams(
     holds in a signed checkpoint, not erased, is read by the strict parser
     alone and, if it commits with its salt to that leaf's value, taken as it
     is: its signature and the redaction review ran when it was admitted, and
-    the commitment binds those exact fields (docs/protocol.md §3 "Checking a
-    logged dream"; today's rules over logged dreams: :mod:`builder.recheck`).
+    the commitment binds those exact fields (docs/protocol.md §3.1; today's
+    rules over logged dreams: :mod:`builder.recheck`).
     Any other file, and a logged one that does not match or lacks its salt,
     is checked in full (:func:`check_dream`), as before.
 
@@ -933,6 +933,7 @@ def _check_and_commit(
         except (OSError, InputError):
             data = None  # check_file names the problem
         if data is not None:
+            # docs/protocol.md §3.1: the strict parse, then the leaf's commitment.
             d = dreamfmt.parse_committed(
                 data, str(path), lambda obj: commitment(obj, salt) == logged
             )

@@ -1,7 +1,7 @@
 """``dreampool recheck``: today's admission rules over every logged dream.
 
 A build takes a dream the signed log already commits to by its commitment
-(docs/protocol.md §3 "Checking a logged dream"): its signature and the
+(docs/protocol.md §3.1): its signature and the
 redaction review ran when it was admitted, under the rules of that day. A
 rule added since (a new redaction kind, a new Unicode policy, a tighter key
 rule) is therefore never applied to it by a build. This module applies them:

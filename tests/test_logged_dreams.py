@@ -1,5 +1,5 @@
 """A dream the signed log already commits to is checked against its leaf, not
-verified and reviewed again (docs/protocol.md §3 "Checking a logged dream")."""
+verified and reviewed again (docs/protocol.md §3.1)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A pull request swaps a logged dream's file for a forgery (THREATS.md T-NEW1).
 
 A build takes a logged dream by its commitment, without verifying its
-signature again (docs/protocol.md §3 "Checking a logged dream"). These attacks
+signature again (docs/protocol.md §3.1). These attacks
 try to get that shortcut to publish text its author never signed: every one
 must leave the log and the live site as they were. Builds here are cold (no
 build store), as in a fresh CI checkout, where the shortcut is taken most.
