@@ -3,7 +3,7 @@
 The pipeline's stages, each a function from values to values, with I/O only
 at the two ends:
 
-    content/ ─▶ pool.scan_dreams ─▶ logbuild.update ─▶ model.build_model
+    content/ ─▶ logbuild.prove ─▶ pool.scan_dreams ─▶ logbuild.update ─▶ model.build_model
              ─▶ site.write_site ─▶ writer.SiteWriter ─▶ site/ (a symlink to a generation)
 
 A cache beside the output (:mod:`builder.buildcache`) lets the next build skip
@@ -69,7 +69,12 @@ class BuildReport:
     size: int = 0
     signed: bool = False
     seconds: float = 0.0
-    verified: int = 0  # dream files read and verified (not known from the cache)
+    # Dream files read and verified in full: signature, key rules, review
+    # (neither known from the cache nor taken by their logged commitment).
+    verified: int = 0
+    # Logged dream files read by the strict parser and taken because they
+    # commit to their proven leaf (docs/protocol.md §3.1).
+    committed: int = 0
     rendered: int = 0  # dreams whose page, record, proof and card were rendered
     notes: list[str] = field(default_factory=list)  # derived state the build discarded
 
@@ -195,8 +200,18 @@ def _build(
         key_problems, set_aside = pool.settle_forks(content, directory, key_problems, order)
     if key_problems:
         raise InputError(key_problems, hint="fix the key directory (content/keys) first")
+    shards = set(cache["shards"])
+    # The log is proven against its signed checkpoints before the scan reads
+    # a dream: only a ProvenLog tells the scan what a logged dream commits to.
+    with stage("prove"):
+        proven = logbuild.prove(
+            content,
+            origin=config.origin,
+            signer=signer,
+            canonical_shards=shards,
+            opened=cache["notes"],
+        )
     total = _count_dreams(content)
-    known = set(cache["scan"])
     with stage("scan"), progress(total, "verifying dreams") as bar:
         aside = list(set_aside.values())
         scanned, refused = pool.scan_dreams(
@@ -207,12 +222,12 @@ def _build(
             commitments=cache["commit"],
             set_aside=set_aside,
             aside=aside,
+            proven=proven,
         )
     url = normalize_base_url(base_url or config.base_url)
     # Only an https address goes into the policy readers pin: never a preview's
     # http://127.0.0.1:8000/, which no later build would replace.
     log_url = url + "log/" if url.startswith("https://") else None
-    shards = set(cache["shards"])
     with stage("log"):
         log = logbuild.update(
             content,
@@ -222,13 +237,13 @@ def _build(
             log_url=log_url,
             commitments=cache["commit"],
             salts=cache["salts"],
-            canonical_shards=shards,
-            opened=cache["notes"],
+            proven=proven,
         )
     cache.sections["shards"] = dict.fromkeys(shards, True)
     with stage("model"):
         view = model.build_model(log, directory, config, base_url=url)
-    verified = len(cache["scan"].keys() - known)
+    committed = sum(1 for s in scanned if s.committed)
+    verified = sum(1 for s in scanned if not s.cached and not s.committed)
     with stage("site"), writer.SiteWriter(out, erasures=len(log.erased)) as w:
         rendered = site.write_site(log, view, w, cache)
     # The generation that was live until now may still show an erased dream:
@@ -247,6 +262,7 @@ def _build(
         signed=log.signed_now,
         seconds=time.monotonic() - started,
         verified=verified,
+        committed=committed,
         rendered=rendered,
         notes=notes + cache.notes + log.notes,
     )

@@ -328,6 +328,37 @@ def cmd_erase(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_recheck(args: argparse.Namespace) -> int:
+    """Exit 0: no logged dream is refused by today's rules; 1: candidates for
+    erasure, listed on stdout; 2: the pool is bad input (said on stderr)."""
+    from builder.log import recheck
+
+    try:
+        report = recheck.recheck(Path(args.content))
+    except DreampoolError as exc:
+        _print_error(exc)
+        return 2
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        err(f"{PROG}: error: {where}{exc.strerror or exc}")
+        return 2
+    for candidate in report.candidates:
+        for finding in candidate.findings:
+            out(f"candidate {candidate.dream_id} (leaf {candidate.index}): {finding}")
+    if not report.candidates:
+        checked = f"{report.checked} logged dream(s) in {args.content}"
+        out(f"ok: today's rules refuse none of the {checked}")
+        return 0
+    ids = " ".join(c.dream_id for c in report.candidates)
+    err(
+        f"{PROG}: {len(report.candidates)} of {report.checked} logged dream(s) would be refused "
+        f"today: {printable(ids)}. They stay published until erased: for each, "
+        "`dreampool erase ID --reason legal|abuse|author-request`, commit, and build "
+        f"(see {recheck.ERASE_DOC})"
+    )
+    return 1
+
+
 def cmd_verify_proof(args: argparse.Namespace) -> int:
     from builder.readers import lightclient
 
@@ -539,6 +570,20 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="SIGNED.json",
         help="the author's signed dreampool.erase/v1 request",
+    )
+    p.add_argument("--content", default="content", metavar="DIR", help=CONTENT_HELP)
+
+    p = add(
+        "recheck",
+        cmd_recheck,
+        "review every logged dream again by today's admission rules (read-only)",
+        epilog="A build takes a logged dream by its commitment, so rules added since its "
+        "admission (new redaction kinds, a new Unicode policy) are not applied to it; this "
+        "applies them: signature, key rules, redaction of the text and of what a reader "
+        "sees. exit status: 0 none refused; 1 candidates for erasure, listed on stdout "
+        "(file, pointer, kind; never the text found), each to erase with `dreampool erase`; "
+        "2 the pool is bad input (a logged file missing, changed or without its salt, a "
+        "broken key directory or log).",
     )
     p.add_argument("--content", default="content", metavar="DIR", help=CONTENT_HELP)
 

@@ -50,7 +50,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from builder import parallel
 from builder.content import anonymity
@@ -59,6 +59,17 @@ from builder.formats import dream as dreamfmt
 from builder.formats import safeyaml, statement, unicodepolicy
 from builder.formats.b64 import b64url_decode, b64url_encode
 from builder.text import readerview, redact
+
+
+class LoggedCommitments(Protocol):
+    """What the scan asks of a proven log (:class:`builder.log.logbuild.ProvenLog`,
+    which only :func:`builder.log.logbuild.prove` makes, after every stored
+    checkpoint verified): the commitment of a dream leaf inside the last signed
+    checkpoint and not erased, or None. Typed here, not imported, because the
+    log layer sits above this one (tests/test_layers.py)."""
+
+    def commitment_of(self, dream_id: str) -> str | None: ...
+
 
 TIERS = ("maintainer", "member", "guest")
 CONFIG_KEYS = ("title", "origin", "base_url", "k")
@@ -672,6 +683,12 @@ def retired_rule(key_id: str, retired: Mapping[str, KeyEntry]) -> str | None:
     )
 
 
+def problems_of(exc: DreampoolError, file: str) -> list[Problem]:
+    """The rows of a refused dream file: an :class:`InputError`'s problems, or
+    a :class:`SignatureError` as one row (its pointer taken from its message)."""
+    return _problems_of(exc, file)
+
+
 def _problems_of(exc: DreampoolError, file: str) -> list[Problem]:
     if isinstance(exc, InputError):
         return exc.problems
@@ -782,6 +799,9 @@ class ScannedDream:
     # knows whether the dream was logged before its key was retired (then it
     # stays), so the log stage refuses it if not (builder.log.logbuild).
     retired: str | None = None
+    # Read this scan and taken as the dream a proven leaf commits to
+    # (builder.formats.dream.parse_committed): its signature and review were not run.
+    committed: bool = False
 
 
 def scan_dreams(
@@ -793,8 +813,18 @@ def scan_dreams(
     commitments: dict[Any, Any] | None = None,
     set_aside: Mapping[str, Problem] | None = None,
     aside: list[Problem] | None = None,
+    proven: LoggedCommitments | None = None,
 ) -> tuple[list[ScannedDream], list[Problem]]:
     """Every valid dream in ``content/dreams`` (name order), and every problem.
+
+    A file named for a dream that ``proven`` (:func:`builder.log.logbuild.prove`)
+    holds in a signed checkpoint, not erased, is read by the strict parser
+    alone and, if it commits with its salt to that leaf's value, taken as it
+    is: its signature and the redaction review ran when it was admitted, and
+    the commitment binds those exact fields (docs/protocol.md §3.1; today's
+    rules over logged dreams: :mod:`builder.log.recheck`).
+    Any other file, and a logged one that does not match or lacks its salt,
+    is checked in full (:func:`check_dream`), as before.
 
     A dream signed by a key of ``set_aside`` (:func:`settle_forks`) goes to
     ``aside`` instead, naming why.
@@ -816,18 +846,21 @@ def scan_dreams(
     known = dict(cache or {})
     stamps = [file_stamp(path) for path, _ in candidates]
     todo = [
-        Path(path)
-        for (path, _), stamp in zip(candidates, stamps, strict=True)
+        (Path(path), proven.commitment_of(name_id) if proven is not None else None)
+        for (path, name_id), stamp in zip(candidates, stamps, strict=True)
         if stamp not in known
     ]
     fresh = iter(parallel.map_ordered(_check_and_commit, todo))
     checked: list[dreamfmt.Dream | list[Problem]] = []
-    for stamp in stamps:
+    by_commitment: set[str] = set()
+    for (path, _), stamp in zip(candidates, stamps, strict=True):
         if stamp in known:
             checked.append(known[stamp])
             continue
-        result, committed = next(fresh)
+        result, committed, taken = next(fresh)
         checked.append(result)
+        if taken:
+            by_commitment.add(path)
         if committed is not None and commitments is not None and stamp is not None:
             commitments[(stamp, committed[0])] = committed[1]
     if cache is not None:
@@ -873,7 +906,16 @@ def scan_dreams(
         if rule:
             problems.append(Problem(file, "/author", rule))
             continue
-        found.append(ScannedDream(path, d, stamp, stamp in known, retired_rule(d.key_id, retired)))
+        found.append(
+            ScannedDream(
+                path,
+                d,
+                stamp,
+                stamp in known,
+                retired_rule(d.key_id, retired),
+                path in by_commitment,
+            )
+        )
     return found, problems
 
 
@@ -887,18 +929,44 @@ def file_stamp(path: str | Path) -> tuple[str, int, int, int, int] | None:
 
 
 def _check_and_commit(
-    path: Path,
-) -> tuple[dreamfmt.Dream | list[Problem], tuple[str, str] | None]:
+    job: tuple[Path, str | None],
+) -> tuple[dreamfmt.Dream | list[Problem], tuple[str, str] | None, bool]:
+    """One dream file on a scan worker: the dream (or its problems), its salt
+    and commitment if a salt is beside it, and whether it was taken by its
+    commitment. ``job`` is the file and, for a dream a proven log holds, the
+    commitment of its leaf (see :func:`scan_dreams`)."""
+    path, logged = job
+    salt = salt_beside(path)
+    if logged is not None and salt is not None:
+        try:
+            data = read_regular(path)
+        except (OSError, InputError):
+            data = None  # check_file names the problem
+        if data is not None:
+            # docs/protocol.md §3.1: the strict parse, then the leaf's commitment.
+            d = dreamfmt.parse_committed(
+                data, str(path), lambda obj: dreamfmt.commitment(obj, salt) == logged
+            )
+            if d is not None:
+                return d, (salt, logged), True
     result = check_file(path)
-    if isinstance(result, list):
-        return result, None
+    if isinstance(result, list) or salt is None:
+        return result, None, False
+    return result, (salt, dreamfmt.commitment(result.body, salt)), False
+
+
+def salt_beside(path: Path) -> str | None:
+    """The text of the salt file beside a dream file, if there is a readable
+    one that is b64url of 32 bytes (the log stage reports any other)."""
     try:
         # read_regular: a salt that is a symlink (to /dev/zero, a FIFO) is
         # never followed, and no more than a dream's size is read.
         salt = read_regular(path.with_suffix(".salt")).decode("ascii").strip()
-    except (OSError, UnicodeDecodeError, InputError):
-        return result, None  # no salt yet (a new dream), or the log stage reports it
-    return result, (salt, dreamfmt.commitment(result.body, salt))
+        if len(b64url_decode(salt)) != 32:  # builder.log.logbuild.SALT_SIZE
+            return None
+    except (OSError, UnicodeDecodeError, InputError, ValueError):
+        return None  # no salt yet (a new dream), or the log stage reports it
+    return salt
 
 
 def check_file(path: Path) -> dreamfmt.Dream | list[Problem]:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,7 +82,8 @@ def signed_bytes(obj: Mapping[str, Any]) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class Dream:
-    """A dream whose format and signature have been verified."""
+    """A dream whose format and signature have been verified, or (:func:`parse_committed`)
+    whose exact object a proven log leaf commits to, which admission verified."""
 
     id: str
     key_id: str
@@ -112,6 +113,41 @@ def parse(data: bytes, file: str) -> Dream:
     if problems:
         raise InputError(problems, hint=_fix_hint(file))
     return verify(obj, file)
+
+
+def parse_committed(
+    data: bytes, file: str, committed: Callable[[Mapping[str, Any]], bool]
+) -> Dream | None:
+    """A logged dream read by the strict parser alone, or None.
+
+    ``data`` goes through what :func:`parse` does before the signature (the
+    strict JSON reader, the size limit, every §1 rule of :func:`validate`,
+    the Unicode policy among them); then ``committed(obj)`` decides. Only a
+    caller that can show the exact object was admitted passes a ``committed``
+    that may say yes: :func:`builder.content.pool.scan_dreams` compares its commitment
+    with a leaf of a log proven against the signed checkpoints
+    (docs/protocol.md §3.1, "Checking a logged dream"). The signature is then
+    not verified again: the commitment binds ``sig`` with the rest, so id and
+    keyId below come from the bytes admission verified. None (any rule
+    broken, a keyId that does not match its key, or no commitment) means:
+    check the file in full, as a new dream is (:func:`parse`), which names
+    the problems."""
+    try:
+        obj = load_json(data, file)
+    except InputError:
+        return None
+    if validate(obj, file) or not committed(obj):
+        return None
+    sig = obj["sig"]
+    public_key = b64url_decode(sig["publicKey"])
+    if sig["keyId"] != key_id(public_key):
+        return None
+    return Dream(
+        id=dream_id(b64url_decode(sig["value"])),
+        key_id=sig["keyId"],
+        public_key=public_key,
+        body=obj,
+    )
 
 
 _LOAD_HINT = "dreams are strict UTF-8 JSON of at most 64 KiB; fix the file and try again"

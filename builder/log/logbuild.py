@@ -118,6 +118,103 @@ def new_salt(dream_id: str) -> str:
     return b64url_encode(os.urandom(SALT_SIZE))
 
 
+_PROVEN = object()  # held by prove() alone: see ProvenLog
+
+
+class ProvenLog:
+    """The stored log state once step 2 has proven it: every stored checkpoint
+    verifies under the pool's policy and equals the root of the tree rebuilt
+    from the stored leaves (:func:`_prove_append_only`).
+
+    Only :func:`prove` makes one (the constructor refuses any caller without a
+    token private to this module), so holding a ProvenLog means the proof
+    ran. It is the only way the scan learns what the log commits to
+    (:func:`builder.content.pool.scan_dreams`, docs/protocol.md §3.1), and
+    :meth:`commitment_of` answers only for a dream leaf inside the last
+    signed checkpoint (never a leaf of an unsigned tail, which only a
+    killed build wrote and no signature covers) whose id has no erasure leaf.
+    :func:`update` then goes on from this very state and tree, once (it
+    appends to them), so nothing is read again between the proof and its use.
+    """
+
+    __slots__ = ("_committed", "_logged", "_spent", "checkpoint", "state", "tree")
+
+    def __init__(
+        self,
+        token: object,
+        state: logstate.LogState,
+        tree: merkle.MerkleTree,
+        checkpoint: Checkpoint | None,
+        logged: _Logged,
+    ) -> None:
+        if token is not _PROVEN:
+            raise TypeError("a ProvenLog is made only by builder.log.logbuild.prove")
+        self.state = state
+        self.tree = tree
+        self.checkpoint = checkpoint
+        self._logged = logged
+        signed = state.signed_size
+        self._committed = {
+            dream_id: logged.commitments[dream_id]
+            for dream_id, index in logged.dreams.items()
+            if index < signed and dream_id not in logged.erasures
+        }
+        self._spent = False
+
+    def commitment_of(self, dream_id: str) -> str | None:
+        """The commitment of ``dream_id``'s dream leaf, if a signed checkpoint
+        holds it and the dream is not erased; else None."""
+        return self._committed.get(dream_id)
+
+    def dreams(self) -> list[tuple[str, int, str]]:
+        """(id, leaf index, commitment) of each dream :meth:`commitment_of`
+        answers for, in log order."""
+        return sorted(
+            ((i, self._logged.dreams[i], c) for i, c in self._committed.items()),
+            key=lambda row: row[1],
+        )
+
+    def _take(self) -> _Logged:
+        """For :func:`update`, once: it appends to the state and the tree."""
+        if self._spent:
+            raise RuntimeError("a ProvenLog is used by one update; prove the log again")
+        self._spent = True
+        return self._logged
+
+
+def prove(
+    content: Path,
+    *,
+    origin: str,
+    signer: Signer | None = None,
+    canonical_shards: set[bytes] | None = None,
+    opened: dict[Any, Any] | None = None,
+) -> ProvenLog:
+    """Steps 1–2 without writing anything: read the log state, rebuild the
+    tree (unsigned tail included) and prove it against every stored
+    checkpoint (:class:`LogError`, with the evidence, if any part fails). A
+    pool with no log yet (no policy, no checkpoint) proves an empty log; its
+    first build writes the policy (:func:`update`). ``canonical_shards`` and
+    ``opened`` are :func:`update`'s.
+
+    ``signer``, the log key a build was given, must be a log key of the stored
+    policy: otherwise the stored log (policy and checkpoints together) is not
+    the one this key signed, and nothing is taken on its word."""
+    state = logstate.load(content, canonical_shards=canonical_shards)
+    tree = merkle.MerkleTree.from_leaf_hashes(merkle.leaf_hash(leaf) for leaf in state.leaves)
+    checkpoint = None
+    if state.policy is not None:
+        policy = _stored_policy(content, state.policy, origin)
+        _check_signer(content, policy, signer)
+        checkpoint = _prove_append_only(state, tree, policy, opened)
+    elif state.history:
+        path = logstate.log_dir(content) / "policy"
+        raise LogError(f"{path} is missing but checkpoints were signed; restore it from git")
+    # Only the signed leaves: an unsigned tail is judged by update() before it is read.
+    signed = _read_leaves(state.leaves[: state.signed_size])
+    return ProvenLog(_PROVEN, state, tree, checkpoint, signed)
+
+
 def update(
     content: Path,
     scanned: Iterable[ScannedDream],
@@ -130,8 +227,13 @@ def update(
     salts: dict[Any, Any] | None = None,
     canonical_shards: set[bytes] | None = None,
     opened: dict[Any, Any] | None = None,
+    proven: ProvenLog | None = None,
 ) -> Log:
     """Steps 1–5 of the module docstring; writes the new state to ``content/``.
+
+    ``proven`` is the log :func:`prove` proved before the scan (the build
+    proves first, so the scan may check logged dreams against their leaves);
+    without it, steps 1–2 run here.
 
     ``commitments`` (from :mod:`builder.buildcache`) maps (dream file stamp, salt) to
     a commitment an earlier build computed, ``salts`` a salt file's stamp to its
@@ -140,16 +242,23 @@ def update(
     the keys it was verified with to the checkpoint (:func:`_prove_append_only`);
     each is left holding this build's."""
     salt_reader = _SaltReader(content, salts)
-    state = logstate.load(content, canonical_shards=canonical_shards)
+    if proven is None:
+        proven = prove(
+            content,
+            origin=origin,
+            signer=signer,
+            canonical_shards=canonical_shards,
+            opened=opened,
+        )
+    logged = proven._take()
+    state, tree = proven.state, proven.tree
     notes: list[str] = []
     policy = _policy(content, state, origin, signer, log_url, notes)
     leaves = state.leaves
-    tree = merkle.MerkleTree.from_leaf_hashes(merkle.leaf_hash(leaf) for leaf in leaves)
-    checkpoint = _prove_append_only(state, tree, policy, opened)
-    log = Log(state=state, tree=tree, policy=policy, checkpoint=checkpoint, notes=notes)
+    log = Log(state=state, tree=tree, policy=policy, checkpoint=proven.checkpoint, notes=notes)
     present = {s.dream.id: s for s in scanned}
     _check_unsigned_tail(content, leaves, state.signed_size, present)
-    logged = _read_leaves(leaves)
+    _read_leaves(leaves, into=logged, start=state.signed_size)
     new_leaves: list[bytes] = []
 
     # Step 3: every logged dream still matches content/, or is erased, and
@@ -490,15 +599,16 @@ class _Logged:
         self.current[author] = key_id
 
 
-def _read_leaves(leaves: list[bytes]) -> _Logged:
-    """What the log holds, leaf by leaf, each read strictly (docs/protocol.md §3,
-    :func:`builder.formats.leaf.parse`): the log state is in the checkout, where a pull
-    request can reach it, so a leaf no build writes is a :class:`LogError`
-    naming its line, never a leaf skipped or half read."""
-    logged = _Logged()
-    for index, data in enumerate(leaves):
+def _read_leaves(leaves: list[bytes], *, into: _Logged | None = None, start: int = 0) -> _Logged:
+    """What ``leaves[start:]`` log, added to ``into`` (a new :class:`_Logged` if
+    None), each leaf read strictly (docs/protocol.md §3,
+    :func:`builder.formats.leaf.parse`): the log state is in the checkout, where
+    a pull request can reach it, so a leaf no build writes is a
+    :class:`LogError` naming its line, never a leaf skipped or half read."""
+    logged = _Logged() if into is None else into
+    for index in range(start, len(leaves)):
         try:
-            parsed = leaffmt.parse(data)
+            parsed = leaffmt.parse(leaves[index])
         except leaffmt.LeafError as exc:
             shard, line = divmod(index, logstate.SHARD)
             raise LogError(
@@ -680,14 +790,8 @@ def _policy(
         atomic_write(path, format_policy(policy).encode())
         state.policy = format_policy(policy)
         return policy
-    policy = parse_policy(state.policy.encode())
-    if not any(v.name == origin for v in policy.log_verifiers):
-        raise LogError(f"{path}: no log key named {origin!r}, the origin in pool.yaml")
-    if signer is not None and signer.verifier.vkey not in {v.vkey for v in policy.log_verifiers}:
-        raise LogError(
-            f"the log key given ({signer.verifier.vkey}) is not the one in {path}",
-            hint="use the pool's log key, or rotate the log key as docs/operators.md describes",
-        )
+    policy = _stored_policy(content, state.policy, origin)
+    _check_signer(content, policy, signer)
     if log_url is not None:
         text = _with_log_url(state.policy, origin, log_url)
         if text != state.policy:
@@ -696,6 +800,25 @@ def _policy(
             state.policy = text
             notes.append(f"{path}: added the log's URL {log_url} (commit it with the log state)")
     return policy
+
+
+def _stored_policy(content: Path, text: str, origin: str) -> Policy:
+    """The stored policy, which must name a log key of ``origin``."""
+    policy = parse_policy(text.encode())
+    if not any(v.name == origin for v in policy.log_verifiers):
+        path = logstate.log_dir(content) / "policy"
+        raise LogError(f"{path}: no log key named {origin!r}, the origin in pool.yaml")
+    return policy
+
+
+def _check_signer(content: Path, policy: Policy, signer: Signer | None) -> None:
+    """A log key given to the build must be one of the stored policy's."""
+    if signer is not None and signer.verifier.vkey not in {v.vkey for v in policy.log_verifiers}:
+        path = logstate.log_dir(content) / "policy"
+        raise LogError(
+            f"the log key given ({signer.verifier.vkey}) is not the one in {path}",
+            hint="use the pool's log key, or rotate the log key as docs/operators.md describes",
+        )
 
 
 def _with_log_url(text: str, origin: str, url: str) -> str:
