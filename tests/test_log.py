@@ -287,6 +287,15 @@ def test_edited_dream_after_logging_is_caught(tp: PoolFixture, tmp_path: Path) -
         do_build(tp, tmp_path / "site")
 
 
+def test_a_salt_that_is_not_ascii_is_named_not_a_traceback(tp: PoolFixture, tmp_path: Path) -> None:
+    (dream_id,) = tp.add("ada", 1)
+    do_build(tp, tmp_path / "site")
+    (tp.content / "dreams" / f"{dream_id}.salt").write_bytes("é".encode() * 20)
+    with pytest.raises(LogError, match=f"{dream_id}.salt: want the b64url") as info:
+        do_build(tp, tmp_path / "site")
+    assert "restore it from git history" in (info.value.hint or "")
+
+
 def test_lost_dream_file_is_caught(tp: PoolFixture, tmp_path: Path) -> None:
     (dream_id,) = tp.add("ada", 1)
     do_build(tp, tmp_path / "site")
