@@ -146,8 +146,9 @@ def tracked_entries(root: Path) -> list[tuple[str, str]]:
 
 # What makes git compare a work-tree file with its index entry by stat, in
 # full, whatever the checkout's config says: no file system monitor (a hook
-# program that would also mark entries clean unseen), every stat field,
-# ctime included (an edit that restores size and mtime still moves ctime).
+# program git would run, and which marks entries clean unseen), every stat
+# field, ctime included (an edit that restores size and mtime still moves
+# ctime), no entry taken as unchanged without a stat.
 _FULL_STAT = (
     "-c",
     "core.fsmonitor=false",
@@ -195,12 +196,16 @@ def clean_blobs(folder: Path) -> dict[str, str] | None:
             continue
         tag, mode, blob, stage = parts
         path = os.fsdecode(raw)
-        if tag == "H" and mode in MODE_FILE and stage == "0" and path not in modified:
+        # 40 hex digits: a SHA-1 repository's ids (in a SHA-256 one nothing
+        # is vouched for, and every file is read: builder.filekeys).
+        sha1_id = len(blob) == 40
+        if tag == "H" and mode in MODE_FILE and stage == "0" and sha1_id and path not in modified:
             blobs[path] = blob
     if not blobs:
         return blobs
     attrs = _git(
         folder,
+        *_FULL_STAT,
         "check-attr",
         "-z",
         "--stdin",
