@@ -7,7 +7,8 @@ at the two ends:
              ─▶ site.write_site ─▶ writer.SiteWriter ─▶ site/ (a symlink to a generation)
 
 A cache beside the output (:mod:`builder.buildcache`) lets the next build skip
-what did not change: verifying unchanged dream files, commitments, unchanged
+what did not change, known by content (:mod:`builder.content.filekeys`, so a store
+restored into a fresh clone still hits): verifying unchanged dream files, commitments, unchanged
 dreams' pages, records, proofs and keywords. It only saves time: a build
 without it gives the same bytes.
 
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Protocol
 
 from builder import buildcache
-from builder.content import pool, poollock
+from builder.content import filekeys, pool, poollock
 from builder.errors import InputError, KeyStoreError, Problem
 from builder.formats.note import Signer, parse_private_key
 from builder.log import logbuild
@@ -193,7 +194,11 @@ def _build(
     config = pool.load_config(content)
     notes = derived.secure(out)  # before anything beside the output is read
     cache = buildcache.BuildCache(writer.builds_dir(out) / "cache")
-    directory, key_problems = pool.load_keys(content, cache=cache["keys"])
+    # What git vouches for under content/: the store's keys for unchanged files.
+    keys = filekeys.load(content)
+    if keys.note is not None:
+        notes.append(keys.note)
+    directory, key_problems = pool.load_keys(content, cache=cache["keys"], keys=keys)
     set_aside: dict[str, Problem] = {}
     if key_problems:  # a fork stale checks let in: the log's order decides (§7)
         order = logbuild.logged_keys(content)
@@ -223,6 +228,7 @@ def _build(
             set_aside=set_aside,
             aside=aside,
             proven=proven,
+            keys=keys,
         )
     url = normalize_base_url(base_url or config.base_url)
     # Only an https address goes into the policy readers pin: never a preview's
@@ -238,6 +244,7 @@ def _build(
             commitments=cache["commit"],
             salts=cache["salts"],
             proven=proven,
+            keys=keys,
         )
     cache.sections["shards"] = dict.fromkeys(shards, True)
     with stage("model"):

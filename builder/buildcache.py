@@ -10,11 +10,17 @@ folder costs time, never correctness.
 
 Sections (a table each, mapping a key to a value):
 
-* ``scan``: dream file (name, size, mtime, ctime, inode) → the verified
-  :class:`~builder.formats.dream.Dream` (:mod:`builder.content.pool`);
-* ``commit``: (dream file stamp, salt) → the commitment (:mod:`builder.log.logbuild`);
-* ``salts``: salt file stamp → its text (:mod:`builder.log.logbuild`);
-* ``keys``: key file stamp → its parsed fields (:mod:`builder.content.pool`);
+* ``scan``: git blob id of a dream file's bytes → (their SHA-256, the
+  :class:`~builder.formats.dream.Dream` verified in them) (:mod:`builder.content.pool`);
+* ``commit``: (SHA-256 of a dream file, salt) → the commitment (:mod:`builder.log.logbuild`);
+* ``salts``: git blob id of a salt file → (SHA-256, its text) (:mod:`builder.log.logbuild`);
+* ``keys``: git blob id of a key file → (SHA-256, its parsed fields) (:mod:`builder.content.pool`);
+
+Files are known by content (:mod:`builder.content.filekeys`), never by path, size,
+time or inode: a file git vouches for unchanged is found by its blob id
+without being read, any other is read and must match both digests. So a
+store restored into a fresh clone (the publish workflow keeps it between
+runs) hits, and a hit is always the result of the very bytes the file holds.
 * ``shards``: digest of a leaf shard found canonical → True (:mod:`builder.log.logstate`);
 * ``notes``: digest of a stored checkpoint and the keys that opened it → the
   checkpoint (:mod:`builder.log.logbuild`);
@@ -61,12 +67,15 @@ from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
 
+from builder.content import filekeys
 from builder.files import remove_entry
 from builder.formats.checkpoint import Checkpoint
 from builder.formats.dream import Dream
 
 STORE = "store.sqlite"
-FORMAT = "dreampool-store/1"
+# 2: the scan, commit, salts and keys sections are keyed by content
+# (builder.content.filekeys), no longer by a file's stat, so a restored store hits.
+FORMAT = "dreampool-store/2"
 # The files SQLite keeps beside the database (rollback journal, WAL, shared memory).
 _SIDECARS = ("-journal", "-wal", "-shm")
 _DIGEST = 16
@@ -156,24 +165,35 @@ def _list(v: Any, n: int | None = None) -> list[Any]:
     return v
 
 
-Stamp = tuple[str, int, int, int, int]
+def _blob_key(key: str) -> str:
+    """A git blob id (40 lowercase hex), both ways: no other text is a key."""
+    if not isinstance(key, str) or not filekeys.is_blob_id(key):
+        raise ValueError("not a git blob id")
+    return key
 
 
-def _stamp_key(stamp: Stamp) -> str:
-    """``name size mtime ctime inode``: a pool's file names hold no space
-    (builder.content.pool reads only ``<16 hex>.<ext>``)."""
-    name, *numbers = stamp
-    if " " in name or len(numbers) != 4 or any(type(n) is not int or n < 0 for n in numbers):
-        raise ValueError("not a file stamp")
-    return " ".join((name, *map(str, numbers)))
+def _digested(
+    value_out: Callable[[Any], bytes], value_in: Callable[[bytes], Any]
+) -> tuple[Callable[[Any], bytes], Callable[[bytes], Any]]:
+    """Codecs for an entry (SHA-256 of a file's bytes, value) as the JSON
+    array ``["<64 hex>",<value as value_out writes it>]`` (builder.content.filekeys);
+    the value is decoded by ``value_in`` alone, so no other shape reads back."""
 
+    def out(entry: tuple[str, Any]) -> bytes:
+        digest, value = entry
+        if not isinstance(digest, str) or not filekeys.is_sha256(digest):
+            raise ValueError("not a SHA-256")
+        return b'["' + digest.encode("ascii") + b'",' + value_out(value) + b"]"
 
-def _stamp_of(text: str) -> Stamp:
-    name, size, mtime, ctime, inode = text.split(" ")
-    numbers = (size, mtime, ctime, inode)
-    if not all(n.isdigit() and n.isascii() and len(n) <= 24 for n in numbers):
-        raise ValueError("not a file stamp")
-    return (name, int(size), int(mtime), int(ctime), int(inode))
+    def into(data: bytes) -> tuple[str, Any]:
+        digest = data[2:66].decode("ascii")
+        if data[:2] != b'["' or data[66:68] != b'",' or data[-1:] != b"]":
+            raise ValueError("not an entry")
+        if not filekeys.is_sha256(digest):
+            raise ValueError("not a SHA-256")
+        return (digest, value_in(data[68:-1]))
+
+    return out, into
 
 
 def _json(data: bytes) -> Any:
@@ -194,16 +214,17 @@ def _dream_in(data: bytes) -> Dream:
     return Dream(_str(dream_id), _str(key_id), key, body)
 
 
-def _commit_key(key: tuple[Stamp, str]) -> str:
-    stamp, salt = key
-    if " " in salt:
-        raise ValueError("not a salt")
-    return f"{_stamp_key(stamp)} {salt}"
+def _commit_key(key: tuple[str, str]) -> str:
+    digest, salt = key
+    if not isinstance(salt, str) or not salt or " " in salt or not filekeys.is_sha256(digest):
+        raise ValueError("not a (SHA-256, salt)")
+    return f"{digest} {salt}"
 
 
-def _commit_key_of(text: str) -> tuple[Stamp, str]:
-    stamp, _, salt = text.rpartition(" ")
-    return (_stamp_of(stamp), salt)
+def _commit_key_of(text: str) -> tuple[str, str]:
+    digest, _, salt = text.partition(" ")
+    _commit_key((digest, salt))  # refuses any other shape
+    return (digest, salt)
 
 
 def _str_out(v: str) -> bytes:
@@ -323,10 +344,10 @@ class Codec:
 
 
 CODECS: dict[str, Codec] = {
-    "scan": Codec(_stamp_key, _stamp_of, _dream_out, _dream_in),
+    "scan": Codec(_blob_key, _blob_key, *_digested(_dream_out, _dream_in)),
     "commit": Codec(_commit_key, _commit_key_of, _str_out, _str_in),
-    "salts": Codec(_stamp_key, _stamp_of, _str_out, _str_in),
-    "keys": Codec(_stamp_key, _stamp_of, _fields_out, _fields_in),
+    "salts": Codec(_blob_key, _blob_key, *_digested(_str_out, _str_in)),
+    "keys": Codec(_blob_key, _blob_key, *_digested(_fields_out, _fields_in)),
     "shards": Codec(bytes.hex, bytes.fromhex, lambda v: b"true", _true_in),
     "notes": Codec(bytes.hex, bytes.fromhex, _checkpoint_out, _checkpoint_in),
     "units": Codec(_same, _same, _unit_out, _unit_in),

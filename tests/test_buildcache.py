@@ -50,18 +50,24 @@ def _db(folder: Path) -> sqlite3.Connection:
     return sqlite3.connect(folder / buildcache.STORE, isolation_level=None)
 
 
-def _stamp(i: int) -> tuple[str, int, int, int, int]:
-    return (f"{i:016x}.json", 100 + i, 10**18 + i, 10**18 + i, 1000 + i)
+def _blob(i: int) -> str:
+    """A git blob id, as the scan, salts and keys sections are keyed (builder.content.filekeys)."""
+    return f"{i:040x}"
+
+
+def _sha(i: int) -> str:
+    """A SHA-256 in hex, as each of their entries carries."""
+    return f"{i:064x}"
 
 
 SAMPLES: dict[str, tuple[object, object]] = {
     "scan": (
-        _stamp(1),
-        Dream("0" * 16, "sha256:" + "1" * 16, bytes(32), {"title": "t", "tags": ["a"]}),
+        _blob(1),
+        (_sha(1), Dream("0" * 16, "sha256:" + "1" * 16, bytes(32), {"title": "t", "tags": ["a"]})),
     ),
-    "commit": ((_stamp(2), "salt"), "commitment"),
-    "salts": (_stamp(3), "c2FsdA"),
-    "keys": (_stamp(4), {"author": "ada", "tier": "guest"}),
+    "commit": ((_sha(2), "salt"), "commitment"),
+    "salts": (_blob(3), (_sha(3), "c2FsdA")),
+    "keys": (_blob(4), (_sha(4), {"author": "ada", "tier": "guest"})),
     "shards": (bytes(range(32)), True),
     "notes": (bytes(32), Checkpoint("example.org/pool", 7, bytes(32), ("ext",))),
     "units": ("0123456789abcdef", _unit(5)),
@@ -100,10 +106,10 @@ def test_the_store_holds_data_only(tmp_path: Path) -> None:
 
 def test_a_shape_the_store_does_not_keep_is_computed_again(tmp_path: Path) -> None:
     c = BuildCache(tmp_path)
-    c["keys"][_stamp(1)] = {"added": object()}  # not plain text: not stored
-    c["keys"][_stamp(2)] = {"author": "ada"}
+    c["keys"][_blob(1)] = (_sha(1), {"added": object()})  # not plain text: not stored
+    c["keys"][_blob(2)] = (_sha(2), {"author": "ada"})
     c.save()
-    assert _reload(tmp_path, "keys") == {_stamp(2): {"author": "ada"}}
+    assert _reload(tmp_path, "keys") == {_blob(2): (_sha(2), {"author": "ada"})}
 
 
 def test_a_save_writes_only_the_rows_that_changed(
@@ -194,7 +200,7 @@ def test_a_planted_row_of_another_shape_is_a_miss(tmp_path: Path) -> None:
     db = _db(tmp_path)
     bad = {
         "units": ("x", b"\x80\x05K\x01."),
-        "scan": (json.dumps(list(_stamp(9))), json.dumps(["0" * 16, "k", "AAAA", {}]).encode()),
+        "scan": (_blob(9), json.dumps([_sha(9), ["0" * 16, "k", "AAAA", {}]]).encode()),
     }
     for table, (k, v) in bad.items():
         db.execute(f"INSERT INTO {table} VALUES (?, ?, ?)", (k, v, buildcache._row_digest(k, v)))

@@ -32,7 +32,10 @@ SCAFFOLD = {
     "content/dreams/.gitkeep",
     "content/keys/.gitkeep",
 }
-_PINNED = re.compile(r"^\s*(?:- )?uses: ([\w.-]+/[\w.-]+)@([0-9a-f]{40}) # (v\d+\.\d+\.\d+)$")
+# owner/repo, then an action in a folder of it (actions/cache/restore), if any
+_PINNED = re.compile(
+    r"^\s*(?:- )?uses: ([\w.-]+/[\w.-]+)(?:/[\w.-]+)*@([0-9a-f]{40}) # (v\d+\.\d+\.\d+)$"
+)
 
 
 def files_of(root: Path) -> set[str]:
@@ -477,7 +480,7 @@ def test_every_action_is_pinned_to_a_commit_with_its_version() -> None:
             match = _PINNED.match(line)
             assert match, f"{name}: {line.strip()} is not pinned as `uses: a/b@<40 hex> # vX.Y.Z`"
             seen.setdefault(match[1], set()).add((match[2], match[3]))
-    # One action, one pin, across every workflow.
+    # One repository of actions, one pin, across every workflow.
     assert all(len(pins) == 1 for pins in seen.values()), seen
     assert {"actions/configure-pages", "actions/upload-pages-artifact", "actions/deploy-pages"} <= (
         set(seen)

@@ -289,6 +289,15 @@ def test_edited_dream_after_logging_is_caught(tp: PoolFixture, tmp_path: Path) -
         do_build(tp, tmp_path / "site")
 
 
+def test_a_salt_that_is_not_ascii_is_named_not_a_traceback(tp: PoolFixture, tmp_path: Path) -> None:
+    (dream_id,) = tp.add("ada", 1)
+    do_build(tp, tmp_path / "site")
+    (tp.content / "dreams" / f"{dream_id}.salt").write_bytes("é".encode() * 20)
+    with pytest.raises(LogError, match=f"{dream_id}.salt: want the b64url") as info:
+        do_build(tp, tmp_path / "site")
+    assert "restore it from git history" in (info.value.hint or "")
+
+
 def test_lost_dream_file_is_caught(tp: PoolFixture, tmp_path: Path) -> None:
     (dream_id,) = tp.add("ada", 1)
     do_build(tp, tmp_path / "site")
@@ -552,9 +561,12 @@ def test_a_dream_the_build_cache_garbled_is_never_logged(
         store.write_bytes(data.replace(b"Bob says hello", b"Bob says PWNED"))
     else:  # an entry no digest can catch (a bug, say): the log must not take it
         c = BuildCache(cache)
-        [stamp] = [k for k, v in c["scan"].items() if v.id == dream_id]
-        d = c["scan"][stamp]
-        c["scan"][stamp] = Dream(d.id, d.key_id, d.public_key, {**d.body, "title": "PWNED"})
+        [blob] = [k for k, (_, v) in c["scan"].items() if v.id == dream_id]
+        digest, d = c["scan"][blob]
+        c["scan"][blob] = (
+            digest,
+            Dream(d.id, d.key_id, d.public_key, {**d.body, "title": "PWNED"}),
+        )
         c.save()
     (tmp_path / "bob.json").write_bytes(raw)
     pool.submit(tp.content, [tmp_path / "bob.json"])  # registers bob's key
@@ -589,9 +601,9 @@ def test_a_logged_dream_the_build_cache_garbled_is_called_cache_damage(
     do_build(tp, site)
     cache = tmp_path / ".site.builds" / "cache"
     c = BuildCache(cache)
-    [stamp] = c["scan"]
-    d = c["scan"][stamp]
-    c["scan"][stamp] = Dream(d.id, d.key_id, d.public_key, {**d.body, "title": "PWNED"})
+    [blob] = c["scan"]
+    digest, d = c["scan"][blob]
+    c["scan"][blob] = (digest, Dream(d.id, d.key_id, d.public_key, {**d.body, "title": "PWNED"}))
     c["commit"].clear()
     c.save()
     with pytest.raises(LogError) as caught:

@@ -344,19 +344,19 @@ def test_the_sample_pools_key_files_read_as_they_are_written() -> None:
 
 
 def test_the_key_cache_holds_plain_json_and_is_checked_again(content: Path, tmp_path: Path) -> None:
-    """load_keys's cache maps a key file's stamp to its mapping, a dict of str
-    to str (what a JSON store keeps exactly); an entry the cache garbled is a
-    problem, never a traceback or a key."""
+    """load_keys's cache maps a key file's content (builder.content.filekeys) to its
+    mapping, a dict of str to str (what a JSON store keeps exactly); an entry
+    the cache garbled is a problem, never a traceback or a key."""
     pool.submit(content, [signed_file(tmp_path, ADA)])
     cache: dict[Any, Any] = {}
     first, problems = pool.load_keys(content, cache=cache)
     assert not problems and len(cache) == 1
-    (mapping,) = cache.values()
+    ((digest, mapping),) = cache.values()
     assert type(mapping) is dict and all(type(v) is str for v in mapping.values())
     assert json.loads(json.dumps(mapping)) == mapping
     again, problems = pool.load_keys(content, cache=dict(cache))
     assert again.keys == first.keys and not problems
     for garbled in (["x"], {"author": 3}, {**mapping, "tier": "root"}, None):
-        stamp = next(iter(cache))
-        directory, problems = pool.load_keys(content, cache={stamp: garbled})
+        blob = next(iter(cache))
+        directory, problems = pool.load_keys(content, cache={blob: (digest, garbled)})
         assert not directory.keys and problems, garbled

@@ -139,10 +139,13 @@ class RunResult:
 class Runner:
     """Runs one workflow file's jobs, step by step, in a checkout."""
 
-    def __init__(self, shell: Shell, workflow: Path) -> None:
+    def __init__(self, shell: Shell, workflow: Path, caches: Path | None = None) -> None:
         self.shell = shell
         self.workflow = yaml.safe_load(workflow.read_text(encoding="utf-8"))
         self.name = workflow.name
+        # GitHub's cache service, for actions/cache/restore and save: one folder
+        # per key, numbered in the order saved (main's scope: the only one here).
+        self.caches = caches
 
     def run(
         self,
@@ -150,6 +153,7 @@ class Runner:
         *,
         secrets: Mapping[str, str] = {},
         stand_in: Callable[[Path], None] | None = None,
+        run_id: str = "4242",
     ) -> RunResult:
         """Run every job in ``workspace`` (a fresh checkout); ``stand_in`` runs just
         before the first ``run:`` step that pushes, to play another actor."""
@@ -175,6 +179,8 @@ class Runner:
                     "secrets.DREAMPOOL_LOG_KEY": secrets.get("DREAMPOOL_LOG_KEY", ""),
                     "steps.pages.outputs.base_url": outputs.get("pages", {}).get("base_url", ""),
                     "github.token": "ghs_dummy-token-for-the-replay",
+                    "github.run_id": run_id,
+                    "github.run_attempt": "1",
                 }
                 env = {
                     key: _evaluate(str(value), context)
@@ -182,7 +188,12 @@ class Runner:
                 }
                 uses = str(step.get("uses", ""))
                 outcome = "success"
-                if uses:
+                if uses.startswith("actions/cache/"):
+                    given = {k: _evaluate(str(v), context) for k, v in step["with"].items()}
+                    log.append(
+                        f"$ [{job_name}] {step.get('name')}\n{self._cache(uses, given, workspace)}"
+                    )
+                elif uses:
                     outcome, deployed = self._stand_in_for(
                         uses, step_id, workspace, outputs, deployed
                     )
@@ -224,6 +235,31 @@ class Runner:
             ok, "\n".join(log), summary_file.read_text(encoding="utf-8"), outputs, deployed
         )
 
+    def _cache(self, uses: str, given: Mapping[str, str], workspace: Path) -> str:
+        """actions/cache/restore (the exact key, else the newest saved under a
+        restore-keys prefix) and actions/cache/save (never over a key that
+        exists), copying the paths with their times, and links as links."""
+        assert self.caches is not None, f"{self.name}: a cache step, but no cache service"
+        self.caches.mkdir(exist_ok=True)
+        key, paths = given["key"], given["path"].split()
+        saved = sorted(self.caches.iterdir())  # "<order>-<key>"
+        if uses.startswith("actions/cache/restore@"):
+            prefixes = given.get("restore-keys", "").split()
+            found = [e for e in saved if e.name.split("-", 1)[1] == key] or [
+                e for e in saved if any(e.name.split("-", 1)[1].startswith(p) for p in prefixes)
+            ]
+            if not found:
+                return "Cache not found"
+            _copy_paths(found[-1], workspace, paths)
+            return f"Cache restored from key: {found[-1].name.split('-', 1)[1]}"
+        assert uses.startswith("actions/cache/save@"), uses
+        if any(e.name.split("-", 1)[1] == key for e in saved):
+            return f"Failed to save: a cache with the key {key} exists"
+        entry = self.caches / f"{len(saved):04d}-{key}"
+        entry.mkdir()
+        _copy_paths(workspace, entry, paths)
+        return f"Cache saved with key: {key}"
+
     def _stand_in_for(
         self,
         uses: str,
@@ -244,6 +280,16 @@ class Runner:
         elif action not in ("actions/checkout", "actions/setup-python", "actions/deploy-pages"):
             raise AssertionError(f"{self.name}: no stand-in for {uses}")
         return "success", deployed
+
+
+def _copy_paths(source: Path, target: Path, paths: list[str]) -> None:
+    """What tar does for actions/cache: each path that exists, times kept, links as links."""
+    for rel in paths:
+        here = source / rel
+        if here.is_symlink():
+            os.symlink(os.readlink(here), target / rel)
+        elif here.is_dir():
+            shutil.copytree(here, target / rel, symlinks=True)
 
 
 def _evaluate(value: str, context: Mapping[str, str]) -> str:
@@ -272,11 +318,12 @@ class World:
         return self.clone(f"run{self.runs}")
 
     def workflow(self, checkout: Path, name: str) -> Runner:
-        return Runner(self.shell, checkout / ".github" / "workflows" / name)
+        return Runner(self.shell, checkout / ".github" / "workflows" / name, self.root / "caches")
 
     def publish(self, **kwargs: Any) -> tuple[Path, RunResult]:
         checkout = self.runner_checkout()
-        return checkout, self.workflow(checkout, "publish.yml").run(checkout, **kwargs)
+        run = self.workflow(checkout, "publish.yml")
+        return checkout, run.run(checkout, run_id=str(self.runs), **kwargs)
 
     def check_pull_request(self, branch: str) -> RunResult:
         """What a pull_request run checks out: the merge commit of the branch into
@@ -369,6 +416,8 @@ def test_init_check_merge_publish_twice(world: World) -> None:
     # The first publish, before any dream: makes the log's policy and commits it.
     checkout, first = world.publish(secrets={"DREAMPOOL_LOG_KEY": key})
     assert first.ok, first.log
+    assert "Cache not found" in first.log  # a cold build
+    assert "Cache saved with key: dreampool-store-1-1" in first.log
     assert b"log " + ORIGIN.encode() in read_main(world, "content/log/policy")
     assert f"{PAGES_URL}/log/".encode() in read_main(world, "content/log/policy")
     assert key.encode() not in (checkout / "content" / "log" / "policy").read_bytes()
@@ -416,9 +465,12 @@ def test_init_check_merge_publish_twice(world: World) -> None:
     # Published again with nothing new and no key (like the sample pool here):
     # nothing to sign, nothing to commit.
     head = read_main(world, "content/log/history.jsonl")
-    _, idle = world.publish()
+    idle_checkout, idle = world.publish()
     assert idle.ok, idle.log
     assert "log state unchanged" in idle.log
+    # It started from the last run's derived state, restored by prefix.
+    assert f"Cache restored from key: dreampool-store-{world.runs - 1}-1" in idle.log
+    assert (idle_checkout / ".site.builds" / "cache" / "store.sqlite").is_file()
     assert read_main(world, "content/log/history.jsonl") == head
 
     # Another contributor; merged. Main moves again while the publish runs,
@@ -482,6 +534,12 @@ def test_publish_without_the_key_deploys_nothing_new(world: World) -> None:
     assert keyless.deployed is None
     # What the failed build wrote (the new dream's salt) is committed; no checkpoint is.
     assert _maybe(world, "content/log/history.jsonl") == before
+    # The derived state is kept for the next run all the same.
+    assert f"Cache saved with key: dreampool-store-{world.runs}-1" in keyless.log
+    _, signed = world.publish(secrets={"DREAMPOOL_LOG_KEY": key})
+    assert signed.ok, signed.log
+    assert f"Cache restored from key: dreampool-store-{world.runs - 1}-1" in signed.log
+    assert "1 admitted" in signed.summary
 
 
 def _maybe(world: World, path: str) -> bytes:

@@ -488,3 +488,56 @@ def test_release_refuses_a_tag_that_is_not_the_version_built(
     assert (result.returncode == 0) is ok, result.stdout + result.stderr
     if not ok:
         assert f"::error::tag {ref_name} does not match the version built" in result.stdout
+
+
+# --- the build's derived state between publish runs ------------------------------
+
+_CACHE_SHA = "27d5ce7f107fe9357f9df03efb73ab90386fccae"  # actions/cache v5.0.5
+
+
+def _workflow(name: str) -> dict[str, str]:
+    """This repository's copy of a workflow `init` writes, and the scaffold's."""
+    return {
+        f"repo {name}": (REPO / ".github" / "workflows" / name).read_text(),
+        f"scaffold {name}": init.workflow(name),
+    }
+
+
+def test_publish_restores_the_derived_state_and_saves_it_even_when_the_build_fails() -> None:
+    """A publish run restores the last run's .site.builds (store and
+    generations) and the site link before the build, by prefix, and saves
+    them under a key of its own after it, whatever the build's outcome."""
+    for name, text in _workflow("publish.yml").items():
+        steps = [step for step, _ in steps_of(text)]
+        uses = [str(s.get("uses", "")) for s in steps]
+        [build] = [i for i, s in enumerate(steps) if s.get("id") == "build"]
+        assert "--out site" in steps[build]["run"], name
+        [restore] = [i for i, u in enumerate(uses) if u.startswith("actions/cache/restore@")]
+        [save] = [i for i, u in enumerate(uses) if u.startswith("actions/cache/save@")]
+        assert not [u for u in uses if u.startswith("actions/cache@")], name
+        assert restore < build < save, name
+        key = "dreampool-store-${{ github.run_id }}-${{ github.run_attempt }}"
+        for i in (restore, save):
+            assert uses[i].endswith(f"@{_CACHE_SHA}"), name
+            assert steps[i]["with"]["key"] == key, name
+            assert steps[i]["with"]["path"].split() == [".site.builds", "site"], name
+        assert steps[restore]["with"]["restore-keys"].strip() == "dreampool-store-", name
+        assert "if" not in steps[restore], name
+        # saved after a failed build too (not the default success()), never when cancelled
+        assert steps[save]["if"].replace(" ", "") == (
+            "${{!cancelled()&&steps.build.outcome!='skipped'}}"
+        ), name
+        assert f"actions/cache/restore@{_CACHE_SHA} # v5.0.5" in text, name
+        assert f"actions/cache/save@{_CACHE_SHA} # v5.0.5" in text, name
+        # the job that restores runs on main only: it sees main's caches only
+        guard = yaml.safe_load(text)["jobs"]["build"]["if"]
+        assert guard == "github.ref == 'refs/heads/main'", name
+
+
+def test_the_pull_request_check_neither_restores_nor_saves_a_cache() -> None:
+    """check.yml runs a pull request's content: it must not write a cache a
+    later run could restore, nor read one it has no use for."""
+    for name, text in _workflow("check.yml").items():
+        uses = [str(step.get("uses", "")) for step, _ in steps_of(text)]
+        assert not [u for u in uses if u.startswith("actions/cache")], name
+        assert "actions/cache" not in text, name

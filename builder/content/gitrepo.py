@@ -33,12 +33,13 @@ class GitError(DreampoolError):
     """git could not answer (not a repository, an unknown revision)."""
 
 
-def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+def _git(cwd: Path, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env["GIT_OPTIONAL_LOCKS"] = "0"  # a query never takes the index lock
     return subprocess.run(
         ["git", "-c", "core.quotePath=false", *args],
         cwd=cwd,
+        input=stdin,
         capture_output=True,
         env=env,
         check=False,
@@ -58,6 +59,11 @@ def work_tree(path: Path) -> Path | None:
 def _looks_like_a_checkout(folder: Path) -> bool:
     """Whether ``folder`` or a folder above it holds ``.git``."""
     return any((p / ".git").exists() for p in (folder, *folder.parents))
+
+
+def looks_like_a_checkout(folder: Path) -> bool:
+    """Whether ``folder`` seems to be in a git checkout (whether or not git runs)."""
+    return _looks_like_a_checkout(folder)
 
 
 def tracked(folder: Path, names: list[str]) -> list[str] | None:
@@ -136,3 +142,80 @@ def tracked_entries(root: Path) -> list[tuple[str, str]]:
         meta, _, path = record.partition(b"\t")
         found.append((meta.split(b" ", 1)[0].decode("ascii"), os.fsdecode(path)))
     return found
+
+
+# What makes git compare a work-tree file with its index entry by stat, in
+# full, whatever the checkout's config says: no file system monitor (a hook
+# program git would run, and which marks entries clean unseen), every stat
+# field, ctime included (an edit that restores size and mtime still moves
+# ctime), no entry taken as unchanged without a stat.
+_FULL_STAT = (
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.checkStat=default",
+    "-c",
+    "core.trustctime=true",
+    "-c",
+    "core.ignoreStat=false",
+)
+# Attributes under which the work tree holds other bytes than the blob
+# (gitattributes(5), "Effects"): line endings, $Id$ expansion, filters, encodings.
+_CONVERTING = ("text", "eol", "crlf", "ident", "filter", "working-tree-encoding")
+
+
+def clean_blobs(folder: Path) -> dict[str, str] | None:
+    """The git blob id (40 hex digits) of each file under ``folder`` whose
+    work-tree bytes are exactly the blob git's index names, by path relative
+    to ``folder`` with "/"; None where git cannot say (not installed, not a
+    work tree, it fails): the caller then digests the bytes it reads.
+
+    A file is in it only if git's index holds it as a plain file (mode
+    100644 or 100755, never a symlink, whose blob is the link's target, nor
+    a submodule), at stage 0 (no conflict), with no assume-unchanged or
+    skip-worktree bit (entries git would not stat), ``git diff-files``
+    finds it unmodified by a full stat comparison (racily clean entries are
+    compared by content: git's racy-git rule), and no attribute or
+    ``core.autocrlf`` converts it on checkout. Modified, untracked and
+    converted files are simply left out."""
+    if work_tree(folder) is None:
+        return None
+    autocrlf = _git(folder, "config", "--bool", "--get", "core.autocrlf")
+    if autocrlf.stdout.strip() == b"true":  # every text file is converted on checkout
+        return {}
+    listed = _git(folder, *_FULL_STAT, "ls-files", "-s", "-v", "-z", "--", ".")
+    changed = _git(folder, *_FULL_STAT, "diff-files", "--name-only", "-z", "--relative", "--", ".")
+    if listed.returncode != 0 or changed.returncode != 0:
+        return None
+    modified = {os.fsdecode(p) for p in changed.stdout.split(b"\0") if p}
+    blobs: dict[str, str] = {}
+    for record in listed.stdout.split(b"\0"):
+        meta, _, raw = record.partition(b"\t")
+        parts = meta.decode("ascii", "replace").split(" ")
+        if len(parts) != 4:
+            continue
+        tag, mode, blob, stage = parts
+        path = os.fsdecode(raw)
+        # 40 hex digits: a SHA-1 repository's ids (in a SHA-256 one nothing
+        # is vouched for, and every file is read: builder.content.filekeys).
+        sha1_id = len(blob) == 40
+        if tag == "H" and mode in MODE_FILE and stage == "0" and sha1_id and path not in modified:
+            blobs[path] = blob
+    if not blobs:
+        return blobs
+    attrs = _git(
+        folder,
+        *_FULL_STAT,
+        "check-attr",
+        "-z",
+        "--stdin",
+        *_CONVERTING,
+        stdin=b"".join(os.fsencode(p) + b"\0" for p in blobs),
+    )
+    if attrs.returncode != 0:
+        return None
+    fields = attrs.stdout.split(b"\0")
+    for i in range(0, len(fields) - 2, 3):
+        if fields[i + 2] not in (b"unspecified", b"unset"):
+            blobs.pop(os.fsdecode(fields[i]), None)
+    return blobs

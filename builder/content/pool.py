@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from builder import parallel
-from builder.content import anonymity
+from builder.content import anonymity, filekeys
 from builder.errors import DreampoolError, InputError, PoolError, Problem, SignatureError
 from builder.formats import dream as dreamfmt
 from builder.formats import safeyaml, statement, unicodepolicy
@@ -279,34 +279,45 @@ def _whole_number(text: Any, lo: int, hi: int) -> int | None:
 
 
 def load_keys(
-    content: Path, *, cache: dict[Any, Any] | None = None
+    content: Path,
+    *,
+    cache: dict[Any, Any] | None = None,
+    keys: filekeys.FileKeys | None = None,
 ) -> tuple[KeyDirectory, list[Problem]]:
     """The key directory, and every problem found in it. ``cache`` (from
-    :mod:`builder.buildcache`) maps a key file's stamp to its parsed mapping (a
-    dict of str to str, plain JSON data), so unchanged files are not parsed
-    again; it is left holding this read's. What comes from the cache is checked
-    again like what was just parsed (:func:`_key_entry`)."""
+    :mod:`builder.buildcache`) maps the content of a key file
+    (:mod:`builder.content.filekeys`: git's word from ``keys``, else the bytes read)
+    to its parsed mapping (a dict of str to str, plain JSON data), so
+    unchanged files are not parsed again; it is left holding this
+    read's. What comes from the cache is checked again like what was just
+    parsed (:func:`_key_entry`)."""
     directory = KeyDirectory()
     problems: list[Problem] = []
     known = dict(cache or {})
     if cache is not None:
         cache.clear()
+    blobs = keys.folder("keys") if keys is not None else {}
     for path, match in _scan(
         content / "keys", _KEY_FILE_RE, "<16 hex of the keyId>.yaml", problems
     ):
         file = path
-        stamp = file_stamp(path)
+        blob = blobs.get(match.group(0))
         try:
-            obj = (
-                known[stamp]
-                if stamp in known
-                else read_yaml(read_regular(Path(path)), file, max_bytes=KEY_FILE_MAX_BYTES)
-            )
+            stored = filekeys.find(known, blob, None)
+            if stored is None:  # git does not vouch for it, or it is new to the store
+                data = read_regular(Path(path))
+                blob, digest = filekeys.of_bytes(data)
+                stored = filekeys.find(known, None, (blob, digest)) or (
+                    digest,
+                    read_yaml(data, file, max_bytes=KEY_FILE_MAX_BYTES),
+                )
         except InputError as exc:
             problems.extend(exc.problems)
             continue
-        if cache is not None and stamp is not None:
-            cache[stamp] = obj
+        assert blob is not None
+        if cache is not None:
+            cache[blob] = stored
+        obj = stored[1]
         entry, found = _key_entry(obj, file, match.group(1))
         problems.extend(found)
         if entry is not None:
@@ -793,7 +804,7 @@ def check_key_rules(
 class ScannedDream:
     path: str
     dream: dreamfmt.Dream
-    stamp: tuple[str, int, int, int, int] | None = None  # see file_stamp()
+    digest: str | None = None  # SHA-256 (hex) of the bytes it came from (builder.content.filekeys)
     cached: bool = False  # taken from the build cache, not read from the file this scan
     # Why its key may sign nothing new (retired_rule), or None. Only the log
     # knows whether the dream was logged before its key was retired (then it
@@ -814,6 +825,7 @@ def scan_dreams(
     set_aside: Mapping[str, Problem] | None = None,
     aside: list[Problem] | None = None,
     proven: LoggedCommitments | None = None,
+    keys: filekeys.FileKeys | None = None,
 ) -> tuple[list[ScannedDream], list[Problem]]:
     """Every valid dream in ``content/dreams`` (name order), and every problem.
 
@@ -831,9 +843,11 @@ def scan_dreams(
 
     Reading and verifying runs on every core (:mod:`builder.parallel`);
     ``on_dream(n)`` reports progress as files are done. ``cache`` (from
-    :mod:`builder.buildcache`) maps a file's (name, size, mtime, ctime,
-    inode) to the dream an earlier build verified in it: a file whose stat
-    is unchanged is not read again. It is left holding this scan's dreams.
+    :mod:`builder.buildcache`) maps a file's content
+    (:mod:`builder.content.filekeys`) to the dream an earlier build verified in those
+    bytes: a file git vouches for (its blob id in ``keys``) is not read at all,
+    any other is read and digested, and only a miss is verified. It is left
+    holding this scan's dreams.
     A verified file whose salt is beside it also gets its commitment computed
     on the worker, into ``commitments`` (what :func:`builder.log.logbuild.update`
     reads as its cache), so the log stage need not canonicalize every dream.
@@ -844,37 +858,60 @@ def scan_dreams(
         if match.group(2) != "salt":  # a salt sits beside its dream (builder.log.logstate)
             candidates.append((path, match.group(1)))
     known = dict(cache or {})
-    stamps = [file_stamp(path) for path, _ in candidates]
-    todo = [
-        (Path(path), proven.commitment_of(name_id) if proven is not None else None)
-        for (path, name_id), stamp in zip(candidates, stamps, strict=True)
-        if stamp not in known
-    ]
+    blobs = keys.folder("dreams") if keys is not None else {}
+    # Per candidate: (git blob id, SHA-256) of its bytes, its entry if the
+    # store has it (builder.content.filekeys.find), and else a job for the workers:
+    # the file and, for a dream the proven log holds, its leaf's commitment.
+    found_keys: list[filekeys.Key | None] = []
+    entries: list[tuple[str, Any] | None] = []
+    todo: list[tuple[Path, str | None]] = []
+    for path, name_id in candidates:
+        key: filekeys.Key | None = None
+        entry = None
+        if cache is not None:
+            blob = blobs.get(f"{name_id}.json")
+            entry = filekeys.find(known, blob, None)
+            if entry is not None:
+                assert blob is not None
+                key = (blob, entry[0])
+            else:  # not vouched for by git, or new: only its bytes say whether it changed
+                key = _key_of(path)
+                entry = filekeys.find(known, None, key)
+        found_keys.append(key)
+        entries.append(entry)
+        if entry is None:
+            logged = proven.commitment_of(name_id) if proven is not None else None
+            todo.append((Path(path), logged))
+    # On a miss the worker reads the file once, and its result is stored
+    # under the digests of exactly the bytes it checked.
     fresh = iter(parallel.map_ordered(_check_and_commit, todo))
     checked: list[dreamfmt.Dream | list[Problem]] = []
     by_commitment: set[str] = set()
-    for (path, _), stamp in zip(candidates, stamps, strict=True):
-        if stamp in known:
-            checked.append(known[stamp])
+    for i, ((path, _), entry) in enumerate(zip(candidates, entries, strict=True)):
+        if entry is not None:
+            checked.append(entry[1])
             continue
-        result, committed, taken = next(fresh)
+        key, result, committed, taken = next(fresh)
+        found_keys[i] = key
         checked.append(result)
         if taken:
             by_commitment.add(path)
-        if committed is not None and commitments is not None and stamp is not None:
-            commitments[(stamp, committed[0])] = committed[1]
+        if committed is not None and commitments is not None and key is not None:
+            commitments[(key[1], committed[0])] = committed[1]
     if cache is not None:
         cache.clear()
         cache.update(
-            (stamp, result)
-            for stamp, result in zip(stamps, checked, strict=True)
-            if stamp is not None and not isinstance(result, list)
+            (key[0], (key[1], result))
+            for key, result in zip(found_keys, checked, strict=True)
+            if key is not None and not isinstance(result, list)
         )
     if on_dream is not None:
         on_dream(len(candidates))
     retired = retired_keys(directory)
     found: list[ScannedDream] = []
-    for (path, name_id), result, stamp in zip(candidates, checked, stamps, strict=True):
+    for (path, name_id), result, key, entry in zip(
+        candidates, checked, found_keys, entries, strict=True
+    ):
         file = path
         if isinstance(result, list):
             problems.extend(result)
@@ -906,12 +943,14 @@ def scan_dreams(
         if rule:
             problems.append(Problem(file, "/author", rule))
             continue
+        digest = key[1] if key is not None else None
+        cached = entry is not None
         found.append(
             ScannedDream(
                 path,
                 d,
-                stamp,
-                stamp in known,
+                digest,
+                cached,
                 retired_rule(d.key_id, retired),
                 path in by_commitment,
             )
@@ -919,40 +958,41 @@ def scan_dreams(
     return found, problems
 
 
-def file_stamp(path: str | Path) -> tuple[str, int, int, int, int] | None:
-    """What identifies a file's bytes without reading them (as git's index does)."""
+def _key_of(path: str) -> filekeys.Key | None:
+    """The content key of a dream file git does not vouch for, or None if it
+    cannot be read (the worker then reports why)."""
     try:
-        st = os.stat(path, follow_symlinks=False)
-    except OSError:
+        return filekeys.of_bytes(read_regular(Path(path)))
+    except (OSError, InputError):
         return None
-    return (os.path.basename(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 
 
 def _check_and_commit(
     job: tuple[Path, str | None],
-) -> tuple[dreamfmt.Dream | list[Problem], tuple[str, str] | None, bool]:
-    """One dream file on a scan worker: the dream (or its problems), its salt
-    and commitment if a salt is beside it, and whether it was taken by its
-    commitment. ``job`` is the file and, for a dream a proven log holds, the
-    commitment of its leaf (see :func:`scan_dreams`)."""
+) -> tuple[filekeys.Key | None, dreamfmt.Dream | list[Problem], tuple[str, str] | None, bool]:
+    """One dream file on a scan worker: the content key of the bytes checked,
+    the dream (or its problems), its salt and commitment if a salt is beside
+    it, and whether it was taken by its commitment. ``job`` is the file and,
+    for a dream a proven log holds, the commitment of its leaf (see
+    :func:`scan_dreams`)."""
     path, logged = job
     salt = salt_beside(path)
     if logged is not None and salt is not None:
         try:
             data = read_regular(path)
         except (OSError, InputError):
-            data = None  # check_file names the problem
+            data = None  # check_read names the problem
         if data is not None:
             # docs/protocol.md §3.1: the strict parse, then the leaf's commitment.
             d = dreamfmt.parse_committed(
                 data, str(path), lambda obj: dreamfmt.commitment(obj, salt) == logged
             )
             if d is not None:
-                return d, (salt, logged), True
-    result = check_file(path)
+                return filekeys.of_bytes(data), d, (salt, logged), True
+    key, result = check_read(path)
     if isinstance(result, list) or salt is None:
-        return result, None, False
-    return result, (salt, dreamfmt.commitment(result.body, salt)), False
+        return key, result, None, False
+    return key, result, (salt, dreamfmt.commitment(result.body, salt)), False
 
 
 def salt_beside(path: Path) -> str | None:
@@ -971,13 +1011,22 @@ def salt_beside(path: Path) -> str | None:
 
 def check_file(path: Path) -> dreamfmt.Dream | list[Problem]:
     """One dream file checked, or its problems (plain values: they cross processes)."""
+    return check_read(path)[1]
+
+
+def check_read(path: Path) -> tuple[filekeys.Key | None, dreamfmt.Dream | list[Problem]]:
+    """:func:`check_file`, and the content key (:func:`builder.content.filekeys.of_bytes`)
+    of the very bytes it checked; None if nothing could be read."""
     file = str(path)
+    key = None
     try:
-        return check_dream(read_regular(path), file)
+        data = read_regular(path)
+        key = filekeys.of_bytes(data)
+        return key, check_dream(data, file)
     except (InputError, SignatureError) as exc:
-        return _problems_of(exc, file)
+        return key, _problems_of(exc, file)
     except OSError as exc:
-        return [Problem(file, "", f"cannot be read: {exc.strerror or exc}")]
+        return key, [Problem(file, "", f"cannot be read: {exc.strerror or exc}")]
 
 
 def check(content: Path) -> tuple[list[Problem], list[ScannedDream]]:

@@ -35,12 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from builder import parallel
-from builder.content import anonymity
+from builder.content import anonymity, filekeys
 from builder.content.pool import (
     ScannedDream,
     atomic_write,
     check_file,
-    file_stamp,
     read_regular,
     sync_filesystem,
 )
@@ -228,6 +227,7 @@ def update(
     canonical_shards: set[bytes] | None = None,
     opened: dict[Any, Any] | None = None,
     proven: ProvenLog | None = None,
+    keys: filekeys.FileKeys | None = None,
 ) -> Log:
     """Steps 1–5 of the module docstring; writes the new state to ``content/``.
 
@@ -235,13 +235,14 @@ def update(
     proves first, so the scan may check logged dreams against their leaves);
     without it, steps 1–2 run here.
 
-    ``commitments`` (from :mod:`builder.buildcache`) maps (dream file stamp, salt) to
-    a commitment an earlier build computed, ``salts`` a salt file's stamp to its
-    text, ``canonical_shards`` the leaf shards already checked
-    (:func:`builder.log.logstate.load`), ``opened`` a digest of a stored checkpoint and
-    the keys it was verified with to the checkpoint (:func:`_prove_append_only`);
-    each is left holding this build's."""
-    salt_reader = _SaltReader(content, salts)
+    ``commitments`` (from :mod:`builder.buildcache`) maps (SHA-256 of a dream
+    file, salt) to a commitment an earlier build computed, ``salts`` a salt
+    file's content to its text (``keys``: :mod:`builder.content.filekeys`),
+    ``canonical_shards`` the leaf shards already checked
+    (:func:`builder.log.logstate.load`), ``opened`` a digest of a stored
+    checkpoint and the keys it was verified with to the checkpoint
+    (:func:`_prove_append_only`); each is left holding this build's."""
+    salt_reader = _SaltReader(content, salts, keys)
     if proven is None:
         proven = prove(
             content,
@@ -555,9 +556,9 @@ def _check_logged(
                 hint="restore it from git history; without it the record cannot be published",
             )
         want = logged.commitments[dream_id]
-        # An unchanged file (same stat: builder.content.pool) with the same salt has
-        # the commitment an earlier build computed.
-        key = (found.stamp, salt) if found.stamp is not None else None
+        # The same bytes (the same SHA-256: builder.content.filekeys) with the same
+        # salt have the commitment an earlier build computed.
+        key = (found.digest, salt) if found.digest is not None else None
         got = known.get(key) or commitment(found.dream.body, salt)
         if commitments is not None and key is not None:
             commitments[key] = got
@@ -704,40 +705,47 @@ def _index_log(
 
 
 class _SaltReader:
-    """Reads ``content/dreams/<id>.salt``; with a cache (stamp → text, from
-    :mod:`builder.buildcache`) an unchanged file is only stat'ed. The cache is
-    left holding the salts read this build."""
+    """Reads ``content/dreams/<id>.salt``; with a cache (a store section:
+    git blob id → (SHA-256, text), from :mod:`builder.buildcache`) a salt file
+    git vouches for unchanged (:mod:`builder.content.filekeys`) is not even opened.
+    Any other salt is read (its text is then at hand) and kept under the
+    digests of its bytes, so the next build, once it is committed, need not
+    open it. The cache is left holding the salts read this build."""
 
-    def __init__(self, content: Path, cache: dict[Any, Any] | None) -> None:
+    def __init__(
+        self, content: Path, cache: dict[Any, Any] | None, keys: filekeys.FileKeys | None = None
+    ) -> None:
         self.content = content
-        self.folder = os.path.join(content, "dreams")
         self.known = dict(cache or {})
         self.cache = cache
+        self.blobs = keys.folder("dreams") if keys is not None and cache is not None else {}
         if cache is not None:
             cache.clear()
 
     def read(self, dream_id: str) -> str | None:
-        # A str, not a Path: at 100k dreams building Paths cost more than the stats.
-        path = os.path.join(self.folder, f"{dream_id}.salt")
-        stamp = file_stamp(path) if self.cache is not None else None
-        if stamp is not None and stamp in self.known:
-            text: str = self.known[stamp]
-        else:
-            text_or_none = _read_salt(self.content, dream_id)
-            if text_or_none is None:
+        blob = self.blobs.get(f"{dream_id}.salt")
+        entry = filekeys.find(self.known, blob, None)
+        if entry is None:
+            read = _read_salt(self.content, dream_id)
+            if read is None:
                 return None
-            text = text_or_none
-        if stamp is not None and self.cache is not None:
-            self.cache[stamp] = text
-        return text
+            text, (blob, digest) = read
+            entry = (digest, text)
+        if self.cache is not None and blob is not None:
+            self.cache[blob] = entry
+        found: str = entry[1]
+        return found
 
 
-def _read_salt(content: Path, dream_id: str) -> str | None:
+def _read_salt(content: Path, dream_id: str) -> tuple[str, filekeys.Key] | None:
+    """A salt file's text and the content key of the bytes it was read from
+    (:func:`builder.content.filekeys.of_bytes`); None if there is no file."""
     try:
-        text = read_regular(content / "dreams" / f"{dream_id}.salt").decode("ascii").strip()
+        data = read_regular(content / "dreams" / f"{dream_id}.salt")
     except FileNotFoundError:
         return None
     try:
+        text = data.decode("ascii").strip()
         if len(b64url_decode(text)) != SALT_SIZE:
             raise ValueError
     except ValueError:
@@ -745,7 +753,7 @@ def _read_salt(content: Path, dream_id: str) -> str | None:
             f"content/dreams/{dream_id}.salt: want the b64url of {SALT_SIZE} random bytes",
             hint="restore it from git history",
         ) from None
-    return text
+    return text, filekeys.of_bytes(data)
 
 
 def _erasure_reason(content: Path, dream_id: str) -> str | None:

@@ -1,0 +1,287 @@
+"""The build store keyed by content (builder.content.filekeys): restored into a fresh
+``git clone`` (what the publish workflow does with actions/cache) it hits;
+deleted, damaged or written by other code it costs time only; and a hit is
+only ever the result of the bytes the build would read.
+
+Every case compares every file of the site with a cold build's."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from builder import build as buildmod
+from builder import buildcache
+from builder.content import filekeys, gitrepo, pool
+from builder.errors import DreampoolError
+from builder.formats.note import parse_private_key
+from tests.pools import PoolFixture, make_pool
+
+_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+    "GIT_COMMITTER_NAME": "T", "GIT_COMMITTER_EMAIL": "t@example.invalid",
+}  # fmt: skip
+
+
+def _git(cwd: Path, *args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")} | _ENV
+    done = subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True)
+    return done.stdout.decode()
+
+
+def site_files(site: Path) -> dict[str, bytes]:
+    """Every file of a built site (through the ``site`` link), by path."""
+    root = site.resolve()
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+def _store(out: Path) -> Path:
+    return out.parent / f".{out.name}.builds" / "cache" / buildcache.STORE
+
+
+def _restore(origin: Path, clone: Path) -> None:
+    """What actions/cache/restore gives a new run: the derived folder and the
+    ``site`` link, as the last run left them (times kept, as tar keeps them)."""
+    shutil.copytree(origin / ".site.builds", clone / ".site.builds", symlinks=True)
+    os.symlink(os.readlink(origin / "site"), clone / "site")
+
+
+def _published(tmp_path: Path) -> tuple[PoolFixture, Path]:
+    """A pool checkout after a publish run: dreams admitted, the log state
+    committed, the derived state beside it and untracked."""
+    origin = tmp_path / "origin"
+    tp = make_pool(origin)
+    tp.add("ada", 3)
+    tp.add("bob", 2)
+    _git(origin, "init", "-q", "-b", "main")
+    buildmod.build(tp.content, origin / "site", signer=parse_private_key(tp.log_key))
+    _git(origin, "add", "content")
+    _git(origin, "commit", "-q", "-m", "published")
+    return tp, origin
+
+
+def _fresh_clone(tmp_path: Path, origin: Path) -> Path:
+    clone = tmp_path / "clone"
+    _git(tmp_path, "clone", "-q", str(origin), str(clone))
+    _restore(origin, clone)
+    return clone
+
+
+def _cold(content: Path, tmp_path: Path) -> dict[str, bytes]:
+    cold = tmp_path / "cold-out" / "site"
+    cold.parent.mkdir(exist_ok=True)
+    buildmod.build(content, cold, signer=None)
+    return site_files(cold)
+
+
+def test_a_store_restored_into_a_fresh_clone_hits(tmp_path: Path) -> None:
+    _, origin = _published(tmp_path)
+    clone = _fresh_clone(tmp_path, origin)
+    report = buildmod.build(clone / "content", clone / "site", signer=None)
+    assert (report.verified, report.committed, report.rendered) == (0, 0, 0), report.notes
+    assert not report.notes
+    assert site_files(clone / "site") == _cold(clone / "content", tmp_path)
+
+
+def test_a_new_dream_in_a_fresh_clone_is_the_only_one_verified(tmp_path: Path) -> None:
+    """The new dream is untracked (keyed by its SHA-256), the others by git."""
+    tp, origin = _published(tmp_path)
+    clone = _fresh_clone(tmp_path, origin)
+    content = clone / "content"
+    new = PoolFixture(content, tp.log_key, tp.vkey).add("ada", 1)
+    report = buildmod.build(content, clone / "site", signer=parse_private_key(tp.log_key))
+    assert report.admitted == new
+    assert report.verified == 1
+    assert 1 <= report.rendered <= 2  # the new dream, and its parent if it names one
+    assert site_files(clone / "site") == _cold(content, tmp_path)
+
+
+def test_without_git_the_store_still_hits_by_sha256(tmp_path: Path) -> None:
+    """A pool that is not a git checkout, copied elsewhere (new inodes, times)."""
+    tp = make_pool(tmp_path / "origin")
+    tp.add("ada", 3)
+    origin = tmp_path / "origin"
+    buildmod.build(tp.content, origin / "site", signer=parse_private_key(tp.log_key))
+    copy = tmp_path / "copy"
+    shutil.copytree(origin / "content", copy / "content")
+    _restore(origin, copy)
+    assert gitrepo.clean_blobs(copy / "content") is None
+    report = buildmod.build(copy / "content", copy / "site", signer=None)
+    assert (report.verified, report.rendered) == (0, 0)
+    assert site_files(copy / "site") == _cold(copy / "content", tmp_path)
+
+
+def _truncate(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def _flip_in_scan_rows(path: Path) -> None:
+    """One byte flipped in the value of every row of the scan section."""
+    db = sqlite3.connect(path, isolation_level=None)
+    rows = db.execute('SELECT k, v FROM "scan"').fetchall()
+    assert rows
+    for k, v in rows:
+        i = len(v) // 2
+        db.execute(
+            'UPDATE "scan" SET v = ? WHERE k = ?', (v[:i] + bytes([v[i] ^ 1]) + v[i + 1 :], k)
+        )
+    db.close()
+
+
+@pytest.mark.parametrize("damage", ["deleted", "truncated", "flipped"])
+def test_a_deleted_or_damaged_store_builds_what_a_cold_build_does(
+    tmp_path: Path, damage: str
+) -> None:
+    _, origin = _published(tmp_path)
+    clone = _fresh_clone(tmp_path, origin)
+    store = _store(clone / "site")
+    if damage == "deleted":
+        shutil.rmtree(store.parent)
+    elif damage == "truncated":
+        _truncate(store)
+    else:
+        _flip_in_scan_rows(store)
+    report = buildmod.build(clone / "content", clone / "site", signer=None)
+    # Every dream read from its file again (checked against its proven leaf,
+    # docs/protocol.md §3.1): nothing damaged was used.
+    assert report.verified + report.committed == 5
+    assert site_files(clone / "site") == _cold(clone / "content", tmp_path)
+    if damage != "deleted":
+        assert any("build store" in n for n in report.notes), report.notes
+    again = buildmod.build(clone / "content", clone / "site", signer=None)
+    assert again.verified + again.committed == 0  # and the store was made whole again
+
+
+@pytest.mark.parametrize("what", ["code", "format"])
+def test_a_store_of_another_builder_version_is_not_used(
+    tmp_path: Path, what: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with monkeypatch.context() as m:  # the publish run had other code
+        if what == "code":
+            m.setattr(buildcache, "code_digest", lambda: "another builder")
+        else:
+            m.setattr(buildcache, "FORMAT", "dreampool-store/1")
+        _, origin = _published(tmp_path)
+    clone = _fresh_clone(tmp_path, origin)
+    meta = sqlite3.connect(_store(clone / "site")).execute("SELECT name, value FROM meta")
+    assert dict(meta.fetchall()) != {"format": buildcache.FORMAT, "code": buildcache.code_digest()}
+    report = buildmod.build(clone / "content", clone / "site", signer=None)
+    assert report.verified + report.committed == 5
+    assert site_files(clone / "site") == _cold(clone / "content", tmp_path)
+
+
+def test_a_file_edited_after_checkout_is_verified_again(tmp_path: Path) -> None:
+    """Same size, mtime put back: git's index still sees the change (ctime),
+    so the store's entry for the checked-out bytes is not used."""
+    _, origin = _published(tmp_path)
+    clone = _fresh_clone(tmp_path, origin)
+    content = clone / "content"
+    path = sorted((content / "dreams").glob("*.json"))[0]
+    before = path.stat()
+    data = path.read_bytes()
+    i = data.index(b'"title": "') + len(b'"title": "')
+    edited = data[:i] + bytes([data[i] ^ 0x20]) + data[i + 1 :]  # a letter's case
+    path.write_bytes(edited)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert path.stat().st_size == before.st_size
+    cache = buildcache.BuildCache(_store(clone / "site").parent)
+    keys = filekeys.load(content)
+    assert path.name not in keys.folder("dreams")
+    assert f"{path.stem}.salt" in keys.folder("dreams")
+    directory, _ = pool.load_keys(content, cache=cache["keys"], keys=keys)
+    found, problems = pool.scan_dreams(content, directory, cache=cache["scan"], keys=keys)
+    assert path.stem not in {s.dream.id for s in found}
+    assert [p.file for p in problems] == [str(path)]
+    with pytest.raises(DreampoolError):
+        buildmod.build(content, clone / "site", signer=None)
+
+
+def test_a_result_is_stored_under_the_digests_of_the_bytes_checked(tmp_path: Path) -> None:
+    """Should git's word be stale (the file changed after git looked), the
+    fresh result is stored under the digests of what was read, never under
+    the blob id git named."""
+    tp = make_pool(tmp_path)
+    [dream_id] = tp.add("ada", 1)
+    data = (tp.content / "dreams" / f"{dream_id}.json").read_bytes()
+    blob, digest = filekeys.of_bytes(data)
+    stale = filekeys.FileKeys({"dreams": {f"{dream_id}.json": "0" * 40}})
+    directory, _ = pool.load_keys(tp.content)
+    cache: dict[object, object] = {}
+    found, problems = pool.scan_dreams(tp.content, directory, cache=cache, keys=stale)
+    assert not problems and not found[0].cached
+    assert list(cache) == [blob]
+    assert cache[blob] == (digest, found[0].dream)
+    assert found[0].digest == digest
+
+
+def test_an_entry_whose_sha256_differs_from_the_bytes_read_is_a_miss(tmp_path: Path) -> None:
+    """Without git's word, the blob id only finds the entry: its SHA-256 must
+    be that of the bytes read too."""
+    tp = make_pool(tmp_path)
+    first, second = tp.add("ada", 2)
+    data = (tp.content / "dreams" / f"{first}.json").read_bytes()
+    blob, digest = filekeys.of_bytes(data)
+    directory, _ = pool.load_keys(tp.content)
+    cache: dict[object, object] = {}
+    found, _ = pool.scan_dreams(tp.content, directory, cache=cache)
+    other = next(s.dream for s in found if s.dream.id == second)
+    cache[blob] = ("f" * 64, other)  # as if another file's bytes had this blob id
+    found, problems = pool.scan_dreams(tp.content, directory, cache=cache)
+    assert not problems
+    assert {s.dream.id: s.cached for s in found} == {first: False, second: True}
+    assert cache[blob] == (digest, next(s.dream for s in found if s.dream.id == first))
+
+
+def test_git_blob_id_is_gits(tmp_path: Path) -> None:
+    (tmp_path / "f").write_bytes(b"a dream\n")
+    assert filekeys.git_blob_id(b"a dream\n") == _git(tmp_path, "hash-object", "f").strip()
+
+
+def _repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    (root / "content" / "dreams").mkdir(parents=True)
+    for name in ("a.json", "b.json", "c.json", "d.json", "e.json"):
+        (root / "content" / "dreams" / name).write_bytes(name.encode() + b"\n")
+    os.symlink("a.json", root / "content" / "dreams" / "link.json")
+    _git(root, "init", "-q", "-b", "main")
+    _git(root, "add", "content")
+    _git(root, "commit", "-q", "-m", "x")
+    return root
+
+
+def test_git_vouches_only_for_unmodified_unconverted_plain_files(tmp_path: Path) -> None:
+    root = _repo(tmp_path)
+    content = root / "content"
+    blobs = gitrepo.clean_blobs(content)
+    assert blobs is not None
+    assert set(blobs) == {f"dreams/{n}.json" for n in "abcde"}  # never the symlink's blob
+    assert blobs["dreams/a.json"] == filekeys.git_blob_id(b"a.json\n")
+    (content / "dreams" / "b.json").write_bytes(b"B.json\n")  # modified
+    _git(root, "update-index", "--assume-unchanged", "content/dreams/c.json")
+    (content / "dreams" / "c.json").write_bytes(b"C.json\n")  # hidden from git's stat
+    (content / "dreams" / "new.json").write_bytes(b"new\n")  # untracked
+    (root / ".gitattributes").write_text("d.json ident\n")  # converted on checkout
+    assert set(gitrepo.clean_blobs(content) or {}) == {"dreams/a.json", "dreams/e.json"}
+    _git(root, "config", "core.autocrlf", "true")
+    assert gitrepo.clean_blobs(content) == {}
+    assert gitrepo.clean_blobs(tmp_path) is None  # not a work tree: the bytes decide
+
+
+def test_without_git_the_build_digests_and_says_why_in_a_checkout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _repo(tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    keys = filekeys.load(root / "content")
+    assert keys.folder("dreams") == {}
+    assert keys.note is not None and "digests of each file read" in keys.note
