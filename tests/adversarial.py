@@ -53,6 +53,28 @@ SEEDS = (
     "2026-11-16",
     "v1.2.3",
 )
+# What a rule catches with no digit, "@", "=", "+", "/" or "_" in it: only
+# the rules' words and letter runs can flag these (redact._may_match).
+NEAR_MISSES = (
+    "deadbeef" * 4,
+    "DEADBEEFcafe" * 3,
+    "sk-abcdefghijklmnopqrstuv",
+    "Bearer abcdefghijklmnopqrstuv",
+    "bearer",
+    "BASIC",
+    "authorization",
+    "Authorization: abcdefghijklmnopq",
+    "AKIAABCDEFGHIJKLMNOP",
+    "AIza" + "xY" * 17 + "z",
+    "xoxb-abcdefghijk",
+    "glpat-abcdefghijklmnopqrstu",
+    "eyJhbGciOi.eyJzdWIiOi",
+    "secret access key ABCDEFGHIJABCDEFGHIJABCDEFGHIJABCDEFGHIJ",
+    "-----BEGIN PRIVATE KEY-----",
+    "PRIVATE KEY",
+    "ｓｋ－",
+    "ＡＫＩＡ",
+)
 # Characters that read as others: digits of other scripts (Arabic-Indic,
 # Devanagari, Thai, full-width, mathematical), superscripts and circled
 # digits, full-width and small @+-., Cyrillic and Greek look-alikes, Unicode
@@ -90,11 +112,25 @@ def texts(max_size: int = 24) -> st.SearchStrategy[str]:
     """Text made of pieces from every group above, the groups mixed freely."""
     piece = st.one_of(
         st.sampled_from(SEEDS),
+        st.sampled_from(NEAR_MISSES),
         st.sampled_from(LOOK_ALIKES),
         st.sampled_from(INVISIBLE),
         st.sampled_from(MARKDOWN),
         st.sampled_from(PLAIN),
         st.text(max_size=3),  # anything at all, now and then
+    )
+    return st.lists(piece, max_size=max_size).map("".join)
+
+
+def guardless_texts(max_size: int = 24) -> st.SearchStrategy[str]:
+    """Text that often holds no ASCII digit, "@", "=", "+", "/" or "_" (so a
+    pre-check on those says little) yet holds near misses and characters that
+    fold into what the rules look for."""
+    piece = st.one_of(
+        st.sampled_from(NEAR_MISSES),
+        st.sampled_from(LOOK_ALIKES),
+        st.sampled_from(INVISIBLE),
+        st.sampled_from((*"abcdefABCDEF xyzkKsS-.:*`[]()\n", "的", "。", "日本")),
     )
     return st.lists(piece, max_size=max_size).map("".join)
 

@@ -14,6 +14,7 @@ import unicodedata
 from typing import Any
 from urllib.parse import unquote
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -138,3 +139,27 @@ def test_a_repeated_view_still_counts_for_each_field() -> None:
     found = readerview.findings(dream)
     assert found == slow_findings(dream)
     assert {f.pointer for f in found} == {"/title", "/summary", "/entries/0/text"}
+
+
+# -- the redaction rules --------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(adversarial.texts(), adversarial.guardless_texts()))
+def test_the_pre_check_changes_no_span(text: str) -> None:
+    assert redact._find_spans(text) == redact._spans_of(redact._fold(text))
+
+
+@settings(max_examples=300, deadline=None)
+@given(adversarial.guardless_texts())
+def test_where_the_pre_check_says_no_no_rule_finds_anything(text: str) -> None:
+    folded = redact._fold(text)
+    if not redact._may_match(folded):
+        for _, rule in redact._RULES:
+            assert list(rule(folded)) == [], rule.__name__
+
+
+@pytest.mark.parametrize("text", adversarial.NEAR_MISSES + adversarial.SEEDS)
+def test_every_near_miss_passes_the_pre_check(text: str) -> None:
+    """Each seed a rule may catch gets past the pre-check to the rules."""
+    assert redact._may_match(redact._fold(text))
