@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from builder import mdrender, readerview, redact
+from builder import mdrender, readerview, redact, strictjson
 from builder.redact import Redaction
 from tests import adversarial
 
@@ -163,3 +163,56 @@ def test_where_the_pre_check_says_no_no_rule_finds_anything(text: str) -> None:
 def test_every_near_miss_passes_the_pre_check(text: str) -> None:
     """Each seed a rule may catch gets past the pre-check to the rules."""
     assert redact._may_match(redact._fold(text))
+
+
+# -- strict JSON ------------------------------------------------------------------
+
+_ESCAPES = (
+    *(r"\ud800", r"\uDBFF", r"\udc00", r"\uDFFF", r"\uD83D\uDE00", r"\ud7ff", r"\ue000"),
+    *(r"\\ud800", r"\\\ud800", r"\u00e9", r"\u4e2d", r"\\", r"\"", "a", "中", "😀"),
+)
+
+
+def _slow_loads(data: bytes) -> object:
+    """strictjson.loads with the surrogate walk run on every value."""
+    value = strictjson.loads(data)
+    strictjson._check_surrogates(value)
+    return value
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(_ESCAPES), max_size=6).map("".join), max_size=4))
+def test_surrogates_are_refused_with_or_without_the_walk(strings: list[str]) -> None:
+    """In strings and in member names, escaped or written out."""
+    as_list = "[" + ",".join(f'"{s}"' for s in strings) + "]"
+    as_object = "{" + ",".join(f'"{s}{i}":{{"{s}":1}}' for i, s in enumerate(strings)) + "}"
+    for data in (as_list.encode(), as_object.encode()):
+        outcomes = []
+        for loads in (strictjson.loads, _slow_loads):
+            try:
+                outcomes.append(("value", loads(data)))
+            except strictjson.JSONError as exc:
+                outcomes.append(("refused", exc.message))
+        assert outcomes[0] == outcomes[1]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.one_of(
+        adversarial.dreams(),
+        st.dictionaries(
+            st.sampled_from(["author", "title", "summary", "entries", "tags", "lineage"]),
+            st.one_of(
+                st.integers(),
+                adversarial.texts(6),
+                st.lists(st.one_of(st.integers(), adversarial.texts(6))),
+                st.lists(
+                    st.dictionaries(st.sampled_from(["text", "source"]), adversarial.texts(6))
+                ),
+                st.dictionaries(st.just("parent"), st.one_of(st.integers(), adversarial.texts(6))),
+            ),
+        ),
+    )
+)
+def test_changes_are_what_redact_dream_lists(dream: dict[str, Any]) -> None:
+    assert redact.changes(dream) == redact.redact_dream(dream)[1]
