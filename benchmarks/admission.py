@@ -69,7 +69,7 @@ def _steps(log: logbuild.Log, units: Units) -> dict[str, Step]:
     return {
         "parse (strict JSON + schema)": _parse,
         "verify (Ed25519 + keyId)": lambda i: dreamfmt.verify(i.obj, i.file),
-        "redaction review (source)": lambda i: redact.redact_dream(i.body),
+        "redaction review (source)": lambda i: redact.changes(i.body),
         "reader view review": lambda i: readerview.problems(i.body, i.file),
         "check_dream (all of the above)": lambda i: pool.check_dream(i.data, i.file),
         "page (dream.html)": lambda i: render.dream_page(model, i.view, units.card_for),

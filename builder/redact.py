@@ -909,6 +909,17 @@ def text_fields(dream: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         yield "/lineage/parent", lineage["parent"]
 
 
+def changes(dream: Mapping[str, Any]) -> tuple[Redaction, ...]:
+    """What :func:`redact_dream` would list for ``dream``, in the same order,
+    without making the redacted copy: all the pool needs to refuse a dream
+    (copying it and rendering the redacted text was a tenth of the review)."""
+    return tuple(
+        Redaction(pointer, kind)
+        for pointer, text in text_fields(dream)
+        for _, _, kind in _find_spans(text)
+    )
+
+
 def redact_dream(dream: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[Redaction, ...]]:
     """A deep copy of the dream with every redactable field redacted, and what changed.
 
