@@ -101,8 +101,10 @@ def _without_marks(text: str) -> str:
     up once per process (:func:`_learn`), and a text holding no known mark
     (most Chinese, Japanese and Korean text) is its decomposition as it is."""
     decomposed = unicodedata.normalize("NFD", text)
-    _learn(decomposed)
-    if _MARK_CHARS.isdisjoint(decomposed):
+    chars = set(decomposed)
+    if not chars <= _KNOWN:
+        _learn(chars - _KNOWN)
+    if _MARK_CHARS.isdisjoint(chars):
         return decomposed
     return decomposed.translate(_MARK_TABLE)
 
@@ -124,12 +126,8 @@ _MARK_CHARS: set[str] = set()
 _MARK_TABLE: dict[int, None] = {}
 
 
-def _learn(text: str) -> None:
-    """Look up the category of each character of ``text`` not seen before."""
-    new = set(text)
-    new.difference_update(_KNOWN)
-    if not new:
-        return
+def _learn(new: set[str]) -> None:
+    """Look up the category of each of ``new``, characters not seen before."""
     for char in new:
         if unicodedata.category(char) in _MARKS:
             _MARK_CHARS.add(char)

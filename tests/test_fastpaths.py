@@ -18,7 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from builder import mdrender, readerview, redact, strictjson
+from builder import ed25519, mdrender, readerview, redact, strictjson
+from builder.errors import SignatureError
 from builder.redact import Redaction
 from tests import adversarial
 
@@ -216,3 +217,19 @@ def test_surrogates_are_refused_with_or_without_the_walk(strings: list[str]) -> 
 )
 def test_changes_are_what_redact_dream_lists(dream: dict[str, Any]) -> None:
     assert redact.changes(dream) == redact.redact_dream(dream)[1]
+
+
+# -- Ed25519 ------------------------------------------------------------------------
+
+
+def test_a_kept_key_object_still_refuses_what_does_not_verify() -> None:
+    """The key object kept for an author verifies each message afresh."""
+    seed = bytes(range(32))
+    public = ed25519.public_key_of(seed)
+    signature = ed25519.sign(seed, b"first")
+    ed25519.verify(public, b"first", signature)
+    with pytest.raises(SignatureError):
+        ed25519.verify(public, b"second", signature)
+    other = ed25519.public_key_of(bytes(32))
+    with pytest.raises(SignatureError):
+        ed25519.verify(other, b"first", signature)
