@@ -96,10 +96,12 @@ def _without_marks(text: str) -> str:
     a keycap (1️⃣), an enclosing circle (1⃝) or an underline (1̲) over a digit
     reads as the digit, and an accent as its base letter (for detection only).
 
-    The same characters :func:`_without_marks_slowly` drops, found without a
-    Python call per character: each distinct character's category is looked
-    up once per process (:func:`_learn`), and a text holding no known mark
-    (most Chinese, Japanese and Korean text) is its decomposition as it is."""
+    Exactly the characters whose ``unicodedata.category`` is Mn or Me are
+    dropped (tests/test_fastpaths.py compares this with that definition), but
+    without a Python call per character: each distinct character's category
+    is looked up once per process (:func:`_learn`), and a text holding no
+    known mark (most Chinese, Japanese and Korean text) is its decomposition
+    as it is."""
     decomposed = unicodedata.normalize("NFD", text)
     chars = set(decomposed)
     if not chars <= _KNOWN:
@@ -107,13 +109,6 @@ def _without_marks(text: str) -> str:
     if _MARK_CHARS.isdisjoint(chars):
         return decomposed
     return decomposed.translate(_MARK_TABLE)
-
-
-def _without_marks_slowly(text: str) -> str:
-    """The definition :func:`_without_marks` is held to (tests compare the two)."""
-    return "".join(
-        c for c in unicodedata.normalize("NFD", text) if unicodedata.category(c) not in _MARKS
-    )
 
 
 _MARKS = frozenset({"Mn", "Me"})

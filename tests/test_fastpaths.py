@@ -1,10 +1,11 @@
 """The admission checks' short cuts against their straightforward definitions.
 
-Admitting a dream judges its text and every view a reader has of it
-(builder/redact.py, builder/readerview.py); to stay under a millisecond a
-dream those checks take short cuts (benchmarks/ADMISSION.md). Each short cut
-is held here to a plain definition written out in this file, on adversarial
-text (tests/adversarial.py): the fast path may never accept what the slow one
+Admitting a dream parses it strictly (builder/strictjson.py), verifies its
+signature (builder/ed25519.py) and judges its text and every view a reader has
+of it (builder/redact.py, builder/readerview.py). To cost less CPU per dream
+(benchmarks/ADMISSION.md) those checks take short cuts. Each short cut is held
+here to a plain definition written out in this file, on adversarial text
+(tests/adversarial.py): the fast path may never accept what the slow one
 refuses, nor refuse differently.
 """
 
