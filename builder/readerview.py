@@ -122,7 +122,10 @@ _MARK_TABLE: dict[int, None] = {}
 
 
 def _learn(new: set[str]) -> None:
-    """Look up the category of each of ``new``, characters not seen before."""
+    """Look up the category of each of ``new``, characters not seen before.
+
+    A character joins ``_KNOWN`` only after its mark, if it is one, joined the
+    mark set and table: a thread that finds it known also finds it dropped."""
     for char in new:
         if unicodedata.category(char) in _MARKS:
             _MARK_CHARS.add(char)
