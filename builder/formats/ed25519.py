@@ -17,6 +17,8 @@ returns a bool a caller could forget to check.
 
 from __future__ import annotations
 
+import functools
+
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -69,9 +71,17 @@ def verify(public_key: bytes, message: bytes, signature: bytes) -> None:
     if int.from_bytes(signature[32:], "little") >= L:
         raise SignatureError("signature is not canonical (S >= L)")
     try:
-        Ed25519PublicKey.from_public_bytes(public_key).verify(signature, message)
+        _public(public_key).verify(signature, message)
     except InvalidSignature:
         raise SignatureError("signature does not verify") from None
+
+
+@functools.lru_cache(maxsize=1024)
+def _public(public_key: bytes) -> Ed25519PublicKey:
+    """The key object of a checked 32-byte public key, kept for the next
+    dream by the same author (an author signs many; loading a key was an
+    eighth of a verification). The object holds only the public key."""
+    return Ed25519PublicKey.from_public_bytes(public_key)
 
 
 def public_key_of(seed: bytes) -> bytes:

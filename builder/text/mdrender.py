@@ -103,6 +103,7 @@ class _TextOnly(HTMLParser):
         self.parts.append(data)
 
 
+@functools.lru_cache(maxsize=64)  # a dream's card excerpt and its search entry both take it
 def plain_text(markdown: str) -> str:
     """A summary's whole text, Markdown syntax removed, runs of white space as one."""
     parser = _TextOnly()

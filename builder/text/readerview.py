@@ -31,6 +31,7 @@ the pool refuses such a dream, and ``sign`` refuses to sign it
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 import unicodedata
@@ -93,13 +94,43 @@ def _collapse(text: str) -> str:
 def _without_marks(text: str) -> str:
     """``text`` less every combining mark (Mn, Me) after canonical decomposition:
     a keycap (1️⃣), an enclosing circle (1⃝) or an underline (1̲) over a digit
-    reads as the digit, and an accent as its base letter (for detection only)."""
-    return "".join(
-        c for c in unicodedata.normalize("NFD", text) if unicodedata.category(c) not in _MARKS
-    )
+    reads as the digit, and an accent as its base letter (for detection only).
+
+    Exactly the characters whose ``unicodedata.category`` is Mn or Me are
+    dropped (tests/test_fastpaths.py compares this with that definition), but
+    without a Python call per character: each distinct character's category
+    is looked up once per process (:func:`_learn`), and a text holding no
+    known mark (most Chinese, Japanese and Korean text) is its decomposition
+    as it is."""
+    decomposed = unicodedata.normalize("NFD", text)
+    chars = set(decomposed)
+    if not chars <= _KNOWN:
+        _learn(chars - _KNOWN)
+    if _MARK_CHARS.isdisjoint(chars):
+        return decomposed
+    return decomposed.translate(_MARK_TABLE)
 
 
 _MARKS = frozenset({"Mn", "Me"})
+# Every character whose category this process has looked up, the marks among
+# them, and a str.translate table deleting those marks. Bounded by the
+# characters Unicode assigns (a few hundred thousand, ≈20 MB at worst; a pool
+# of ordinary text sees a few thousand). Only this module fills them.
+_KNOWN: set[str] = set()
+_MARK_CHARS: set[str] = set()
+_MARK_TABLE: dict[int, None] = {}
+
+
+def _learn(new: set[str]) -> None:
+    """Look up the category of each of ``new``, characters not seen before.
+
+    A character joins ``_KNOWN`` only after its mark, if it is one, joined the
+    mark set and table: a thread that finds it known also finds it dropped."""
+    for char in new:
+        if unicodedata.category(char) in _MARKS:
+            _MARK_CHARS.add(char)
+            _MARK_TABLE[ord(char)] = None
+    _KNOWN.update(new)
 
 
 def reader_texts(text: str, *, markdown: bool = True) -> tuple[str, ...]:
@@ -116,12 +147,9 @@ def reader_texts(text: str, *, markdown: bool = True) -> tuple[str, ...]:
     markdown-it scans brackets and delimiters of hostile text slowly."""
     views = [_collapse(text)]
     if markdown and not _MARKDOWN_CHANGES.isdisjoint(text):
-        reader = _Reader()
-        reader.feed(mdrender.render_markdown(text))
-        reader.close()
-        # As mdrender.plain_text: the text nodes joined, white space as one space.
-        views.append(_collapse("".join(reader.parts)))
-        views += reader.attributes
+        plain, attributes = _rendering(text)
+        views.append(plain)
+        views += attributes
     elif not markdown and not _MARKDOWN_CHANGES.isdisjoint(text):
         decoded = _decoded(text)
         views.append(_collapse(decoded))
@@ -129,6 +157,20 @@ def reader_texts(text: str, *, markdown: bool = True) -> tuple[str, ...]:
     if "%" in text:
         views.append(_collapse(unquote(text)))
     return _folded(views)
+
+
+@functools.lru_cache(maxsize=64)
+def _rendering(text: str) -> tuple[str, tuple[str, ...]]:
+    """The plain text of ``text`` rendered as Markdown (equal to
+    :func:`builder.mdrender.plain_text`: the text nodes joined, white space as
+    one space), and its link targets and titles, from one pass over the HTML.
+    Kept for a few texts: a summary's reader views and its card excerpt
+    (:func:`_shown_cut`) both need its plain text, and parsing the HTML twice
+    was a tenth of a dream's check."""
+    reader = _Reader()
+    reader.feed(mdrender.render_markdown(text))
+    reader.close()
+    return _collapse("".join(reader.parts)), tuple(reader.attributes)
 
 
 # A backslash escape or a character reference, in one left-to-right pass (an
@@ -161,7 +203,7 @@ def _shown_cut(dream: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     summary = dream.get("summary")
     entries = dream.get("entries")
     if isinstance(summary, str) and summary:
-        yield "/summary", mdrender.clip(mdrender.plain_text(summary), mdrender.EXCERPT_LIMIT)
+        yield "/summary", mdrender.clip(_rendering(summary)[0], mdrender.EXCERPT_LIMIT)
         yield "/summary", mdrender.clip(summary, mdrender.FEED_SUMMARY_LIMIT)
     elif isinstance(entries, list) and entries and isinstance(entries[0], dict):
         first = entries[0].get("text")
@@ -173,17 +215,31 @@ def findings(dream: Mapping[str, Any]) -> tuple[Redaction, ...]:
     """Field and kind of what the policy catches in what a reader sees of each
     redactable field, each kind once per field. Meant for a dream the rules
     leave unchanged (signed, or just redacted): all it finds then shows only
-    once rendered."""
+    once rendered.
+
+    Each distinct view is judged once: the rules are a pure function of the
+    text, so a view equal to one already judged (a summary's excerpt is often
+    its whole rendered text, its feed summary its source with white space
+    collapsed) has the kinds found the first time, and adds them to its own
+    field as judging it again would."""
     seen: dict[str, dict[str, None]] = {}  # pointer → kinds, in order of appearance
+    judged: dict[str, tuple[str, ...]] = {}  # view → the kinds the rules find in it
+
+    def kinds_in(view: str) -> tuple[str, ...]:
+        kinds = judged.get(view)
+        if kinds is None:
+            kinds = judged[view] = redact.redact_text(view)[1]
+        return kinds
+
     for pointer, text in redact.text_fields(dream):
         kinds = seen.setdefault(pointer, {})
         for view in reader_texts(text, markdown=pointer == "/summary"):
             if view != text:  # the source is the rules' own business (redact_dream)
-                kinds |= dict.fromkeys(redact.redact_text(view)[1])
+                kinds |= dict.fromkeys(kinds_in(view))
     for pointer, shown in _shown_cut(dream):
         kinds = seen.setdefault(pointer, {})
         for view in _folded([_collapse(shown)]):  # plain text, shown as it is
-            kinds |= dict.fromkeys(redact.redact_text(view)[1])
+            kinds |= dict.fromkeys(kinds_in(view))
     return tuple(Redaction(pointer, kind) for pointer, kinds in seen.items() for kind in kinds)
 
 
