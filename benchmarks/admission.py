@@ -4,7 +4,7 @@
     benchmarks/admission.py [--n 200] [--runs 5] [--work DIR] [--only STEP,...]
 
 Admitting a dream (the first build after it arrives) checks it
-(:func:`builder.pool.check_dream`: strict parse, Ed25519 verify, the
+(:func:`builder.content.pool.check_dream`: strict parse, Ed25519 verify, the
 redaction review of the signed text and of what a reader sees of it), then
 renders its page, record, proof and card and takes its keywords and its
 commitment. This generates N dreams (benchmarks/genpool.py, text in Chinese
@@ -38,10 +38,15 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import genpool
-from builder import build, buildcache, logbuild, note, patterns, pool, readerview, redact, render
-from builder import dream as dreamfmt
-from builder.model import SiteModel
-from builder.units import Units
+from builder import build, buildcache
+from builder.content import pool
+from builder.formats import dream as dreamfmt
+from builder.formats import note
+from builder.log import logbuild
+from builder.site import patterns, render
+from builder.site.model import SiteModel
+from builder.site.units import Units
+from builder.text import readerview, redact
 
 # The steps, in the order admission runs them, each a function of one dream's
 # prepared inputs (see _prepare).
@@ -69,7 +74,7 @@ def _parse(item: _Item) -> object:
 
 def _unit(log: logbuild.Log, units: Units, item: _Item) -> object:
     """Page, record, proof and fragments of one dream, in the order and the one
-    process builder.units renders them: the steps above timed alone each
+    process builder.site.units renders them: the steps above timed alone each
     render the summary's Markdown afresh, where a build renders it once."""
     page = render.dream_page(units.model, item.view, units.card_for)
     record = logbuild.record_bytes(log.dreams[item.view.id])

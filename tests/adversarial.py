@@ -1,6 +1,6 @@
 """Hypothesis strategies for text written to slip past a fast path.
 
-The admission checks (builder/redact.py, builder/readerview.py) take short
+The admission checks (builder/text/redact.py, builder/text/readerview.py) take short
 cuts: a pre-check that proves a text holds nothing to find, a view judged
 once where it repeats, a table of marks learned as characters arrive. Each
 is compared with its straightforward definition on text from :func:`texts`,

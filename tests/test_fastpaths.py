@@ -1,8 +1,8 @@
 """The admission checks' short cuts against their straightforward definitions.
 
-Admitting a dream parses it strictly (builder/strictjson.py), verifies its
-signature (builder/ed25519.py) and judges its text and every view a reader has
-of it (builder/redact.py, builder/readerview.py). To cost less CPU per dream
+Admitting a dream parses it strictly (builder/formats/strictjson.py), verifies its
+signature (builder/formats/ed25519.py) and judges its text and every view a reader has
+of it (builder/text/redact.py, builder/text/readerview.py). To cost less CPU per dream
 (benchmarks/ADMISSION.md) those checks take short cuts. Each short cut is held
 here to a plain definition written out in this file, on adversarial text
 (tests/adversarial.py): the fast path may never accept what the slow one
@@ -19,9 +19,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from builder import ed25519, mdrender, readerview, redact, strictjson
 from builder.errors import SignatureError
-from builder.redact import Redaction
+from builder.formats import ed25519, strictjson
+from builder.text import mdrender, readerview, redact
+from builder.text.redact import Redaction
 from tests import adversarial
 
 # -- the straightforward definitions -----------------------------------------

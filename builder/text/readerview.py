@@ -162,7 +162,7 @@ def reader_texts(text: str, *, markdown: bool = True) -> tuple[str, ...]:
 @functools.lru_cache(maxsize=64)
 def _rendering(text: str) -> tuple[str, tuple[str, ...]]:
     """The plain text of ``text`` rendered as Markdown (equal to
-    :func:`builder.mdrender.plain_text`: the text nodes joined, white space as
+    :func:`builder.text.mdrender.plain_text`: the text nodes joined, white space as
     one space), and its link targets and titles, from one pass over the HTML.
     Kept for a few texts: a summary's reader views and its card excerpt
     (:func:`_shown_cut`) both need its plain text, and parsing the HTML twice
