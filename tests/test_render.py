@@ -151,7 +151,7 @@ def build_site(built: Built, base_url: str, where: Path) -> dict[str, bytes]:
     build with an absolute base URL adds the log's URL to content/log/policy)."""
     content = where / "content"
     shutil.copytree(built.content, content)
-    buildmod.build(content, where / "site", signer=None, base_url=base_url, quiet=True)
+    buildmod.build(content, where / "site", signer=None, base_url=base_url)
     site = where / "site"
     return {
         p.relative_to(site).as_posix(): p.read_bytes()
