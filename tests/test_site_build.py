@@ -355,9 +355,10 @@ def test_a_damaged_build_cache_costs_time_only(tmp_path: Path, damage: str) -> N
 def test_compiled_templates_are_never_read_from_disk(tmp_path: Path) -> None:
     """T44: Jinja's bytecode cache is marshalled code, which runs when loaded;
     the build kept one in its cache folder, where a pull request could plant
-    it. Templates are compiled in memory by each build now: a build in a new
-    process leaves no compiled code beside the output, and one planted there
-    is removed unread."""
+    it. Templates are compiled ahead of time into the installed package now
+    (builder.site.templates_compiled, tests/test_compiled_templates.py), or
+    in memory by each build: a build in a new process leaves no compiled code
+    beside the output, and one planted there is removed unread."""
     tp = make_pool(tmp_path)
     tp.add("ada", 3)
     site = tmp_path / "site"
