@@ -636,6 +636,6 @@ def list_pages(
         yield Page(f"static/{name}", None, (static / name).read_bytes)
     # favicon.ico at the root is where a browser looks when a page names no
     # icon (builder.site.favicon); the pages name it and static/favicon.svg.
-    yield Page("favicon.ico", None, favicon.ico)
+    yield Page("favicon.ico", favicon.ICO_KEY, favicon.ico)
     fragment = patterns_html() if callable(patterns_html) else patterns_html
     yield page("patterns/index.html", "patterns.html", "patterns", patterns=Markup(fragment))
