@@ -38,7 +38,7 @@ def test_the_committed_modules_are_what_the_script_makes() -> None:
     made = script().generate()
     committed = {p.name: p.read_text(encoding="utf-8") for p in sorted(FOLDER.glob("*.py"))}
     run = f"run python scripts/compile_templates.py and commit {FOLDER.relative_to(REPO)}"
-    assert templates_compiled.JINJA_VERSION == jinja2.__version__, (
+    assert jinja2.__version__ == templates_compiled.JINJA_VERSION, (
         f"the modules were compiled with Jinja {templates_compiled.JINJA_VERSION}, "
         f"this is Jinja {jinja2.__version__}: {run}"
     )
