@@ -19,6 +19,15 @@ with which Jinja; the folder's ``__init__.py`` records the Jinja version and
 checks before it uses the modules (else it compiles from source).
 tests/test_compiled_templates.py fails when the committed folder is not what
 this script makes from ``templates/`` today.
+
+Another Jinja: the generated code calls Jinja's runtime, an interface Jinja
+keeps only within one version, so the modules hold for the exact version they
+were made with. A build under any other (pyproject.toml allows ``jinja2>=3.1``)
+compiles the templates from source, as every build did before: the same bytes,
+at the old cost. That fallback, rather than a pinned Jinja, because a pool
+installing dreampool beside another library that wants another Jinja must
+still build; and the test above fails in a checkout whose Jinja is not the
+recorded one, so this repository ships modules made with the Jinja it tests.
 """
 
 from __future__ import annotations
