@@ -18,7 +18,7 @@ from builder import build as buildmod
 from builder import buildcache
 from builder.buildcache import BuildCache
 from builder.formats.note import parse_private_key
-from builder.site import feeds, render, units
+from builder.site import favicon, feeds, render, units
 from tests.conftest import REPO
 from tests.pools import PoolFixture, make_pool
 
@@ -293,6 +293,41 @@ def test_only_the_search_shards_that_change_are_made_again(
     assert tree(site) == tree(cold)
 
 
+def test_the_favicon_is_drawn_once_and_then_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """favicon.ico depends on no input (builder.site.favicon.ICO_KEY): the first
+    build draws it, the next ones keep its file, with or without a new dream;
+    a build without the store draws it again, the same bytes."""
+    tp = make_pool(tmp_path)
+    signer = parse_private_key(tp.log_key)
+    tp.add("ada", 2)
+    site = tmp_path / "site"
+    drawn: list[int] = []
+    bmp = favicon._bmp
+
+    def counted(size: int, samples: int = 4) -> bytes:
+        drawn.append(size)
+        return bmp(size, samples)
+
+    monkeypatch.setattr(favicon, "_bmp", counted)
+    favicon.ico.cache_clear()  # as in a new process
+    buildmod.build(tp.content, site, signer=signer)
+    assert drawn == [16, 32]
+    first = (site / "favicon.ico").read_bytes()
+    for more in (0, 1):
+        favicon.ico.cache_clear()
+        tp.add("bob", more)
+        buildmod.build(tp.content, site, signer=signer)
+        assert drawn == [16, 32] and (site / "favicon.ico").read_bytes() == first
+    favicon.ico.cache_clear()
+    cold = tmp_path / "cold"
+    buildmod.build(tp.content, cold, signer=None)
+    assert drawn == [16, 32] * 2
+    assert tree(site) == tree(cold)
+    favicon.ico.cache_clear()
+
+
 def test_a_new_dream_in_a_chain_makes_only_its_lineage_page_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -356,9 +391,10 @@ def test_a_damaged_build_cache_costs_time_only(tmp_path: Path, damage: str) -> N
 def test_compiled_templates_are_never_read_from_disk(tmp_path: Path) -> None:
     """T44: Jinja's bytecode cache is marshalled code, which runs when loaded;
     the build kept one in its cache folder, where a pull request could plant
-    it. Templates are compiled in memory by each build now: a build in a new
-    process leaves no compiled code beside the output, and one planted there
-    is removed unread."""
+    it. Templates are compiled ahead of time into the installed package now
+    (builder.site.templates_compiled, tests/test_compiled_templates.py), or
+    in memory by each build: a build in a new process leaves no compiled code
+    beside the output, and one planted there is removed unread."""
     tp = make_pool(tmp_path)
     tp.add("ada", 3)
     site = tmp_path / "site"

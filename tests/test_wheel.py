@@ -155,17 +155,22 @@ def fresh_venv(path: Path) -> Path:
 def installed(python: Path, env: dict[str, str], cwd: Path) -> dict[str, str | None]:
     """Where ``import builder`` comes from in ``python``, and the dist-info's records;
     ``files``: each file the package installed, with its hash (its RECORD without the
-    console script, whose first line names the interpreter)."""
+    console script, whose first line names the interpreter). The install renders
+    with the compiled templates it carries (builder.site.templates_compiled)."""
     code = (
         "import builder, json, importlib.metadata as m\n"
+        "from builder.site import render\n"
         "d = m.distribution('dreampool')\n"
         "print(json.dumps({'file': builder.__file__, 'version': d.version,"
-        " 'direct_url': d.read_text('direct_url.json'), 'record': d.read_text('RECORD')}))"
+        " 'direct_url': d.read_text('direct_url.json'), 'record': d.read_text('RECORD'),"
+        " 'compiled': str(render.TEMPLATES_COMPILED)}))"
     )
     found: dict[str, str | None] = json.loads(_run([python, "-I", "-c", code], env, cwd).stdout)
     lines = str(found["record"]).splitlines()
     found["files"] = "\n".join(sorted(line for line in lines if not line.startswith("../")))
     assert "builder/templates/dream.html," in found["files"]
+    assert "builder/site/templates_compiled/__init__.py," in found["files"]
+    assert found.pop("compiled") == "True"
     return found
 
 

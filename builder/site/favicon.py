@@ -20,7 +20,9 @@ import functools
 import math
 import struct
 
-__all__ = ["ico", "svg"]
+from builder.site.page import key_of
+
+__all__ = ["ICO_KEY", "ico", "svg"]
 
 _ACCENT = (0x33, 0x46, 0xB8)
 _PLAN = (0x0B, 0x5C, 0x60)
@@ -30,6 +32,17 @@ _WHITE = (0xFF, 0xFF, 0xFF)
 _SECTORS = ((200.0, 380.0, _ACCENT), (20.0, 110.0, _PLAN), (110.0, 200.0, _THEORY))
 # Radii in units of the icon's half-width: border, white ring, pie.
 _OUTER, _RING, _PIE = 1.0, 0.84, 0.68
+
+ICO_KEY = key_of("favicon.ico")
+"""The page key of ``favicon.ico`` (:class:`builder.site.page.Page`): a constant,
+since :func:`ico` reads nothing of the pool, the build or the clock. Its bytes
+depend on this module's code and constants and on Python's ``math`` alone, and a
+build store made by other code or another Python is discarded whole
+(:func:`builder.buildcache.code_digest`), so a build that finds this key in the
+store keeps the last build's file (:func:`builder.site.assemble._write_pages`)
+instead of drawing it again, which every build did: :func:`ico` is cached per
+process, and a ``dreampool build`` is one process. Were the icon ever to depend
+on the pool (its title, a colour in pool.yaml), that would go in the key."""
 
 
 def _hex(rgb: tuple[int, int, int]) -> str:
@@ -102,7 +115,10 @@ def _bmp(size: int, samples: int = 4) -> bytes:
 
 @functools.cache
 def ico() -> bytes:
-    """``favicon.ico``: the mark at 16×16 and 32×32."""
+    """``favicon.ico``: the mark at 16×16 and 32×32.
+
+    Drawn once per process (0.06 s CPU; 0.21 s under a profiler), and not at
+    all by a build that keeps the last one's file: see :data:`ICO_KEY`."""
     images = [(size, _bmp(size)) for size in (16, 32)]
     out = struct.pack("<HHH", 0, 1, len(images))
     offset = 6 + 16 * len(images)

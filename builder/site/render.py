@@ -88,6 +88,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import hashlib
 import json
 import re
 from collections import defaultdict
@@ -100,7 +101,7 @@ from urllib.parse import urlsplit
 import jinja2
 from markupsafe import Markup
 
-from builder.site import favicon, patterns
+from builder.site import favicon, patterns, templates_compiled
 from builder.site.model import TIER_RANK, AuthorView, DreamView, SiteModel, TagView
 from builder.site.page import Page, key_of
 from builder.text.mdrender import EXCERPT_LIMIT, LINK_REL, clip, plain_text, render_markdown
@@ -401,16 +402,24 @@ def lang_attribute(text: str) -> Markup:
     return Markup(f' lang="{lang}"') if lang else Markup("")
 
 
-def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("builder.templates", ""),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        auto_reload=False,
-    )
+# The settings of every Jinja environment of the site: the build's (from the
+# compiled modules or from the sources) and the one scripts/compile_templates.py
+# compiles the modules with. All of them are made by environment() alone, so the
+# compiled code and the build cannot drift apart.
+JINJA_OPTIONS: dict[str, Any] = {
+    "autoescape": True,
+    "undefined": jinja2.StrictUndefined,
+    "trim_blocks": True,
+    "lstrip_blocks": True,
+    "keep_trailing_newline": True,
+    "auto_reload": False,
+}
+
+
+def environment(loader: jinja2.BaseLoader) -> jinja2.Environment:
+    """A Jinja environment of the site reading its templates through ``loader``:
+    :data:`JINJA_OPTIONS`, the site's filters, tests and globals."""
+    env = jinja2.Environment(loader=loader, **JINJA_OPTIONS)
     env.filters["markdown"] = lambda text: Markup(render_markdown(text))
     env.filters["excerpt"] = excerpt
     env.filters["lang"] = lang_attribute
@@ -429,6 +438,69 @@ def _environment() -> jinja2.Environment:
     return env
 
 
+def source_loader() -> jinja2.BaseLoader:
+    """The templates' sources, as installed (``templates/`` installs as ``builder.templates``)."""
+    return jinja2.PackageLoader("builder.templates", "")
+
+
+def is_template(name: str) -> bool:
+    """Whether a file the template package holds is a page template (not a static
+    asset, the package's ``__init__.py`` or a ``__pycache__`` file)."""
+    return "/" not in name and name.endswith(".html")
+
+
+def compiled_key(env: jinja2.Environment) -> str:
+    """A digest of everything Jinja's compiled code for ``env``'s templates
+    depends on: the Jinja version (the generated code calls its runtime, which
+    is no stable interface between versions), :data:`JINJA_OPTIONS` (the
+    lexer's settings and autoescape are compiled in), the names of the filters
+    and tests and what they are passed (the compiler looks them up), and each
+    template's name and source. :mod:`builder.site.templates_compiled` records
+    the key of what its modules were compiled from."""
+    assert env.loader is not None
+    h = hashlib.sha256(f"jinja2 {jinja2.__version__}\0".encode())
+    for option, value in sorted(JINJA_OPTIONS.items()):
+        h.update(f"{option}={value!r}\0".encode())
+    for kind, functions in (("filter", env.filters), ("test", env.tests)):
+        for name, function in sorted(functions.items()):
+            passed = getattr(function, "jinja_pass_arg", None)
+            h.update(f"{kind} {name} {passed!r}\0".encode())
+    for name in sorted(filter(is_template, env.loader.list_templates())):
+        source = env.loader.get_source(env, name)[0].encode()
+        h.update(f"{name}\0{len(source)}\0".encode() + source)
+    return h.hexdigest()
+
+
+def _environment() -> tuple[jinja2.Environment, bool]:
+    """The build's environment, and whether it loads the compiled modules.
+
+    The templates are compiled ahead of time (scripts/compile_templates.py)
+    into :mod:`builder.site.templates_compiled`, a folder of the installed
+    package, and loaded from there with :class:`jinja2.ModuleLoader`:
+    compiling them from source was paid by every build (under a profiler,
+    0.94 s CPU, 22% of a +1 build at 2,001 dreams; without one, 0.08 s for the
+    first dream page of a process, 0.003 s from the modules with their
+    bytecode, as pip installs them). The modules are code, as every module of
+    the package is; they are read from the installed package only, never from
+    the pool or the build's output (THREATS.md T44, T45).
+
+    When the modules were compiled from anything but what is installed now (a
+    different Jinja, which the dependency range allows; a template edited
+    without running the script) the build compiles the templates from source,
+    as it did before: the same bytes, at the old cost. A fallback, not a pinned
+    Jinja version, so that a pool never fails to build over it;
+    tests/test_compiled_templates.py fails when the committed modules are not
+    what the script makes, so the fallback is never what this repository ships.
+    The key covers what the modules were compiled from, not the modules: like
+    every module of the package they are trusted as installed, and that test
+    holds the committed ones to the script.
+    """
+    source = environment(source_loader())
+    if compiled_key(source) != templates_compiled.SOURCE_KEY:
+        return source, False
+    return environment(jinja2.ModuleLoader(templates_compiled.__path__)), True
+
+
 @functools.lru_cache(maxsize=256)
 def nav_links(root: str, nav: str) -> Markup:
     """The navigation's items for pages at one depth with one current link:
@@ -436,7 +508,8 @@ def nav_links(root: str, nav: str) -> Markup:
     return Markup(_ENV.get_template("_nav.html").render(root=root, nav=nav))
 
 
-_ENV = _environment()
+# TEMPLATES_COMPILED: whether this process renders with the compiled modules.
+_ENV, TEMPLATES_COMPILED = _environment()
 
 
 _CARD = _ENV.from_string('{% import "_macros.html" as m %}{{ m.card(d, root, level) }}')
@@ -727,6 +800,6 @@ def list_pages(
         yield Page(f"static/{name}", None, (static / name).read_bytes)
     # favicon.ico at the root is where a browser looks when a page names no
     # icon (builder.site.favicon); the pages name it and static/favicon.svg.
-    yield Page("favicon.ico", None, favicon.ico)
+    yield Page("favicon.ico", favicon.ICO_KEY, favicon.ico)
     fragment = patterns_html() if callable(patterns_html) else patterns_html
     yield page("patterns/index.html", "patterns.html", "patterns", patterns=Markup(fragment))
