@@ -27,6 +27,7 @@ import select
 import shutil
 import statistics
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -49,16 +50,19 @@ def measure(cmd: Sequence[str], env: Mapping[str, str] | None = None) -> Sample:
     before are flushed first, so no run pays for another's writeback. A failure
     raises :class:`RuntimeError` with the child's stderr."""
     os.sync()
-    start = time.monotonic()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    # wait4 gives this child's own rusage; its stderr is small (one line per refusal).
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.monotonic() - start
-    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    if proc.stderr:
-        proc.stderr.close()
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"failed: {' '.join(cmd)}\n{err}")
+    # stderr goes to a file, not a pipe: a child that wrote more than a pipe holds
+    # (a refusal per dream) would block while wait4 waits for it.
+    with tempfile.TemporaryFile() as err:
+        start = time.monotonic()
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
+        # wait4 gives this child's own rusage (its forked workers included).
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.monotonic() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            err.seek(0)
+            said = err.read().decode(errors="replace")
+            raise RuntimeError(f"failed: {' '.join(cmd)}\n{said}")
     return Sample(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)
 
 
