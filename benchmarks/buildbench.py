@@ -34,7 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-GIT_IDENTITY = ["-c", "user.name=bench", "-c", "user.email=bench@example.invalid"]
+# gc.auto=0: a commit of thousands of files would otherwise start `git gc --auto`
+# in the background, which packs and deletes loose objects while the next
+# `git clone` hard-links them ("failed to copy file"). init_pool_repo packs once.
+GIT_OPTIONS = ["-c", "user.name=bench", "-c", "user.email=bench@example.invalid", "-c", "gc.auto=0"]
 
 
 class Sample(NamedTuple):
@@ -77,7 +80,7 @@ def median(samples: Sequence[Sample]) -> Sample:
 def git(repo: Path, *args: str) -> str:
     """``git -C repo args…``; its stdout. Raises CalledProcessError on failure."""
     done = subprocess.run(
-        ["git", *GIT_IDENTITY, "-C", str(repo), *args], check=True, capture_output=True, text=True
+        ["git", *GIT_OPTIONS, "-C", str(repo), *args], check=True, capture_output=True, text=True
     )
     return done.stdout
 
@@ -95,13 +98,15 @@ def init_pool_repo(pool: Path) -> str:
     """Make ``pool`` a git repository with ``content/`` committed; its HEAD."""
     if not (pool / ".git").exists():
         git(pool, "init", "-q", "-b", "main")
-    return commit_content(pool, "generated and admitted pool")
+    head = commit_content(pool, "generated and admitted pool")
+    git(pool, "repack", "-a", "-d", "-q")
+    return head
 
 
 def clone(origin: Path, dest: Path) -> None:
     """A fresh clone of ``origin`` at ``dest`` (whatever was there is removed first)."""
     remove_tree(dest)
-    subprocess.run(["git", "clone", "--quiet", str(origin), str(dest)], check=True)
+    subprocess.run(["git", *GIT_OPTIONS, "clone", "--quiet", str(origin), str(dest)], check=True)
 
 
 def reset_checkout(repo: Path, head: str) -> None:
