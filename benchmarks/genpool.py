@@ -4,7 +4,9 @@ Deterministic for a seed: the same (N, seed) gives the same dreams, ids and
 keys. Text is drawn from Chinese and English phrase lists with no digits runs,
 e-mail, URLs or hex, so the redaction policy finds nothing. One author per
 ~20 dreams, tiers spread over maintainer/member/guest, lineage chains, tags
-from a shared vocabulary (so patterns appear).
+from a shared vocabulary (so patterns appear). About 5% are anonymized, each
+signed by a one-time key under ``anonymous`` (a guest), as ``dreampool sign``
+makes them, so every generated dream is admitted.
 
     python benchmarks/genpool.py OUT_DIR N [--seed S] [--start K]
 
@@ -21,6 +23,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+from builder.content import anonymity
 from builder.formats import dream as dreamfmt
 from builder.formats import ed25519
 from builder.formats.b64 import b64url_decode, b64url_encode
@@ -175,6 +178,17 @@ def _spell(n: int) -> str:
     return "-".join(names[int(c)] for c in str(n))
 
 
+def _write_key(content: Path, seed_bytes: bytes, author: str, tier: str) -> None:
+    """The key directory's entry for ``seed_bytes``' public key, unless it has one."""
+    public = ed25519.public_key_of(seed_bytes)
+    key_path = content / "keys" / (dreamfmt.key_id(public)[7:] + ".yaml")
+    if not key_path.exists():
+        key_path.write_text(
+            f'author: "{author}"\npublicKey: {b64url_encode(public)}\n'
+            f"tier: {tier}\nadded: '2026-11-01'\n"
+        )
+
+
 def generate(out: Path, n: int, *, seed: int = 1, start: int = 0) -> list[str]:
     content = out / "content"
     (content / "dreams").mkdir(parents=True, exist_ok=True)
@@ -190,19 +204,19 @@ def generate(out: Path, n: int, *, seed: int = 1, start: int = 0) -> list[str]:
         a = rng.randrange(authors) if i >= authors else i
         author = f"agent-{_spell(a)}"
         seed_bytes = author_seed(seed, a)
-        key_path = (
-            content / "keys" / (dreamfmt.key_id(ed25519.public_key_of(seed_bytes))[7:] + ".yaml")
-        )
-        if not key_path.exists():
-            key_path.write_text(
-                f'author: "{author}"\n'
-                f"publicKey: {b64url_encode(ed25519.public_key_of(seed_bytes))}\n"
-                f"tier: {TIERS[a % len(TIERS)]}\nadded: '2026-11-01'\n"
-            )
+        _write_key(content, seed_bytes, author, TIERS[a % len(TIERS)])
         parent = None
         if i > 10 and rng.random() < 0.1:
             parent = _ID_CACHE.get((seed, rng.randrange(i)))
-        signed = dreamfmt.sign(make_draft(rng, i, author, parent), seed_bytes)
+        draft = make_draft(rng, i, author, parent)
+        if anonymity.is_anonymized(draft):
+            # As `dreampool sign` does it: a one-time key under the reserved name,
+            # registered as a guest (a pool refuses an anonymized dream its author's
+            # key signs, and would re-report it every build).
+            draft = anonymity.anonymous_draft(draft)
+            seed_bytes = hashlib.sha256(f"dreampool-bench/{seed}/anonymous/{i}".encode()).digest()
+            _write_key(content, seed_bytes, anonymity.NAME, "guest")
+        signed = dreamfmt.sign(draft, seed_bytes)
         dream_id = dreamfmt.dream_id(b64url_decode(signed["sig"]["value"]))
         (content / "dreams" / f"{dream_id}.json").write_text(
             json.dumps(signed, ensure_ascii=False, indent=1) + "\n", encoding="utf-8"

@@ -1,17 +1,23 @@
 #!/usr/bin/env python3
 """Stage times of one `dreampool build`, for finding what dominates.
 
-    benchmarks/profile_build.py CONTENT OUT [--cprofile FILE]
+    benchmarks/profile_build.py CONTENT OUT [--cprofile FILE [--cpu] [--top N]]
 
 Runs the same stages as builder.build.build in this process and prints wall
-seconds per stage and the peak resident memory. Not a test; figures go in
-the issue notes.
+seconds per stage and the peak resident memory. ``--cprofile FILE`` also
+profiles the build (this process only: work forked to builder.parallel's
+workers is not in it) and saves the stats to FILE; ``--top N`` prints the N
+functions of most cumulative time; ``--cpu`` times the profile in CPU seconds
+of this process instead of wall seconds, which on a shared, loaded machine
+measures the build rather than its wait for a core. Not a test; figures go
+in the issue notes (benchmarks/PROFILE.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import pstats
 import resource
 import sys
 import time
@@ -46,8 +52,12 @@ def main() -> None:
     parser.add_argument("content", type=Path)
     parser.add_argument("out", type=Path)
     parser.add_argument("--cprofile", type=Path)
+    parser.add_argument("--cpu", action="store_true", help="profile in CPU, not wall, seconds")
+    parser.add_argument("--top", type=int, default=0, help="print the top N by cumulative time")
     args = parser.parse_args()
-    profiler = cProfile.Profile() if args.cprofile else None
+    profiler = None
+    if args.cprofile:
+        profiler = cProfile.Profile(time.process_time) if args.cpu else cProfile.Profile()
     if profiler:
         profiler.enable()
     start = time.monotonic()
@@ -60,6 +70,9 @@ def main() -> None:
         print(f"{name:>12} {seconds:8.2f} s   resident after: {mb:6.0f} MB")
     print(f"{'total':>12} {total:8.2f} s")
     print(f"{'peak':>12} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:8.0f} MB")
+    if args.cprofile and args.top:
+        print()
+        pstats.Stats(str(args.cprofile)).sort_stats("cumulative").print_stats(args.top)
 
 
 if __name__ == "__main__":
