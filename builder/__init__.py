@@ -32,10 +32,11 @@ path as itself); :mod:`builder.errors` is the one error family.
 
 The build's data flow (README.md, "How the build works", has the diagram)::
 
-    content/ ─▶ content.pool (scan) ─▶ log.logbuild (append, sign) ─▶ site.model
-             ─▶ site.assemble (render) ─▶ site.writer ─▶ site/ (a symlink to a generation)
-                      ▲   │                                   ▲   │
-                      └── buildcache (.site.builds/cache/store.sqlite) ──┘
+    content/ ─▶ log.logbuild.prove ─▶ content.pool.scan_dreams ─▶ log.logbuild.update
+             ─▶ site.model ─▶ site.assemble ─▶ site.writer ─▶ site/ (a link to a generation)
+
+with :mod:`builder.buildcache` (``.site.builds/cache/store.sqlite``) keeping
+what the scan, the log and the renderers computed, keyed by content.
 """
 
 from __future__ import annotations

@@ -3,14 +3,15 @@
 The pipeline's stages, each a function from values to values, with I/O only
 at the two ends:
 
-    content/ ─▶ logbuild.prove ─▶ pool.scan_dreams ─▶ logbuild.update ─▶ model.build_model
-             ─▶ site.write_site ─▶ writer.SiteWriter ─▶ site/ (a symlink to a generation)
+    content/ ─▶ log.logbuild.prove ─▶ content.pool.scan_dreams ─▶ log.logbuild.update
+             ─▶ site.model.build_model ─▶ site.assemble.write_site ─▶ site.writer.SiteWriter
+             ─▶ site/ (a symlink to a generation)
 
-A cache beside the output (:mod:`builder.buildcache`) lets the next build skip
-what did not change, known by content (:mod:`builder.content.filekeys`, so a store
-restored into a fresh clone still hits): verifying unchanged dream files, commitments, unchanged
-dreams' pages, records, proofs and keywords. It only saves time: a build
-without it gives the same bytes.
+A store beside the output (:mod:`builder.buildcache`) lets the next build
+skip what did not change, known by content (:mod:`builder.content.filekeys`,
+so a store restored into a fresh clone still hits): verifying unchanged
+dream files, commitments, unchanged dreams' pages, records, proofs and
+keywords. It only saves time: a build without it gives the same bytes.
 
 The log state under ``content/log`` is written by ``logbuild.update`` before
 the site is swapped in; see :mod:`builder.log.logstate` for why an interrupted
