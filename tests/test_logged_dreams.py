@@ -28,7 +28,7 @@ class Calls:
         self.review = 0
         real_verify, real_redact, real_view = (
             dreamfmt.verify,
-            redact.redact_dream,
+            redact.changes,
             readerview.problems,
         )
 
@@ -36,7 +36,7 @@ class Calls:
             self.verify += 1
             return real_verify(*args, **kw)  # type: ignore[arg-type]
 
-        def redact_dream(*args: object, **kw: object) -> object:
+        def changes(*args: object, **kw: object) -> object:
             self.review += 1
             return real_redact(*args, **kw)  # type: ignore[arg-type]
 
@@ -45,7 +45,7 @@ class Calls:
             return real_view(*args, **kw)  # type: ignore[arg-type]
 
         monkeypatch.setattr(dreamfmt, "verify", verify)
-        monkeypatch.setattr(redact, "redact_dream", redact_dream)
+        monkeypatch.setattr(redact, "changes", changes)  # the review check_dream runs
         monkeypatch.setattr(readerview, "problems", view)
 
 
