@@ -157,7 +157,7 @@ def test_only_prove_makes_a_proven_log(logged: PoolFixture) -> None:
     state = logstate.load(logged.content)
     tree_ = merkle.MerkleTree.from_leaf_hashes(merkle.leaf_hash(x) for x in state.leaves)
     with pytest.raises(TypeError, match=r"only by builder\.log\.logbuild\.prove"):
-        logbuild.ProvenLog(object(), state, tree_, None, logbuild._read_leaves(state.leaves))
+        logbuild.ProvenLog(object(), state, tree_, None, logbuild._read_leaves(state.leaves), 0)
     proven = logbuild.prove(logged.content, origin=ORIGIN)
     scanned = pool.scan_dreams(logged.content, pool.load_keys(logged.content)[0])[0]
     logbuild.update(logged.content, scanned, origin=ORIGIN, signer=None, proven=proven)

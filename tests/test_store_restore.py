@@ -270,8 +270,28 @@ def test_git_vouches_only_for_unmodified_unconverted_plain_files(tmp_path: Path)
     _git(root, "update-index", "--assume-unchanged", "content/dreams/c.json")
     (content / "dreams" / "c.json").write_bytes(b"C.json\n")  # hidden from git's stat
     (content / "dreams" / "new.json").write_bytes(b"new\n")  # untracked
-    (root / ".gitattributes").write_text("d.json ident\n")  # converted on checkout
-    assert set(gitrepo.clean_blobs(content) or {}) == {"dreams/a.json", "dreams/e.json"}
+    assert set(gitrepo.clean_blobs(content) or {}) == {
+        "dreams/a.json",
+        "dreams/d.json",
+        "dreams/e.json",
+    }
+    # Any attributes file of the repository's own: nothing is vouched for (T80).
+    (root / ".gitattributes").write_text("d.json ident\n")
+    assert gitrepo.clean_blobs(content) == {}
+    (root / ".gitattributes").unlink()
+    (root / "content" / "sub").mkdir()
+    (root / "content" / "sub" / ".gitattributes").write_text("\n")
+    assert gitrepo.clean_blobs(content) == {}
+    (root / "content" / "sub" / ".gitattributes").unlink()
+    (root / ".git" / "info").mkdir(exist_ok=True)
+    (root / ".git" / "info" / "attributes").write_text("*.json ident\n")
+    assert gitrepo.clean_blobs(content) == {}
+    (root / ".git" / "info" / "attributes").unlink()
+    assert set(gitrepo.clean_blobs(content) or {}) == {
+        "dreams/a.json",
+        "dreams/d.json",
+        "dreams/e.json",
+    }
     _git(root, "config", "core.autocrlf", "true")
     assert gitrepo.clean_blobs(content) == {}
     assert gitrepo.clean_blobs(tmp_path) is None  # not a work tree: the bytes decide

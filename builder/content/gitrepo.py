@@ -164,6 +164,29 @@ _FULL_STAT = (
 _CONVERTING = ("text", "eol", "crlf", "ident", "filter", "working-tree-encoding")
 
 
+def _has_attributes(folder: Path) -> bool:
+    """Whether any attributes file of the repository's own could apply: a
+    ``.gitattributes`` anywhere in the index or the work tree, or the git
+    folder's ``info/attributes``. (Errors count as yes: nothing is vouched for.)"""
+    found = _git(
+        folder,
+        "ls-files",
+        "-z",
+        "--cached",
+        "--others",
+        "--",
+        ":(top,glob)**/.gitattributes",
+        ":(top).gitattributes",
+    )
+    if found.returncode != 0 or found.stdout.strip(b"\0"):
+        return True
+    info = _git(folder, "rev-parse", "--git-path", "info/attributes")
+    if info.returncode != 0:
+        return True
+    path = Path(os.fsdecode(info.stdout.rstrip(b"\n")))
+    return (path if path.is_absolute() else folder / path).exists()
+
+
 def clean_blobs(folder: Path) -> dict[str, str] | None:
     """The git blob id (40 hex digits) of each file under ``folder`` whose
     work-tree bytes are exactly the blob git's index names, by path relative
@@ -177,11 +200,21 @@ def clean_blobs(folder: Path) -> dict[str, str] | None:
     finds it unmodified by a full stat comparison (racily clean entries are
     compared by content: git's racy-git rule), and no attribute or
     ``core.autocrlf`` converts it on checkout. Modified, untracked and
-    converted files are simply left out."""
+    converted files are simply left out.
+
+    A checkout that holds a ``.gitattributes`` file anywhere (tracked or not),
+    or ``info/attributes`` in its git folder, gets nothing vouched for: the
+    attributes are the pull request's to write, and one can hide itself from
+    ``check-attr`` (a ``.gitattributes`` that gives itself a
+    working-tree-encoding is unreadable on disk, yet git applied the committed
+    copy's ``ident`` filter at checkout; THREATS.md T80). A pool needs no
+    attributes; with them every file is read and digested instead."""
     if work_tree(folder) is None:
         return None
     autocrlf = _git(folder, "config", "--bool", "--get", "core.autocrlf")
     if autocrlf.stdout.strip() == b"true":  # every text file is converted on checkout
+        return {}
+    if _has_attributes(folder):
         return {}
     listed = _git(folder, *_FULL_STAT, "ls-files", "-s", "-v", "-z", "--", ".")
     changed = _git(folder, *_FULL_STAT, "diff-files", "--name-only", "-z", "--relative", "--", ".")

@@ -130,8 +130,12 @@ class ProvenLog:
     ran. It is the only way the scan learns what the log commits to
     (:func:`builder.content.pool.scan_dreams`, docs/protocol.md §3.1), and
     :meth:`commitment_of` answers only for a dream leaf inside the last
-    signed checkpoint (never a leaf of an unsigned tail, which only a
+    checkpoint it may trust (never a leaf of an unsigned tail, which only a
     killed build wrote and no signature covers) whose id has no erasure leaf.
+    Given the log key, that is the last checkpoint *this key* signed: the
+    policy is in the checkout, where a pull request can add a log key of its
+    own beside the pool's and sign its own leaves with it (THREATS.md T78);
+    leaves past that checkpoint are checked in full, as new dreams are.
     :func:`update` then goes on from this very state and tree, once (it
     appends to them), so nothing is read again between the proof and its use.
     """
@@ -145,6 +149,7 @@ class ProvenLog:
         tree: merkle.MerkleTree,
         checkpoint: Checkpoint | None,
         logged: _Logged,
+        trusted_size: int,
     ) -> None:
         if token is not _PROVEN:
             raise TypeError("a ProvenLog is made only by builder.log.logbuild.prove")
@@ -152,7 +157,7 @@ class ProvenLog:
         self.tree = tree
         self.checkpoint = checkpoint
         self._logged = logged
-        signed = state.signed_size
+        signed = min(state.signed_size, trusted_size)
         self._committed = {
             dream_id: logged.commitments[dream_id]
             for dream_id, index in logged.dreams.items()
@@ -202,16 +207,19 @@ def prove(
     state = logstate.load(content, canonical_shards=canonical_shards)
     tree = merkle.MerkleTree.from_leaf_hashes(merkle.leaf_hash(leaf) for leaf in state.leaves)
     checkpoint = None
+    trusted = state.signed_size
     if state.policy is not None:
         policy = _stored_policy(content, state.policy, origin)
         _check_signer(content, policy, signer)
-        checkpoint = _prove_append_only(state, tree, policy, opened)
+        checkpoint, by_key = _prove_append_only(state, tree, policy, opened)
+        if signer is not None:  # docs/protocol.md §3.1: the leaves this key signed
+            trusted = by_key.get(signer.verifier.vkey, 0)
     elif state.history:
         path = logstate.log_dir(content) / "policy"
         raise LogError(f"{path} is missing but checkpoints were signed; restore it from git")
     # Only the signed leaves: an unsigned tail is judged by update() before it is read.
     signed = _read_leaves(state.leaves[: state.signed_size])
-    return ProvenLog(_PROVEN, state, tree, checkpoint, signed)
+    return ProvenLog(_PROVEN, state, tree, checkpoint, signed, trusted)
 
 
 def update(
@@ -867,8 +875,10 @@ def _prove_append_only(
     tree: merkle.MerkleTree,
     policy: Policy,
     opened: dict[Any, Any] | None = None,
-) -> Checkpoint | None:
+) -> tuple[Checkpoint | None, dict[str, int]]:
     """Step 2: every stored checkpoint verifies and matches the rebuilt tree.
+    Returns the latest checkpoint, and for each log key the size of the
+    largest checkpoint it signed.
 
     A pool signs a checkpoint per build that admits something, and verifying
     one costs ≈160 µs, so an old pool spent seconds a build verifying notes
@@ -881,6 +891,7 @@ def _prove_append_only(
         opened.clear()
     witnesses = policy.witness_verifiers
     latest: Checkpoint | None = None
+    by_key: dict[str, int] = {}
     for entry in state.history:
         note = state.checkpoints[entry.size]
         verifier = _log_key_of(note, policy, entry.size)
@@ -905,7 +916,8 @@ def _prove_append_only(
                 "restore content/log from git history. Nothing was signed.",
             )
         latest = cp
-    return latest
+        by_key[verifier.vkey] = max(by_key.get(verifier.vkey, 0), cp.size)
+    return latest, by_key
 
 
 def opened_key(log_vkey: str, witness_vkeys: Iterable[str], note: bytes) -> bytes:

@@ -7,8 +7,9 @@ rule added since (a new redaction kind, a new Unicode policy, a tighter key
 rule) is therefore never applied to it by a build. This module applies them:
 for every logged dream that is not erased it runs the whole admission review
 again, as for a new dream (the strict parse with the Unicode policy, the
-signature, the key rules, the redaction review of the text and of what a
-reader sees), and returns each dream today's rules would refuse, as a
+signature, the key rules, the anonymity rules of docs/protocol.md §1.2 over
+all logged dreams as one batch, the redaction review of the text and of what
+a reader sees), and returns each dream today's rules would refuse, as a
 candidate for erasure (`dreampool erase`, :mod:`builder.log.erase`). A logged
 dream stays in the log whatever this finds: only an erasure takes its text
 off the site.
@@ -17,6 +18,7 @@ Read-only, and nothing printed here (:mod:`builder.cli` prints). Each finding
 names the file, the JSON pointer and the kind of what was found, never the
 text that matched. The log is proven against its signed checkpoints first
 (:func:`builder.log.logbuild.prove`), so only dreams it really logged are judged.
+A key fork the build settles by the log's order is settled here the same way.
 A pool the build would refuse as it stands (a logged dream's file missing
 with no erasure recorded, a lost salt, a file that no longer commits to its
 leaf) is bad input: :class:`InputError`, as for any other broken file.
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from builder import parallel
-from builder.content import pool
+from builder.content import anonymity, pool
 from builder.errors import InputError, Problem, SignatureError
 from builder.formats import dream as dreamfmt
 from builder.log import logbuild
@@ -67,6 +69,9 @@ def recheck(content: Path) -> Report:
     :class:`~builder.errors.DreampoolError` for a pool that is bad input."""
     config = pool.load_config(content)
     directory, key_problems = pool.load_keys(content)
+    if key_problems:  # a fork a stale check let in: the log's order settles it, as in a build
+        order = logbuild.logged_keys(content)
+        key_problems, _ = pool.settle_forks(content, directory, key_problems, order)
     if key_problems:
         raise InputError(
             key_problems, hint="fix the key directory (content/keys) first; see `dreampool check`"
@@ -77,8 +82,7 @@ def recheck(content: Path) -> Report:
     jobs = [(str(folder / f"{i}.json"), commit) for i, _, commit in logged]
     outcomes = parallel.map_ordered(_review, jobs)
     broken: list[Problem] = []
-    candidates: list[Candidate] = []
-    checked = 0
+    reviewed: list[tuple[str, int, str, list[Problem], dreamfmt.Dream | None]] = []
     for (dream_id, index, _), (file, _), (status, found, d) in zip(
         logged, jobs, outcomes, strict=True
     ):
@@ -87,12 +91,23 @@ def recheck(content: Path) -> Report:
         if status == "broken":
             broken.extend(found)
             continue
-        checked += 1
         findings = list(found)
         if d is not None:
             findings += _key_findings(d, file, directory)
+        reviewed.append((dream_id, index, file, findings, d))
+    # The anonymity rules (docs/protocol.md §1.2), as admission applies them to
+    # a batch: here the batch is every logged dream, so a one-time key that
+    # signed two of them marks both.
+    anonymous = [d for *_, d in reviewed if d is not None]
+    refused = anonymity.refusals(anonymous, ())
+    candidates: list[Candidate] = []
+    for dream_id, index, file, findings, d in reviewed:
+        if d is not None and d.id in refused:
+            pointer, rule = refused[d.id]
+            findings.append(Problem(file, pointer, rule))
         if findings:
             candidates.append(Candidate(dream_id, index, file, tuple(findings)))
+    checked = len(reviewed)
     if broken:
         raise InputError(
             broken,
