@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from builder.errors import SignatureError
-from builder.formats import ed25519, strictjson
+from builder.formats import ed25519, strictjson, unicodepolicy
 from builder.text import mdrender, readerview, redact
 from builder.text.redact import Redaction
 from tests import adversarial
@@ -37,6 +37,30 @@ def slow_without_marks(text: str) -> str:
     return "".join(
         c for c in unicodedata.normalize("NFD", text) if unicodedata.category(c) not in ("Mn", "Me")
     )
+
+
+def slow_visible(text: str) -> str:
+    """``text`` less what shows as nothing: Default_Ignorable code points and
+    format characters (Cf), one code point at a time."""
+    return "".join(
+        c
+        for c in text
+        if not unicodepolicy.is_default_ignorable(ord(c)) and unicodedata.category(c) != "Cf"
+    )
+
+
+def slow_fold(views: list[str]) -> list[str]:
+    """NFKC, then each view again less what shows as nothing, then again less marks."""
+    folded = [unicodedata.normalize("NFKC", v) for v in views]
+    folded += [
+        unicodedata.normalize("NFKC", slow_visible(v))
+        for v in folded
+        if not v.isascii() and slow_visible(v) != v
+    ]
+    folded += [
+        unicodedata.normalize("NFKC", slow_without_marks(v)) for v in folded if not v.isascii()
+    ]
+    return folded
 
 
 def slow_reader_texts(text: str, *, markdown: bool = True) -> tuple[str, ...]:
@@ -56,11 +80,7 @@ def slow_reader_texts(text: str, *, markdown: bool = True) -> tuple[str, ...]:
         views.append(_collapse(readerview._DELIMITERS.sub("", decoded)))
     if "%" in text:
         views.append(_collapse(unquote(text)))
-    folded = [unicodedata.normalize("NFKC", v) for v in views]
-    folded += [
-        unicodedata.normalize("NFKC", slow_without_marks(v)) for v in folded if not v.isascii()
-    ]
-    return tuple(dict.fromkeys(folded))
+    return tuple(dict.fromkeys(slow_fold(views)))
 
 
 def slow_findings(dream: dict[str, Any]) -> tuple[Redaction, ...]:
@@ -85,11 +105,7 @@ def slow_findings(dream: dict[str, Any]) -> tuple[Redaction, ...]:
         cut.append(("/entries/0/text", mdrender.clip(entries[0]["text"], 300)))
     for pointer, shown in cut:
         kinds = seen.setdefault(pointer, {})
-        view = unicodedata.normalize("NFKC", _collapse(shown))
-        views = [view]
-        if not view.isascii():
-            views.append(unicodedata.normalize("NFKC", slow_without_marks(view)))
-        for v in dict.fromkeys(views):
+        for v in dict.fromkeys(slow_fold([_collapse(shown)])):
             kinds |= dict.fromkeys(redact.redact_text(v)[1])
     return tuple(Redaction(p, k) for p, kinds in seen.items() for k in kinds)
 

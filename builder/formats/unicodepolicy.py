@@ -106,6 +106,21 @@ class _Set:
 
 
 _DI = _Set(t.DEFAULT_IGNORABLE)
+
+
+def _class_of(*tables: Ranges) -> str:
+    return "".join(
+        re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}"
+        for table in tables
+        for a, b in table
+    )
+
+
+# What shows as nothing: every Default_Ignorable code point and every format
+# character (Cf). A reader sees the text around one as if it were not there,
+# which is how redaction must judge a rendering that holds one (a character
+# reference such as &#x200b; puts it there without the source holding it).
+INVISIBLE = re.compile(f"[{_class_of(t.DEFAULT_IGNORABLE, t.CATEGORY_CF)}]")
 _CATEGORIES = {
     "Cc": _Set(t.CATEGORY_CC),
     "Cf": _Set(t.CATEGORY_CF),

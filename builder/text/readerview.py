@@ -41,6 +41,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from builder.errors import Problem
+from builder.formats import unicodepolicy
 from builder.text import mdrender, redact
 from builder.text.redact import Redaction
 
@@ -191,8 +192,16 @@ def _decoded(text: str) -> str:
 
 
 def _folded(views: list[str]) -> tuple[str, ...]:
-    """``views`` NFKC-normalized, then again less their combining marks, without repeats."""
+    """``views`` NFKC-normalized, then again less what shows as nothing
+    (:data:`builder.formats.unicodepolicy.INVISIBLE`: a rendering may hold
+    one the source only references, ``138&#x200b;1234``), then again less
+    their combining marks, without repeats."""
     folded = [unicodedata.normalize("NFKC", v) for v in views]
+    folded += [
+        unicodedata.normalize("NFKC", unicodepolicy.INVISIBLE.sub("", v))
+        for v in folded
+        if not v.isascii() and unicodepolicy.INVISIBLE.search(v)
+    ]
     folded += [unicodedata.normalize("NFKC", _without_marks(v)) for v in folded if not v.isascii()]
     return tuple(dict.fromkeys(folded))
 

@@ -340,16 +340,24 @@ def _is_basic_credential(value: str) -> bool:
     return ":" in decoded and decoded.isprintable()
 
 
+# The guards of the case-blind rules, as case-blind as the rules' own (?i)
+# (Python's simple case folding: "Authorİzation", "BASİC", "SeCrEt" and a
+# long s match; str.lower() does not fold İ to i, so a guard on it skipped them).
+_AUTHORIZATION = re.compile("authorization", re.IGNORECASE)
+_BEARER_WORD = re.compile("bearer", re.IGNORECASE)
+_BASIC_WORD = re.compile("basic", re.IGNORECASE)
+_SECRET_WORD = re.compile("ecret", re.IGNORECASE)
+
+
 def _auth_credentials(text: str) -> Iterator[tuple[int, int]]:
-    lower = text.lower()
-    if "authorization" in lower:
+    if _AUTHORIZATION.search(text):
         for m in _AUTH_HEADER.finditer(text):
             value = m.group("value")
             if (len(value) >= 8 and m.group("scheme")) or _token_like(value):
                 yield m.span("value")
-    if "bearer" in lower:
+    if _BEARER_WORD.search(text):
         yield from (m.span("value") for m in _BEARER.finditer(text) if _token_like(m["value"]))
-    if "basic" in lower:
+    if _BASIC_WORD.search(text):
         for m in _BASIC.finditer(text):
             if _is_basic_credential(m.group("value")):
                 yield m.span("value")
@@ -369,7 +377,7 @@ _AWS_BARE = re.compile(r"(?<![A-Za-z0-9/+=.\-_\\])[A-Za-z0-9/+]{40}(?![A-Za-z0-9
 def _aws_secrets(text: str) -> Iterator[tuple[int, int]]:
     if len(text) < 40:
         return
-    if "ecret" in text or "ECRET" in text:
+    if _SECRET_WORD.search(text):
         yield from (m.span("value") for m in _AWS_LABELLED.finditer(text))
     if "/" in text or "+" in text:
         for m in _AWS_BARE.finditer(text):
@@ -806,8 +814,8 @@ def _merge(spans: list[_Span], new: list[_Span]) -> list[_Span] | None:
 #   _                         _tokens: gh?_, github_pat_, sk_/rk_ (guards "_", "k_")
 #   PRIVATE KEY               _pem_blocks (its guard)
 #   sk- AKIA AIza gl xox eyJ  _tokens (the other guards, verbatim)
-#   ecret ECRET               _aws_secrets' labelled key (its guard)
-#   authorization bearer basic, in text.lower()
+#   ecret (any case)          _aws_secrets' labelled key (its guard)
+#   authorization bearer basic, any case (their guards: one case-blind search)
 #                             _auth_credentials (its guards, verbatim)
 #   32 hex digits in a row    _hex_runs (its guard, verbatim: a run of a-f alone)
 #
@@ -815,8 +823,9 @@ def _merge(spans: list[_Span], new: list[_Span]) -> list[_Span] | None:
 # text, and every rule to finding nothing wherever _may_match says no.
 
 _NEEDS_CHAR = re.compile(r"[0-9@=+/_]")
-_NEEDS_WORD = ("PRIVATE KEY", "sk-", "AKIA", "AIza", "gl", "xox", "eyJ", "ecret", "ECRET")
-_NEEDS_WORD_LOWER = ("authorization", "bearer", "basic")
+_NEEDS_WORD = ("PRIVATE KEY", "sk-", "AKIA", "AIza", "gl", "xox", "eyJ")
+# The case-blind guards of _auth_credentials and _aws_secrets, in one pass.
+_NEEDS_WORD_ANY_CASE = re.compile("authorization|bearer|basic|ecret", re.IGNORECASE)
 
 
 def _may_match(folded: str) -> bool:
@@ -826,10 +835,8 @@ def _may_match(folded: str) -> bool:
     for word in _NEEDS_WORD:  # a loop, not any(): a generator costs more than the tests
         if word in folded:
             return True
-    lower = folded.lower()
-    for word in _NEEDS_WORD_LOWER:
-        if word in lower:
-            return True
+    if _NEEDS_WORD_ANY_CASE.search(folded):
+        return True
     return len(folded) >= 32 and _has_run(folded, _HEX_SHAPE, b"h" * 32)
 
 
