@@ -31,8 +31,12 @@ from builder.content import keystore
 from builder.formats import dream as dreamfmt
 from builder.formats.checkpoint import Checkpoint
 from builder.formats.note import parse_private_key
+from builder.log import erase, logbuild
+from builder.readers.monitor import NotFoundError, SiteError
 from tests.conftest import REPO
+from tests.pools import make_pool
 from tests.siteapi import shard_files
+from tests.test_logged_dreams import Calls
 from tests.test_agents import (
     ANON_AUTHOR,
     ANON_SEED,
@@ -550,3 +554,53 @@ def test_the_reader_refuses_a_log_holding_a_leaf_section_3_refuses(leaf: bytes, 
     with pytest.raises(mcp_server.ReaderError, match=r"^leaf 1 of the log is no leaf") as info:
         mcp_server.PoolReader._index(cp, leaves)
     assert rule in info.value.quoted
+
+
+# --- a checkout, read lazily and as the build reads it -----------------------------------
+
+
+def test_a_checkout_is_laid_out_as_publish_lays_it_out(tmp_path: Path) -> None:
+    """LogSite makes a dream's record and proof when it is fetched: the bytes
+    logbuild.publish would have laid out, and nothing it would not."""
+    tp = make_pool(tmp_path / "pool")
+    ids = tp.add("ada", 3)
+    signer = parse_private_key(tp.log_key)
+    buildmod.build(tp.content, tmp_path / "site", signer=signer)
+    erase.erase(tp.content, ids[0], "legal", None)
+    buildmod.build(tp.content, tmp_path / "site", signer=signer)
+    log, _ = mcp_server.content_plan(tp.content)
+    plan = logbuild.publish(log)
+    site = mcp_server.LogSite(log, "pool")
+    assert {path: site.fetch(path, 1 << 20) for path in plan} == plan
+    assert f"dreams/{ids[0]}/proof.tlog-proof" in plan  # an erased dream's proof stays
+    for path in (
+        f"dreams/{ids[0]}/record.json",  # erased
+        f"dreams/{ids[1]}/index.html",
+        f"dreams/{ids[1]}",
+        f"dreams/{ids[1]}/record.json/x",
+        f"x/{ids[1]}/record.json",
+        "dreams//record.json",
+    ):
+        assert path not in plan
+        with pytest.raises(NotFoundError):
+            site.fetch(path, 1 << 20)
+    with pytest.raises(SiteError, match="too big"):
+        site.fetch(f"dreams/{ids[1]}/record.json", 10)
+
+
+def test_a_logged_dream_is_not_verified_again_when_a_checkout_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the build does (docs/protocol.md §3.1): a logged dream that commits to its
+    proven leaf is taken by its commitment; only the dream not logged yet is
+    verified and reviewed, and it is not served."""
+    tp = make_pool(tmp_path / "pool")
+    logged = tp.add("ada", 3) + tp.add("bob", 2)
+    buildmod.build(tp.content, tmp_path / "site", signer=parse_private_key(tp.log_key))
+    dates = {d.id: d.date for d in site_model(tp.content).dreams}
+    pending = tp.add("bob", 1)
+    calls = Calls(monkeypatch)
+    log, trusted = mcp_server.content_plan(tp.content)
+    assert (calls.verify, calls.review) == (1, 1)  # the pending dream's, once
+    assert sorted(log.dreams) == sorted(logged) and pending[0] not in log.dreams
+    assert trusted.dates == dates

@@ -118,8 +118,8 @@ __all__ = [
     "UNVERIFIED",
     "ContentSite",
     "DraftResult",
+    "LogSite",
     "McpMissingError",
-    "MemorySite",
     "PoolReader",
     "ReaderError",
     "ToolFailure",
@@ -182,25 +182,47 @@ class ReaderError(MonitorError):
 # --- sites -----------------------------------------------------------------------
 
 
-class MemorySite:
-    """A site held in memory as a plan ``{path: bytes}`` (a :class:`Site`)."""
+class LogSite:
+    """The files :func:`builder.log.logbuild.publish` lays out for ``log``, path for
+    path the same bytes, each dream's made when it is fetched (a :class:`Site`).
 
-    __slots__ = ("_name", "_plan")
+    ``log/…`` (what every refresh reads: the checkpoint, policy, consistency proofs
+    and tiles) and the proofs of erased dreams are laid out at once by
+    :func:`builder.log.logbuild.publish_log`; a logged dream's ``record.json`` and
+    ``proof.tlog-proof`` only when asked for, by the functions
+    :func:`~builder.log.logbuild.publish` calls, so a pool of any size costs nothing
+    per dream until a tool reads that dream."""
 
-    def __init__(self, plan: dict[str, bytes], name: str) -> None:
-        self._plan = plan
+    __slots__ = ("_files", "_log", "_name")
+
+    def __init__(self, log: logbuild.Log, name: str) -> None:
+        self._log = log
+        self._files = logbuild.publish_log(log)  # empty when nothing was ever signed
         self._name = name
 
     def describe(self, path: str) -> str:
         return f"{self._name}: {path}"
 
     def fetch(self, path: str, limit: int) -> bytes:
-        data = self._plan.get(path)
+        data = self._files.get(path)
+        if data is None and self._files:
+            data = self._dream_file(path)
         if data is None:
             raise NotFoundError(f"{self.describe(path)}: no such file")
         if len(data) > limit:
             raise SiteError(f"{self.describe(path)} is over {limit} bytes, too big for its kind")
         return data
+
+    def _dream_file(self, path: str) -> bytes | None:
+        folder, dream_id, name = (path.split("/") + ["", ""])[:3]
+        admitted = self._log.dreams.get(dream_id) if folder == "dreams" else None
+        if admitted is None or path != f"dreams/{dream_id}/{name}":
+            return None
+        if name == "record.json":
+            return logbuild.record_bytes(admitted)
+        if name == "proof.tlog-proof":
+            return logbuild.proof_bytes(self._log.state, self._log.tree, admitted.index)
+        return None
 
 
 class ContentSite:
@@ -210,33 +232,44 @@ class ContentSite:
     Only dreams the log already holds are published (an unlogged dream has no proof
     yet), so nothing is admitted or signed and nothing under ``content/`` is written.
     A log with pending work (an erasure not yet logged, an unsigned tail) is refused:
-    run ``dreampool build`` first. :meth:`reload` rebuilds when the checkout changed.
+    run ``dreampool build`` first. Nothing is read until it is first asked for
+    (:meth:`fetch`, :meth:`reload` or :meth:`trusted`), so a server can answer
+    ``initialize`` at once; :meth:`reload` rebuilds when the checkout changed.
     """
 
-    __slots__ = ("_content", "_fingerprint", "_site", "_trusted")
+    __slots__ = ("_content", "_fingerprint", "_lock", "_site", "_trusted")
 
     def __init__(self, content: Path) -> None:
         self._content = content
-        self._fingerprint = _fingerprint(content)
-        plan, self._trusted = content_plan(content)
-        self._site = MemorySite(plan, str(content))
+        self._fingerprint: tuple[Any, ...] | None = None
+        self._site: LogSite | None = None
+        self._trusted: Trusted | None = None
+        self._lock = threading.RLock()
 
     def describe(self, path: str) -> str:
         return f"{self._content} (built in memory): {path}"
 
     def fetch(self, path: str, limit: int) -> bytes:
-        return self._site.fetch(path, limit)
+        return self._current()[0].fetch(path, limit)
 
     def reload(self) -> None:
-        fingerprint = _fingerprint(self._content)
-        if fingerprint != self._fingerprint:
-            plan, self._trusted = content_plan(self._content)
-            self._site = MemorySite(plan, str(self._content))
-            self._fingerprint = fingerprint
+        with self._lock:
+            fingerprint = _fingerprint(self._content)
+            if self._site is None or fingerprint != self._fingerprint:
+                log, self._trusted = content_plan(self._content)
+                self._site = LogSite(log, str(self._content))
+                self._fingerprint = fingerprint
 
     def trusted(self) -> Trusted:
         """Tiers, dates, title and k of the checkout as last reloaded."""
-        return self._trusted
+        return self._current()[1]
+
+    def _current(self) -> tuple[LogSite, Trusted]:
+        with self._lock:
+            if self._site is None:
+                self.reload()
+            assert self._site is not None and self._trusted is not None
+            return self._site, self._trusted
 
 
 def _fingerprint(content: Path) -> tuple[Any, ...]:
@@ -269,13 +302,19 @@ class Trusted:
     dates: Mapping[str, str]  # dream id → date
 
 
-def content_plan(content: Path) -> tuple[dict[str, bytes], Trusted]:
-    """``log/…`` and ``dreams/<id>/…`` of the checkout's logged dreams, and what the
-    checkout says of them (:class:`Trusted`).
+def content_plan(content: Path) -> tuple[logbuild.Log, Trusted]:
+    """The log of the checkout's logged dreams, whose files :class:`LogSite` lays
+    out (``log/…`` and ``dreams/<id>/…``), and what the checkout says of them
+    (:class:`Trusted`).
 
-    Raises :class:`~builder.errors.DreampoolError` if the pool or its log is broken or
-    has pending work. Writes nothing: only already logged dreams are passed to
-    :func:`builder.log.logbuild.update`, with no signer, so it has nothing to add.
+    The build's own path (builder.build): the log is proven against its signed
+    checkpoints first, so a logged dream file that commits with its salt to its
+    proven leaf is read by the strict parser alone and taken as it is (its
+    signature and review ran when it was admitted: docs/protocol.md §3.1); any
+    other file is checked in full. Raises :class:`~builder.errors.DreampoolError`
+    if the pool or its log is broken or has pending work. Writes nothing: only
+    already logged dreams are passed to :func:`builder.log.logbuild.update`, with no
+    signer, so it has nothing to add.
     """
     config = pool.load_config(content)
     directory, problems = pool.load_keys(content)
@@ -283,20 +322,25 @@ def content_plan(content: Path) -> tuple[dict[str, bytes], Trusted]:
         raise InputError(
             problems, hint="fix the key directory (content/keys); see `dreampool check`"
         )
-    scanned, _refused = pool.scan_dreams(content, directory)
-    state = logstate.load(content)
-    if state.policy is None:
-        raise PoolError(
-            f"{content} has no log yet",
-            hint="build the pool once with its log key (`dreampool build`), then serve it",
-        )
-    logged = set(logbuild.logged_dreams(state.leaves))
     try:
+        proven = logbuild.prove(content, origin=config.origin, signer=None)
+        if proven.state.policy is None:
+            raise PoolError(
+                f"{content} has no log yet",
+                hint="build the pool once with its log key (`dreampool build`), then serve it",
+            )
+        commitments: dict[Any, Any] = {}  # the scan's, so the log stage need not redo them
+        scanned, _refused = pool.scan_dreams(
+            content, directory, proven=proven, commitments=commitments
+        )
+        logged = set(logbuild.logged_dreams(proven.state.leaves))
         log = logbuild.update(
             content,
             [s for s in scanned if s.dream.id in logged],
             origin=config.origin,
             signer=None,
+            commitments=commitments,
+            proven=proven,
         )
     except LogError as exc:
         raise LogError(
@@ -304,14 +348,14 @@ def content_plan(content: Path) -> tuple[dict[str, bytes], Trusted]:
             hint="the checkout has log work pending or a damaged log; run `dreampool check`, "
             "then `dreampool build` with the log key, and start the server again",
         ) from exc
-    view = model.build_model(log, directory, config, base_url=config.base_url)
     trusted = Trusted(
         config.title,
         config.k,
         {key_id: entry.tier for key_id, entry in directory.keys.items()},
-        {d.id: d.date for d in view.dreams},
+        # The dates the site model shows (builder.site.model.build_model): the log state's.
+        {dream_id: admitted.date for dream_id, admitted in log.dreams.items()},
     )
-    return logbuild.publish(log), trusted
+    return log, trusted
 
 
 # --- the verified pool -----------------------------------------------------------
