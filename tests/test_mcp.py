@@ -28,6 +28,7 @@ from mcp.types import CallToolResult, TextContent
 from builder import build as buildmod
 from builder.agents import mcp_server
 from builder.content import keystore
+from builder.errors import PoolError
 from builder.formats import dream as dreamfmt
 from builder.formats.checkpoint import Checkpoint
 from builder.formats.note import parse_private_key
@@ -557,6 +558,48 @@ def test_the_reader_refuses_a_log_holding_a_leaf_section_3_refuses(leaf: bytes, 
 
 
 # --- a checkout, read lazily and as the build reads it -----------------------------------
+
+
+def test_a_checkout_is_read_on_the_first_call_not_before(
+    hostile: Hostile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`dreampool mcp --content` answers `initialize` before it reads the pool (a large
+    pool took a minute, and MCP clients give up near that); the first call reads it,
+    and a call on an unchanged checkout does not read it again."""
+    content = hostile.tp.content
+    eager = mcp_server.Tools(mcp_server.open_reader(None, content), content=content)
+    plans: list[Path] = []
+    real_plan = mcp_server.content_plan
+
+    def counted(path: Path) -> Any:
+        plans.append(path)
+        return real_plan(path)
+
+    monkeypatch.setattr(mcp_server, "content_plan", counted)
+    reader = mcp_server.open_reader(None, content, lazy=True)
+    tools = mcp_server.Tools(reader, content=content)
+    mcp_server.build_server(tools)
+    said = mcp_server.instructions(reader)
+    assert plans == []
+    # The same instructions as once read: pool.yaml's origin, the checkout's tiers.
+    assert said == mcp_server.instructions(eager.reader)
+    assert mcp_server.CONTENT_TRUST_NOTE in said
+    # The same answers, byte for byte, as a reader that read the pool first.
+    assert tools.dream_list(limit=100).text == eager.dream_list(limit=100).text
+    assert plans == [content]
+    assert tools.dream_get(hostile.member).text == eager.dream_get(hostile.member).text
+    assert tools.dream_stats().data == eager.dream_stats().data
+    assert tools.dream_digest().text == eager.dream_digest().text
+    assert plans == [content]
+
+
+def test_a_broken_checkout_is_reported_by_the_call_that_reads_it(tmp_path: Path) -> None:
+    tp = make_pool(tmp_path / "pool")
+    tp.add("ada", 1)
+    reader = mcp_server.open_reader(None, tp.content, lazy=True)  # no log yet: read later
+    reader.warm().join()
+    with pytest.raises(PoolError, match="has no log yet"):
+        mcp_server.Tools(reader, content=tp.content).dream_list()
 
 
 def test_a_checkout_is_laid_out_as_publish_lays_it_out(tmp_path: Path) -> None:

@@ -88,7 +88,7 @@ from builder.formats import merkle, tiles
 from builder.formats.b64 import b64_encode
 from builder.formats.checkpoint import Checkpoint, parse_checkpoint
 from builder.formats.note import split_note
-from builder.formats.policy import MAX_POLICY_SIZE, parse_policy
+from builder.formats.policy import MAX_POLICY_SIZE, Policy, parse_policy
 from builder.formats.tlogproof import MAX_TLOG_PROOF_SIZE, parse_tlog_proof
 from builder.log import logbuild, logstate
 from builder.readers.lightclient import (
@@ -403,6 +403,10 @@ class PoolReader:
     Thread-safe: the SDK runs tools in worker threads, so every public method holds
     one lock. Verified dreams are cached by id (a record never changes; erasure
     removes it from the log's dream set, which is checked on every refresh).
+
+    With ``origin`` given, nothing is read until the first :meth:`refresh` (which
+    pins the policy, step 1) or :meth:`warm`: the server answers ``initialize``
+    with ``origin`` as the pool's name (:attr:`origin`) while the pool is read.
     """
 
     def __init__(
@@ -415,6 +419,7 @@ class PoolReader:
         reload: Callable[[], None] | None = None,
         link_base: str | None = None,
         trusted: Callable[[], Trusted] | None = None,
+        origin: str | None = None,
     ) -> None:
         self.site = site
         self.kind = kind
@@ -425,24 +430,57 @@ class PoolReader:
         # Module doc, **Trust**: None over a site, so every dream is guest.
         self.trusted: Trusted | None = None
         self._lock = threading.RLock()
-        # Step 1 of the module doc: the policy is pinned once.
-        self.policy_bytes = (
-            policy if policy is not None else site.fetch(POLICY_PATH, MAX_POLICY_SIZE)
-        )
-        self.policy = parse_policy(self.policy_bytes)
+        self._pinned = policy
+        self._origin = origin
+        self.policy_bytes = b""
+        self.policy: Policy | None = None
         self._snap = Snapshot()
         self._verified: dict[str, Verified] = {}
-        self.refresh()
+        if origin is None:
+            self.refresh()
+
+    @property
+    def origin(self) -> str:
+        """The origin the log signs once it is read; before, the ``origin`` given."""
+        return self._snap.origin or (self._origin or "")
+
+    @property
+    def serves_checkout(self) -> bool:
+        """Whether a checkout says the tiers (module doc, **Trust**), read or not yet."""
+        return self._trusted_source is not None
+
+    def warm(self) -> threading.Thread:
+        """Read the pool in a daemon thread: the first call waits for it (the lock)
+        instead of starting it. An error is left for that call, which reads again
+        and meets it."""
+
+        def read() -> None:
+            try:
+                self.refresh()
+            except DreampoolError:
+                pass
+
+        thread = threading.Thread(target=read, name="dreampool-mcp-read", daemon=True)
+        thread.start()
+        return thread
 
     # -- refreshing --------------------------------------------------------------
 
     def refresh(self) -> Snapshot:
         """Steps 2–3: the current checkpoint, proved to extend the last one, and its leaves."""
         with self._lock:
+            policy = self.policy
+            if policy is None:
+                # Step 1 of the module doc: the policy is pinned once.
+                pinned = self._pinned
+                if pinned is None:
+                    pinned = self.site.fetch(POLICY_PATH, MAX_POLICY_SIZE)
+                policy = self.policy = parse_policy(pinned)
+                self.policy_bytes = pinned
             if self._reload is not None:
                 self._reload()
             snap = self._snap
-            verdict = check_site(self.policy, snap.note, self.site)
+            verdict = check_site(policy, snap.note, self.site)
             if verdict.status in ("rollback", "fork"):
                 raise ReaderError(
                     f"{verdict.status}: the checkpoint seen before has size {snap.size}, "
@@ -1289,9 +1327,11 @@ INSTRUCTIONS = (
 
 def instructions(reader: PoolReader) -> str:
     """The server's instructions: :data:`INSTRUCTIONS` with the log's origin (signed by
-    the checkpoint, made printable) and where tiers come from (module doc, **Trust**)."""
-    trust = CONTENT_TRUST_NOTE if reader.trusted is not None else SITE_TRUST_NOTE
-    origin = printable(reader.snapshot.origin)
+    the checkpoint, made printable; over a checkout not read yet, the origin in its
+    ``pool.yaml``, which reading it proves the log's policy names) and where tiers
+    come from (module doc, **Trust**)."""
+    trust = CONTENT_TRUST_NOTE if reader.serves_checkout else SITE_TRUST_NOTE
+    origin = printable(reader.origin)
     return INSTRUCTIONS.replace("{trust}", trust).replace("{origin}", origin)
 
 
@@ -1320,8 +1360,13 @@ def build_server(tools: Tools) -> MCPServer[Any]:
 # --- the command -------------------------------------------------------------------
 
 
-def open_reader(site: str | None, content: Path | None, policy: Path | None = None) -> PoolReader:
-    """A :class:`PoolReader` over ``site`` (a directory or http(s) URL) or ``content``."""
+def open_reader(
+    site: str | None, content: Path | None, policy: Path | None = None, *, lazy: bool = False
+) -> PoolReader:
+    """A :class:`PoolReader` over ``site`` (a directory or http(s) URL) or ``content``.
+
+    With ``lazy``, a checkout is not read (only its ``pool.yaml``, for the origin)
+    until the reader's first call or :meth:`PoolReader.warm`; a site is read at once."""
     if (site is None) == (content is None):
         raise PoolError("give exactly one of --site DIR_OR_URL and --content DIR")
     pinned = None
@@ -1332,15 +1377,14 @@ def open_reader(site: str | None, content: Path | None, policy: Path | None = No
             raise PoolError(f"policy {policy}: {exc.strerror or exc}") from None
     if content is not None:
         source = ContentSite(content)
-        if pinned is None:
-            pinned = source.fetch(POLICY_PATH, MAX_POLICY_SIZE)
         return PoolReader(
             source,
             kind="content",
             location=str(content),
-            policy=pinned,
+            policy=pinned,  # None: the checkout's content/log/policy, pinned on first read
             reload=source.reload,
             trusted=source.trusted,
+            origin=pool.load_config(content).origin if lazy else None,
         )
     assert site is not None
     remote = site.startswith(("http://", "https://"))
@@ -1350,9 +1394,15 @@ def open_reader(site: str | None, content: Path | None, policy: Path | None = No
 
 def run(site: str | None, content: Path | None, policy: Path | None = None) -> None:
     """Serve the pool over stdio until the client closes it. Errors before serving
-    (unreadable site, bad checkpoint) raise :class:`DreampoolError`."""
-    reader = open_reader(site, content, policy)
-    build_server(Tools(reader, content=content)).run("stdio")
+    (unreadable site, bad checkpoint; a checkout's ``pool.yaml``) raise
+    :class:`DreampoolError`. A checkout is read in the background while the server
+    answers ``initialize``; a call that comes first waits for it, and a broken
+    checkout is reported by every call (:func:`error_text`)."""
+    reader = open_reader(site, content, policy, lazy=content is not None)
+    server = build_server(Tools(reader, content=content))
+    if content is not None:
+        reader.warm()
+    server.run("stdio")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
