@@ -34,6 +34,7 @@ from builder.formats.checkpoint import Checkpoint
 from builder.formats.note import parse_private_key
 from builder.log import erase, logbuild
 from builder.readers.monitor import NotFoundError, SiteError
+from builder.site import patterns
 from tests.conftest import REPO
 from tests.pools import make_pool
 from tests.siteapi import shard_files
@@ -43,11 +44,13 @@ from tests.test_agents import (
     ANON_SEED,
     HOSTILE_AUTHOR,
     HOSTILE_SEED,
+    MEMBER_SEED,
     Hostile,
     assert_fully_quoted,
     hostile_fields,
     make_hostile_pool,
     seed_key,
+    set_tier,
     site_model,
     split_document,
     strings,
@@ -647,3 +650,31 @@ def test_a_logged_dream_is_not_verified_again_when_a_checkout_is_read(
     assert (calls.verify, calls.review) == (1, 1)  # the pending dream's, once
     assert sorted(log.dreams) == sorted(logged) and pending[0] not in log.dreams
     assert trusted.dates == dates
+
+
+def test_stats_find_patterns_once_per_pool_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """dream_stats' keywords (jieba, ≈330 µs a dream) are found once for a state of
+    the pool and kept; a changed checkout (a key's tier) or log finds them again."""
+    hostile = make_hostile_pool(tmp_path / "pool")
+    content = hostile.tp.content
+    tools = mcp_server.Tools(mcp_server.open_reader(None, content, lazy=True), content=content)
+    found: list[int] = []
+    real = patterns.compute_patterns
+
+    def counted(*args: Any, **kw: Any) -> patterns.Patterns:
+        found.append(1)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(patterns, "compute_patterns", counted)
+    first = tools.dream_stats()
+    assert tools.dream_stats().data == first.data and len(found) == 1
+    set_tier(content, seed_key(MEMBER_SEED), "guest")
+    changed = tools.dream_stats()
+    assert len(found) == 2 and changed.data["by_tier"] != first.data["by_tier"]
+    fresh = mcp_server.Tools(mcp_server.open_reader(None, content), content=content)
+    assert fresh.dream_stats().text == changed.text
+    hostile.tp.add("ada", 1)
+    buildmod.build(content, hostile.site, signer=parse_private_key(hostile.tp.log_key))
+    assert tools.dream_stats().data["dreams"] == changed.data["dreams"] + 1 and len(found) == 4

@@ -759,6 +759,8 @@ class Tools:
         # Keywords of each counted dream by id, for the next dream_stats (builder.site.patterns).
         self._words: dict[str, patterns.DreamWords] = {}
         self._words_lock = threading.Lock()
+        # The last patterns found, and the pool state they were found for (_patterns).
+        self._found: tuple[tuple[Any, ...], patterns.Patterns] | None = None
 
     # -- shared ------------------------------------------------------------------
 
@@ -955,10 +957,17 @@ class Tools:
     ) -> patterns.Patterns | None:
         """What the patterns page of this pool would show (its rule and its code,
         :func:`builder.site.patterns.compute_patterns`), or None over a site: no tier is
-        signed, every dream is guest, and guests never count."""
+        signed, every dream is guest, and guests never count.
+
+        Found once per pool state and kept: the same log (its root: which dreams, and
+        what each says), the same dreams verified, and the same checkout (tiers, k)."""
         trusted = self.reader.trusted
         if trusted is None:
             return None
+        state = (snap.size, snap.root, trusted, tuple(d.id for d in views))
+        with self._words_lock:
+            if self._found is not None and self._found[0] == state:
+                return self._found[1]
         view = SiteModel(
             title=trusted.title,
             origin=snap.origin,
@@ -976,7 +985,9 @@ class Tools:
             bodies=bodies,
         )
         with self._words_lock:
-            return patterns.compute_patterns(view, limit=STATS_KEYWORDS, words=self._words)
+            found = patterns.compute_patterns(view, limit=STATS_KEYWORDS, words=self._words)
+            self._found = (state, found)
+            return found
 
     def dream_stats(self) -> Output:
         snap = self.reader.refresh()
