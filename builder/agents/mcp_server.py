@@ -25,11 +25,15 @@ it, and :mod:`builder.agents.mcp_sdk`, imported only to serve, declares the tool
 
 **What is read, and what is verified.** One code path reads a built site (a
 directory, or an http(s) URL) through :class:`builder.readers.monitor.Site`. ``--content DIR``
-first builds the site's log files in memory from a pool checkout (logged dreams only;
-nothing is written) and reads those the same way.
+reads a pool checkout as ``dreampool build`` does (the log proven first, a logged dream
+taken by its leaf's commitment: docs/protocol.md §3.1), lays out the site's log files in
+memory (logged dreams only, a dream's files when they are read; nothing is written) and
+reads those the same way. A checkout is read after the server answers ``initialize``,
+in the background; the first call waits for it (:meth:`PoolReader.warm`).
 
-1. The log policy is pinned when the server starts: ``--policy``, else the site's
-   ``log/policy`` (trust on first use), else ``content/log/policy``.
+1. The log policy is pinned when the server starts, or over a checkout when it is first
+   read: ``--policy``, else the site's ``log/policy`` (trust on first use), else
+   ``content/log/policy``.
 2. On every call the current ``log/checkpoint`` is verified with the pinned policy and,
    as :mod:`builder.readers.monitor` does, proved consistent with the one seen before; a
    rollback or fork stops the call with the evidence.
