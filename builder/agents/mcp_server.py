@@ -989,7 +989,10 @@ class Tools:
             bodies=bodies,
         )
         with self._words_lock:
-            found = patterns.compute_patterns(view, limit=STATS_KEYWORDS, words=self._words)
+            # The words not known yet on every core, as the build finds them (jieba).
+            found = patterns.compute_patterns(
+                view, limit=STATS_KEYWORDS, words=self._words, spread=True
+            )
             self._found = (state, found)
             return found
 
