@@ -38,7 +38,6 @@ from builder.site import patterns
 from tests.conftest import REPO
 from tests.pools import make_pool
 from tests.siteapi import shard_files
-from tests.test_logged_dreams import Calls
 from tests.test_agents import (
     ANON_AUTHOR,
     ANON_SEED,
@@ -56,6 +55,7 @@ from tests.test_agents import (
     strings,
     submit_signed,
 )
+from tests.test_logged_dreams import Calls
 
 TOOLS = ["dream_digest", "dream_draft", "dream_get", "dream_list", "dream_stats", "dream_verify"]
 

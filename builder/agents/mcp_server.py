@@ -73,6 +73,7 @@ errors (:func:`error_text`): the server's own words, and anything else quoted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -94,7 +95,7 @@ from builder.formats.checkpoint import Checkpoint, parse_checkpoint
 from builder.formats.note import split_note
 from builder.formats.policy import MAX_POLICY_SIZE, Policy, parse_policy
 from builder.formats.tlogproof import MAX_TLOG_PROOF_SIZE, parse_tlog_proof
-from builder.log import logbuild, logstate
+from builder.log import logbuild
 from builder.readers.lightclient import (
     MAX_CONSISTENCY_SIZE,
     MAX_RECORD_SIZE,
@@ -218,7 +219,7 @@ class LogSite:
         return data
 
     def _dream_file(self, path: str) -> bytes | None:
-        folder, dream_id, name = (path.split("/") + ["", ""])[:3]
+        folder, dream_id, name = [*path.split("/"), "", ""][:3]
         admitted = self._log.dreams.get(dream_id) if folder == "dreams" else None
         if admitted is None or path != f"dreams/{dream_id}/{name}":
             return None
@@ -459,10 +460,8 @@ class PoolReader:
         and meets it."""
 
         def read() -> None:
-            try:
+            with contextlib.suppress(DreampoolError):
                 self.refresh()
-            except DreampoolError:
-                pass
 
         thread = threading.Thread(target=read, name="dreampool-mcp-read", daemon=True)
         thread.start()
