@@ -882,3 +882,27 @@ def test_imports_no_pipeline_module(module: str, own: set[str]) -> None:
     ).stdout.split()
     assert module in out
     assert set(out) <= FORMAT_MODULES | own, set(out) - FORMAT_MODULES - own
+
+
+def test_each_checkpoint_is_verified_once_for_many_proofs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader checking every dream of a log (dreampool mcp's dream_stats) opened the
+    same checkpoint twice a dream; now once, kept by its bytes, and a note that fails
+    is never kept: a mangled one fails every time, the good one verifies after it."""
+    log = standard_log()
+    opened: list[bytes] = []
+    real = lightclient.verify_checkpoint
+
+    def counted(policy: Policy, note: bytes) -> Any:
+        opened.append(note)
+        return real(policy, note)
+
+    monkeypatch.setattr(lightclient, "verify_checkpoint", counted)
+    lightclient._verified_note.cache_clear()
+    newer, consistency = log.checkpoints[LARGE], log.consistency(SMALL, LARGE)
+    for title in ("first", "second", "third"):
+        assert step_of(log.proof(title), log.record(title), log.policy, newer, consistency) is None
+    assert sorted(opened) == sorted([log.checkpoints[SMALL], newer])
+    bad = replaced(newer, 10, flip(10, newer[10]))
+    for _ in range(2):
+        assert step_of(log.proof("first"), log.record("first"), log.policy, bad, consistency) == 5
+    assert opened.count(bad) == 2

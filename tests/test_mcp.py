@@ -28,26 +28,34 @@ from mcp.types import CallToolResult, TextContent
 from builder import build as buildmod
 from builder.agents import mcp_server
 from builder.content import keystore
+from builder.errors import PoolError
 from builder.formats import dream as dreamfmt
 from builder.formats.checkpoint import Checkpoint
 from builder.formats.note import parse_private_key
+from builder.log import erase, logbuild
+from builder.readers.monitor import NotFoundError, SiteError
+from builder.site import patterns
 from tests.conftest import REPO
+from tests.pools import make_pool
 from tests.siteapi import shard_files
 from tests.test_agents import (
     ANON_AUTHOR,
     ANON_SEED,
     HOSTILE_AUTHOR,
     HOSTILE_SEED,
+    MEMBER_SEED,
     Hostile,
     assert_fully_quoted,
     hostile_fields,
     make_hostile_pool,
     seed_key,
+    set_tier,
     site_model,
     split_document,
     strings,
     submit_signed,
 )
+from tests.test_logged_dreams import Calls
 
 TOOLS = ["dream_digest", "dream_draft", "dream_get", "dream_list", "dream_stats", "dream_verify"]
 
@@ -550,3 +558,123 @@ def test_the_reader_refuses_a_log_holding_a_leaf_section_3_refuses(leaf: bytes, 
     with pytest.raises(mcp_server.ReaderError, match=r"^leaf 1 of the log is no leaf") as info:
         mcp_server.PoolReader._index(cp, leaves)
     assert rule in info.value.quoted
+
+
+# --- a checkout, read lazily and as the build reads it -----------------------------------
+
+
+def test_a_checkout_is_read_on_the_first_call_not_before(
+    hostile: Hostile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`dreampool mcp --content` answers `initialize` before it reads the pool (a large
+    pool took a minute, and MCP clients give up near that); the first call reads it,
+    and a call on an unchanged checkout does not read it again."""
+    content = hostile.tp.content
+    eager = mcp_server.Tools(mcp_server.open_reader(None, content), content=content)
+    plans: list[Path] = []
+    real_plan = mcp_server.content_plan
+
+    def counted(path: Path) -> Any:
+        plans.append(path)
+        return real_plan(path)
+
+    monkeypatch.setattr(mcp_server, "content_plan", counted)
+    reader = mcp_server.open_reader(None, content, lazy=True)
+    tools = mcp_server.Tools(reader, content=content)
+    mcp_server.build_server(tools)
+    said = mcp_server.instructions(reader)
+    assert plans == []
+    # The same instructions as once read: pool.yaml's origin, the checkout's tiers.
+    assert said == mcp_server.instructions(eager.reader)
+    assert mcp_server.CONTENT_TRUST_NOTE in said
+    # The same answers, byte for byte, as a reader that read the pool first.
+    assert tools.dream_list(limit=100).text == eager.dream_list(limit=100).text
+    assert plans == [content]
+    assert tools.dream_get(hostile.member).text == eager.dream_get(hostile.member).text
+    assert tools.dream_stats().data == eager.dream_stats().data
+    assert tools.dream_digest().text == eager.dream_digest().text
+    assert plans == [content]
+
+
+def test_a_broken_checkout_is_reported_by_the_call_that_reads_it(tmp_path: Path) -> None:
+    tp = make_pool(tmp_path / "pool")
+    tp.add("ada", 1)
+    reader = mcp_server.open_reader(None, tp.content, lazy=True)  # no log yet: read later
+    reader.warm().join()
+    with pytest.raises(PoolError, match="has no log yet"):
+        mcp_server.Tools(reader, content=tp.content).dream_list()
+
+
+def test_a_checkout_is_laid_out_as_publish_lays_it_out(tmp_path: Path) -> None:
+    """LogSite makes a dream's record and proof when it is fetched: the bytes
+    logbuild.publish would have laid out, and nothing it would not."""
+    tp = make_pool(tmp_path / "pool")
+    ids = tp.add("ada", 3)
+    signer = parse_private_key(tp.log_key)
+    buildmod.build(tp.content, tmp_path / "site", signer=signer)
+    erase.erase(tp.content, ids[0], "legal", None)
+    buildmod.build(tp.content, tmp_path / "site", signer=signer)
+    log, _ = mcp_server.content_plan(tp.content)
+    plan = logbuild.publish(log)
+    site = mcp_server.LogSite(log, "pool")
+    assert {path: site.fetch(path, 1 << 20) for path in plan} == plan
+    assert f"dreams/{ids[0]}/proof.tlog-proof" in plan  # an erased dream's proof stays
+    for path in (
+        f"dreams/{ids[0]}/record.json",  # erased
+        f"dreams/{ids[1]}/index.html",
+        f"dreams/{ids[1]}",
+        f"dreams/{ids[1]}/record.json/x",
+        f"x/{ids[1]}/record.json",
+        "dreams//record.json",
+    ):
+        assert path not in plan
+        with pytest.raises(NotFoundError):
+            site.fetch(path, 1 << 20)
+    with pytest.raises(SiteError, match="too big"):
+        site.fetch(f"dreams/{ids[1]}/record.json", 10)
+
+
+def test_a_logged_dream_is_not_verified_again_when_a_checkout_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the build does (docs/protocol.md §3.1): a logged dream that commits to its
+    proven leaf is taken by its commitment; only the dream not logged yet is
+    verified and reviewed, and it is not served."""
+    tp = make_pool(tmp_path / "pool")
+    logged = tp.add("ada", 3) + tp.add("bob", 2)
+    buildmod.build(tp.content, tmp_path / "site", signer=parse_private_key(tp.log_key))
+    dates = {d.id: d.date for d in site_model(tp.content).dreams}
+    pending = tp.add("bob", 1)
+    calls = Calls(monkeypatch)
+    log, trusted = mcp_server.content_plan(tp.content)
+    assert (calls.verify, calls.review) == (1, 1)  # the pending dream's, once
+    assert sorted(log.dreams) == sorted(logged) and pending[0] not in log.dreams
+    assert trusted.dates == dates
+
+
+def test_stats_find_patterns_once_per_pool_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """dream_stats' keywords (jieba, ≈330 µs a dream) are found once for a state of
+    the pool and kept; a changed checkout (a key's tier) or log finds them again."""
+    hostile = make_hostile_pool(tmp_path / "pool")
+    content = hostile.tp.content
+    tools = mcp_server.Tools(mcp_server.open_reader(None, content, lazy=True), content=content)
+    found: list[int] = []
+    real = patterns.compute_patterns
+
+    def counted(*args: Any, **kw: Any) -> patterns.Patterns:
+        found.append(1)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(patterns, "compute_patterns", counted)
+    first = tools.dream_stats()
+    assert tools.dream_stats().data == first.data and len(found) == 1
+    set_tier(content, seed_key(MEMBER_SEED), "guest")
+    changed = tools.dream_stats()
+    assert len(found) == 2 and changed.data["by_tier"] != first.data["by_tier"]
+    fresh = mcp_server.Tools(mcp_server.open_reader(None, content), content=content)
+    assert fresh.dream_stats().text == changed.text
+    hostile.tp.add("ada", 1)
+    buildmod.build(content, hostile.site, signer=parse_private_key(hostile.tp.log_key))
+    assert tools.dream_stats().data["dreams"] == changed.data["dreams"] + 1 and len(found) == 4

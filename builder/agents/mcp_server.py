@@ -25,11 +25,15 @@ it, and :mod:`builder.agents.mcp_sdk`, imported only to serve, declares the tool
 
 **What is read, and what is verified.** One code path reads a built site (a
 directory, or an http(s) URL) through :class:`builder.readers.monitor.Site`. ``--content DIR``
-first builds the site's log files in memory from a pool checkout (logged dreams only;
-nothing is written) and reads those the same way.
+reads a pool checkout as ``dreampool build`` does (the log proven first, a logged dream
+taken by its leaf's commitment: docs/protocol.md §3.1), lays out the site's log files in
+memory (logged dreams only, a dream's files when they are read; nothing is written) and
+reads those the same way. A checkout is read after the server answers ``initialize``,
+in the background; the first call waits for it (:meth:`PoolReader.warm`).
 
-1. The log policy is pinned when the server starts: ``--policy``, else the site's
-   ``log/policy`` (trust on first use), else ``content/log/policy``.
+1. The log policy is pinned when the server starts, or over a checkout when it is first
+   read: ``--policy``, else the site's ``log/policy`` (trust on first use), else
+   ``content/log/policy``.
 2. On every call the current ``log/checkpoint`` is verified with the pinned policy and,
    as :mod:`builder.readers.monitor` does, proved consistent with the one seen before; a
    rollback or fork stops the call with the evidence.
@@ -69,6 +73,7 @@ errors (:func:`error_text`): the server's own words, and anything else quoted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -88,9 +93,9 @@ from builder.formats import merkle, tiles
 from builder.formats.b64 import b64_encode
 from builder.formats.checkpoint import Checkpoint, parse_checkpoint
 from builder.formats.note import split_note
-from builder.formats.policy import MAX_POLICY_SIZE, parse_policy
+from builder.formats.policy import MAX_POLICY_SIZE, Policy, parse_policy
 from builder.formats.tlogproof import MAX_TLOG_PROOF_SIZE, parse_tlog_proof
-from builder.log import logbuild, logstate
+from builder.log import logbuild
 from builder.readers.lightclient import (
     MAX_CONSISTENCY_SIZE,
     MAX_RECORD_SIZE,
@@ -118,8 +123,8 @@ __all__ = [
     "UNVERIFIED",
     "ContentSite",
     "DraftResult",
+    "LogSite",
     "McpMissingError",
-    "MemorySite",
     "PoolReader",
     "ReaderError",
     "ToolFailure",
@@ -182,25 +187,47 @@ class ReaderError(MonitorError):
 # --- sites -----------------------------------------------------------------------
 
 
-class MemorySite:
-    """A site held in memory as a plan ``{path: bytes}`` (a :class:`Site`)."""
+class LogSite:
+    """The files :func:`builder.log.logbuild.publish` lays out for ``log``, path for
+    path the same bytes, each dream's made when it is fetched (a :class:`Site`).
 
-    __slots__ = ("_name", "_plan")
+    ``log/…`` (what every refresh reads: the checkpoint, policy, consistency proofs
+    and tiles) and the proofs of erased dreams are laid out at once by
+    :func:`builder.log.logbuild.publish_log`; a logged dream's ``record.json`` and
+    ``proof.tlog-proof`` only when asked for, by the functions
+    :func:`~builder.log.logbuild.publish` calls, so a pool of any size costs nothing
+    per dream until a tool reads that dream."""
 
-    def __init__(self, plan: dict[str, bytes], name: str) -> None:
-        self._plan = plan
+    __slots__ = ("_files", "_log", "_name")
+
+    def __init__(self, log: logbuild.Log, name: str) -> None:
+        self._log = log
+        self._files = logbuild.publish_log(log)  # empty when nothing was ever signed
         self._name = name
 
     def describe(self, path: str) -> str:
         return f"{self._name}: {path}"
 
     def fetch(self, path: str, limit: int) -> bytes:
-        data = self._plan.get(path)
+        data = self._files.get(path)
+        if data is None and self._files:
+            data = self._dream_file(path)
         if data is None:
             raise NotFoundError(f"{self.describe(path)}: no such file")
         if len(data) > limit:
             raise SiteError(f"{self.describe(path)} is over {limit} bytes, too big for its kind")
         return data
+
+    def _dream_file(self, path: str) -> bytes | None:
+        folder, dream_id, name = [*path.split("/"), "", ""][:3]
+        admitted = self._log.dreams.get(dream_id) if folder == "dreams" else None
+        if admitted is None or path != f"dreams/{dream_id}/{name}":
+            return None
+        if name == "record.json":
+            return logbuild.record_bytes(admitted)
+        if name == "proof.tlog-proof":
+            return logbuild.proof_bytes(self._log.state, self._log.tree, admitted.index)
+        return None
 
 
 class ContentSite:
@@ -210,33 +237,44 @@ class ContentSite:
     Only dreams the log already holds are published (an unlogged dream has no proof
     yet), so nothing is admitted or signed and nothing under ``content/`` is written.
     A log with pending work (an erasure not yet logged, an unsigned tail) is refused:
-    run ``dreampool build`` first. :meth:`reload` rebuilds when the checkout changed.
+    run ``dreampool build`` first. Nothing is read until it is first asked for
+    (:meth:`fetch`, :meth:`reload` or :meth:`trusted`), so a server can answer
+    ``initialize`` at once; :meth:`reload` rebuilds when the checkout changed.
     """
 
-    __slots__ = ("_content", "_fingerprint", "_site", "_trusted")
+    __slots__ = ("_content", "_fingerprint", "_lock", "_site", "_trusted")
 
     def __init__(self, content: Path) -> None:
         self._content = content
-        self._fingerprint = _fingerprint(content)
-        plan, self._trusted = content_plan(content)
-        self._site = MemorySite(plan, str(content))
+        self._fingerprint: tuple[Any, ...] | None = None
+        self._site: LogSite | None = None
+        self._trusted: Trusted | None = None
+        self._lock = threading.RLock()
 
     def describe(self, path: str) -> str:
         return f"{self._content} (built in memory): {path}"
 
     def fetch(self, path: str, limit: int) -> bytes:
-        return self._site.fetch(path, limit)
+        return self._current()[0].fetch(path, limit)
 
     def reload(self) -> None:
-        fingerprint = _fingerprint(self._content)
-        if fingerprint != self._fingerprint:
-            plan, self._trusted = content_plan(self._content)
-            self._site = MemorySite(plan, str(self._content))
-            self._fingerprint = fingerprint
+        with self._lock:
+            fingerprint = _fingerprint(self._content)
+            if self._site is None or fingerprint != self._fingerprint:
+                log, self._trusted = content_plan(self._content)
+                self._site = LogSite(log, str(self._content))
+                self._fingerprint = fingerprint
 
     def trusted(self) -> Trusted:
         """Tiers, dates, title and k of the checkout as last reloaded."""
-        return self._trusted
+        return self._current()[1]
+
+    def _current(self) -> tuple[LogSite, Trusted]:
+        with self._lock:
+            if self._site is None:
+                self.reload()
+            assert self._site is not None and self._trusted is not None
+            return self._site, self._trusted
 
 
 def _fingerprint(content: Path) -> tuple[Any, ...]:
@@ -269,13 +307,19 @@ class Trusted:
     dates: Mapping[str, str]  # dream id → date
 
 
-def content_plan(content: Path) -> tuple[dict[str, bytes], Trusted]:
-    """``log/…`` and ``dreams/<id>/…`` of the checkout's logged dreams, and what the
-    checkout says of them (:class:`Trusted`).
+def content_plan(content: Path) -> tuple[logbuild.Log, Trusted]:
+    """The log of the checkout's logged dreams, whose files :class:`LogSite` lays
+    out (``log/…`` and ``dreams/<id>/…``), and what the checkout says of them
+    (:class:`Trusted`).
 
-    Raises :class:`~builder.errors.DreampoolError` if the pool or its log is broken or
-    has pending work. Writes nothing: only already logged dreams are passed to
-    :func:`builder.log.logbuild.update`, with no signer, so it has nothing to add.
+    The build's own path (builder.build): the log is proven against its signed
+    checkpoints first, so a logged dream file that commits with its salt to its
+    proven leaf is read by the strict parser alone and taken as it is (its
+    signature and review ran when it was admitted: docs/protocol.md §3.1); any
+    other file is checked in full. Raises :class:`~builder.errors.DreampoolError`
+    if the pool or its log is broken or has pending work. Writes nothing: only
+    already logged dreams are passed to :func:`builder.log.logbuild.update`, with no
+    signer, so it has nothing to add.
     """
     config = pool.load_config(content)
     directory, problems = pool.load_keys(content)
@@ -283,20 +327,25 @@ def content_plan(content: Path) -> tuple[dict[str, bytes], Trusted]:
         raise InputError(
             problems, hint="fix the key directory (content/keys); see `dreampool check`"
         )
-    scanned, _refused = pool.scan_dreams(content, directory)
-    state = logstate.load(content)
-    if state.policy is None:
-        raise PoolError(
-            f"{content} has no log yet",
-            hint="build the pool once with its log key (`dreampool build`), then serve it",
-        )
-    logged = set(logbuild.logged_dreams(state.leaves))
     try:
+        proven = logbuild.prove(content, origin=config.origin, signer=None)
+        if proven.state.policy is None:
+            raise PoolError(
+                f"{content} has no log yet",
+                hint="build the pool once with its log key (`dreampool build`), then serve it",
+            )
+        commitments: dict[Any, Any] = {}  # the scan's, so the log stage need not redo them
+        scanned, _refused = pool.scan_dreams(
+            content, directory, proven=proven, commitments=commitments
+        )
+        logged = set(logbuild.logged_dreams(proven.state.leaves))
         log = logbuild.update(
             content,
             [s for s in scanned if s.dream.id in logged],
             origin=config.origin,
             signer=None,
+            commitments=commitments,
+            proven=proven,
         )
     except LogError as exc:
         raise LogError(
@@ -304,14 +353,14 @@ def content_plan(content: Path) -> tuple[dict[str, bytes], Trusted]:
             hint="the checkout has log work pending or a damaged log; run `dreampool check`, "
             "then `dreampool build` with the log key, and start the server again",
         ) from exc
-    view = model.build_model(log, directory, config, base_url=config.base_url)
     trusted = Trusted(
         config.title,
         config.k,
         {key_id: entry.tier for key_id, entry in directory.keys.items()},
-        {d.id: d.date for d in view.dreams},
+        # The dates the site model shows (builder.site.model.build_model): the log state's.
+        {dream_id: admitted.date for dream_id, admitted in log.dreams.items()},
     )
-    return logbuild.publish(log), trusted
+    return log, trusted
 
 
 # --- the verified pool -----------------------------------------------------------
@@ -359,6 +408,10 @@ class PoolReader:
     Thread-safe: the SDK runs tools in worker threads, so every public method holds
     one lock. Verified dreams are cached by id (a record never changes; erasure
     removes it from the log's dream set, which is checked on every refresh).
+
+    With ``origin`` given, nothing is read until the first :meth:`refresh` (which
+    pins the policy, step 1) or :meth:`warm`: the server answers ``initialize``
+    with ``origin`` as the pool's name (:attr:`origin`) while the pool is read.
     """
 
     def __init__(
@@ -371,6 +424,7 @@ class PoolReader:
         reload: Callable[[], None] | None = None,
         link_base: str | None = None,
         trusted: Callable[[], Trusted] | None = None,
+        origin: str | None = None,
     ) -> None:
         self.site = site
         self.kind = kind
@@ -381,24 +435,55 @@ class PoolReader:
         # Module doc, **Trust**: None over a site, so every dream is guest.
         self.trusted: Trusted | None = None
         self._lock = threading.RLock()
-        # Step 1 of the module doc: the policy is pinned once.
-        self.policy_bytes = (
-            policy if policy is not None else site.fetch(POLICY_PATH, MAX_POLICY_SIZE)
-        )
-        self.policy = parse_policy(self.policy_bytes)
+        self._pinned = policy
+        self._origin = origin
+        self.policy_bytes = b""
+        self.policy: Policy | None = None
         self._snap = Snapshot()
         self._verified: dict[str, Verified] = {}
-        self.refresh()
+        if origin is None:
+            self.refresh()
+
+    @property
+    def origin(self) -> str:
+        """The origin the log signs once it is read; before, the ``origin`` given."""
+        return self._snap.origin or (self._origin or "")
+
+    @property
+    def serves_checkout(self) -> bool:
+        """Whether a checkout says the tiers (module doc, **Trust**), read or not yet."""
+        return self._trusted_source is not None
+
+    def warm(self) -> threading.Thread:
+        """Read the pool in a daemon thread: the first call waits for it (the lock)
+        instead of starting it. An error is left for that call, which reads again
+        and meets it."""
+
+        def read() -> None:
+            with contextlib.suppress(DreampoolError):
+                self.refresh()
+
+        thread = threading.Thread(target=read, name="dreampool-mcp-read", daemon=True)
+        thread.start()
+        return thread
 
     # -- refreshing --------------------------------------------------------------
 
     def refresh(self) -> Snapshot:
         """Steps 2–3: the current checkpoint, proved to extend the last one, and its leaves."""
         with self._lock:
+            policy = self.policy
+            if policy is None:
+                # Step 1 of the module doc: the policy is pinned once.
+                pinned = self._pinned
+                if pinned is None:
+                    pinned = self.site.fetch(POLICY_PATH, MAX_POLICY_SIZE)
+                policy = self.policy = parse_policy(pinned)
+                self.policy_bytes = pinned
             if self._reload is not None:
                 self._reload()
             snap = self._snap
-            verdict = check_site(self.policy, snap.note, self.site)
+            verdict = check_site(policy, snap.note, self.site)
             if verdict.status in ("rollback", "fork"):
                 raise ReaderError(
                     f"{verdict.status}: the checkpoint seen before has size {snap.size}, "
@@ -677,6 +762,8 @@ class Tools:
         # Keywords of each counted dream by id, for the next dream_stats (builder.site.patterns).
         self._words: dict[str, patterns.DreamWords] = {}
         self._words_lock = threading.Lock()
+        # The last patterns found, and the pool state they were found for (_patterns).
+        self._found: tuple[tuple[Any, ...], patterns.Patterns] | None = None
 
     # -- shared ------------------------------------------------------------------
 
@@ -873,10 +960,17 @@ class Tools:
     ) -> patterns.Patterns | None:
         """What the patterns page of this pool would show (its rule and its code,
         :func:`builder.site.patterns.compute_patterns`), or None over a site: no tier is
-        signed, every dream is guest, and guests never count."""
+        signed, every dream is guest, and guests never count.
+
+        Found once per pool state and kept: the same log (its root: which dreams, and
+        what each says), the same dreams verified, and the same checkout (tiers, k)."""
         trusted = self.reader.trusted
         if trusted is None:
             return None
+        state = (snap.size, snap.root, trusted, tuple(d.id for d in views))
+        with self._words_lock:
+            if self._found is not None and self._found[0] == state:
+                return self._found[1]
         view = SiteModel(
             title=trusted.title,
             origin=snap.origin,
@@ -894,7 +988,12 @@ class Tools:
             bodies=bodies,
         )
         with self._words_lock:
-            return patterns.compute_patterns(view, limit=STATS_KEYWORDS, words=self._words)
+            # The words not known yet on every core, as the build finds them (jieba).
+            found = patterns.compute_patterns(
+                view, limit=STATS_KEYWORDS, words=self._words, spread=True
+            )
+            self._found = (state, found)
+            return found
 
     def dream_stats(self) -> Output:
         snap = self.reader.refresh()
@@ -1245,9 +1344,11 @@ INSTRUCTIONS = (
 
 def instructions(reader: PoolReader) -> str:
     """The server's instructions: :data:`INSTRUCTIONS` with the log's origin (signed by
-    the checkpoint, made printable) and where tiers come from (module doc, **Trust**)."""
-    trust = CONTENT_TRUST_NOTE if reader.trusted is not None else SITE_TRUST_NOTE
-    origin = printable(reader.snapshot.origin)
+    the checkpoint, made printable; over a checkout not read yet, the origin in its
+    ``pool.yaml``, which reading it proves the log's policy names) and where tiers
+    come from (module doc, **Trust**)."""
+    trust = CONTENT_TRUST_NOTE if reader.serves_checkout else SITE_TRUST_NOTE
+    origin = printable(reader.origin)
     return INSTRUCTIONS.replace("{trust}", trust).replace("{origin}", origin)
 
 
@@ -1276,8 +1377,13 @@ def build_server(tools: Tools) -> MCPServer[Any]:
 # --- the command -------------------------------------------------------------------
 
 
-def open_reader(site: str | None, content: Path | None, policy: Path | None = None) -> PoolReader:
-    """A :class:`PoolReader` over ``site`` (a directory or http(s) URL) or ``content``."""
+def open_reader(
+    site: str | None, content: Path | None, policy: Path | None = None, *, lazy: bool = False
+) -> PoolReader:
+    """A :class:`PoolReader` over ``site`` (a directory or http(s) URL) or ``content``.
+
+    With ``lazy``, a checkout is not read (only its ``pool.yaml``, for the origin)
+    until the reader's first call or :meth:`PoolReader.warm`; a site is read at once."""
     if (site is None) == (content is None):
         raise PoolError("give exactly one of --site DIR_OR_URL and --content DIR")
     pinned = None
@@ -1288,15 +1394,14 @@ def open_reader(site: str | None, content: Path | None, policy: Path | None = No
             raise PoolError(f"policy {policy}: {exc.strerror or exc}") from None
     if content is not None:
         source = ContentSite(content)
-        if pinned is None:
-            pinned = source.fetch(POLICY_PATH, MAX_POLICY_SIZE)
         return PoolReader(
             source,
             kind="content",
             location=str(content),
-            policy=pinned,
+            policy=pinned,  # None: the checkout's content/log/policy, pinned on first read
             reload=source.reload,
             trusted=source.trusted,
+            origin=pool.load_config(content).origin if lazy else None,
         )
     assert site is not None
     remote = site.startswith(("http://", "https://"))
@@ -1306,9 +1411,15 @@ def open_reader(site: str | None, content: Path | None, policy: Path | None = No
 
 def run(site: str | None, content: Path | None, policy: Path | None = None) -> None:
     """Serve the pool over stdio until the client closes it. Errors before serving
-    (unreadable site, bad checkpoint) raise :class:`DreampoolError`."""
-    reader = open_reader(site, content, policy)
-    build_server(Tools(reader, content=content)).run("stdio")
+    (unreadable site, bad checkpoint; a checkout's ``pool.yaml``) raise
+    :class:`DreampoolError`. A checkout is read in the background while the server
+    answers ``initialize``; a call that comes first waits for it, and a broken
+    checkout is reported by every call (:func:`error_text`)."""
+    reader = open_reader(site, content, policy, lazy=content is not None)
+    server = build_server(Tools(reader, content=content))
+    if content is not None:
+        reader.warm()
+    server.run("stdio")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -46,6 +46,7 @@ reader can audit exactly what a verification trusts.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -182,7 +183,7 @@ def verify_proof(
             on_step(step)
 
     # Step 1: the checkpoint the proof carries, against the pinned policy.
-    pinned, checkpoint, witnesses = _run(1, report, lambda: _check_checkpoint(policy, proof))
+    _, checkpoint, witnesses = _run(1, report, lambda: _check_checkpoint(policy, proof))
     # Step 2: the leaf data, recomputed from the record, is the proof's extra.
     rec = _run(2, report, lambda: _check_leaf_data(record, proof))
     # Step 3: that leaf is in the tree the checkpoint signs.
@@ -193,7 +194,7 @@ def verify_proof(
     newer_checkpoint: Checkpoint | None = None
     if newer is not None or consistency is not None:
         newer_checkpoint = _run(
-            5, report, lambda: _check_consistency(pinned, checkpoint, newer, consistency)
+            5, report, lambda: _check_consistency(policy, checkpoint, newer, consistency)
         )
     return Result(
         dream=verified,
@@ -232,10 +233,10 @@ def _run(number: int, report: Callable[[Step], None], check: Callable[[], tuple[
 def _check_checkpoint(
     policy_bytes: bytes, proof: bytes
 ) -> tuple[tuple[Policy, Checkpoint, tuple[str, ...]], str]:
-    policy = parse_policy(policy_bytes)
+    policy = _parsed_policy(policy_bytes)
     note = _checkpoint_note(proof)
     try:
-        checkpoint, witnesses = verify_checkpoint(policy, note)
+        checkpoint, witnesses = _verified_note(policy_bytes, note)
     except DreampoolError as exc:
         raise VerificationError(f"proof: {exc.message}", hint=exc.hint) from exc
     if policy.quorum == NONE:
@@ -246,6 +247,23 @@ def _check_checkpoint(
         f"checkpoint {checkpoint.origin} size {checkpoint.size} signed by its log key, {quorum}"
     )
     return (policy, checkpoint, witnesses), detail
+
+
+# A reader that checks many proofs of one log (``dreampool mcp``'s dream_stats runs
+# the light client on every dream) meets the same policy and checkpoints again and
+# again: each is parsed and verified once, kept by its exact bytes. The answer is a
+# function of those bytes alone (the values are frozen), and a failure raises, so
+# it is never kept.
+@functools.lru_cache(maxsize=16)
+def _parsed_policy(policy_bytes: bytes) -> Policy:
+    return parse_policy(policy_bytes)
+
+
+@functools.lru_cache(maxsize=256)
+def _verified_note(policy_bytes: bytes, note: bytes) -> tuple[Checkpoint, tuple[str, ...]]:
+    """:func:`builder.formats.policy.verify_checkpoint` of ``note`` under the policy
+    ``policy_bytes``, kept (above)."""
+    return verify_checkpoint(_parsed_policy(policy_bytes), note)
 
 
 def _checkpoint_note(proof: bytes) -> bytes:
@@ -453,14 +471,14 @@ def _check_dream(rec: _Record) -> tuple[dreams.Dream, str]:
 
 
 def _check_consistency(
-    policy: Policy, checkpoint: Checkpoint, newer: bytes | None, consistency: bytes | None
+    policy_bytes: bytes, checkpoint: Checkpoint, newer: bytes | None, consistency: bytes | None
 ) -> tuple[Checkpoint, str]:
     if newer is None or consistency is None:
         raise VerificationError(
             "step 5 needs both a newer checkpoint and the consistency proof to it"
         )
     try:
-        newer_checkpoint, _ = verify_checkpoint(policy, newer)
+        newer_checkpoint, _ = _verified_note(policy_bytes, newer)
     except DreampoolError as exc:
         raise VerificationError(f"newer checkpoint: {exc.message}", hint=exc.hint) from exc
     if newer_checkpoint.origin != checkpoint.origin:
