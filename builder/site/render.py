@@ -562,6 +562,18 @@ def archive_pages(count: int, size: int) -> int:
     return 0 if count <= size else count // size + 1
 
 
+def archive_page(
+    newest_first: Sequence[str], number: int, size: int
+) -> tuple[list[str], bool, int]:
+    """Numbered page ``number`` (:func:`archive_pages`) of a list whose ids are
+    ``newest_first``: its ids (newest first on the page), whether it is full,
+    and the position of its oldest (0 is the list's oldest, in log order).
+    Page n holds positions [(n-1)·size, n·size) (docs/protocol.md §8)."""
+    count = len(newest_first)
+    lo, hi = (number - 1) * size, min(number * size, count)
+    return [newest_first[count - 1 - p] for p in range(hi - 1, lo - 1, -1)], hi - lo == size, lo
+
+
 def lineage_page_path(number: int) -> str:
     """Page 1 of the chains is ``lineage/``, page n ≥ 2 is ``lineage/<n>/``."""
     return "lineage/index.html" if number == 1 else f"lineage/{number}/index.html"
@@ -634,9 +646,8 @@ def _diary_pages(
         full=False,
     )
     for number in range(1, pages + 1):
-        lo, hi = (number - 1) * size, min(number * size, count)
-        listed = [model.by_id[a.dream_ids[count - 1 - p]] for p in range(hi - 1, lo - 1, -1)]
-        full = hi - lo == size
+        ids, full, _ = archive_page(a.dream_ids, number, size)
+        listed = [model.by_id[i] for i in ids]
         yield page(
             f"authors/{a.slug}/{number}/index.html",
             "diary.html",
@@ -695,10 +706,8 @@ def _tag_pages(
         first=1,
     )
     for number in range(1, pages + 1):
-        # dream_ids are newest first: position p (oldest = 0) is dream_ids[count-1-p].
-        lo, hi = (number - 1) * size, min(number * size, count)  # docs/protocol.md §8
-        listed = [model.by_id[t.dream_ids[count - 1 - p]] for p in range(hi - 1, lo - 1, -1)]
-        full = hi - lo == size
+        ids, full, lo = archive_page(t.dream_ids, number, size)
+        listed = [model.by_id[i] for i in ids]
         yield page(
             tag_page_path(t.slug, number),
             "tag.html",
