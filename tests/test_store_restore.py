@@ -305,3 +305,18 @@ def test_without_git_the_build_digests_and_says_why_in_a_checkout(
     keys = filekeys.load(root / "content")
     assert keys.folder("dreams") == {}
     assert keys.note is not None and "digests of each file read" in keys.note
+
+
+def test_a_scan_puts_back_the_store_entries_it_used_as_they_were(tmp_path: Path) -> None:
+    """The store writes only the entries that are not the objects it read
+    (buildcache.BuildCache.save compares by identity): a scan that rebuilt
+    every entry it found made a no-op build of 10k dreams rewrite 10k rows."""
+    tp = make_pool(tmp_path)
+    tp.add("ada", 3)
+    directory, _ = pool.load_keys(tp.content)
+    cache: dict[object, object] = {}
+    pool.scan_dreams(tp.content, directory, cache=cache)
+    first = dict(cache)
+    pool.scan_dreams(tp.content, directory, cache=cache)
+    assert len(first) == 3
+    assert all(cache[k] is first[k] for k in first)

@@ -900,11 +900,13 @@ def scan_dreams(
             commitments[(key[1], committed[0])] = committed[1]
     if cache is not None:
         cache.clear()
-        cache.update(
-            (key[0], (key[1], result))
-            for key, result in zip(found_keys, checked, strict=True)
-            if key is not None and not isinstance(result, list)
-        )
+        for key, result, entry in zip(found_keys, checked, entries, strict=True):
+            if key is None or isinstance(result, list):
+                continue
+            # An entry the store held goes back as the same object: the store
+            # writes only entries that are not (buildcache.BuildCache.save), and
+            # a no-op build of 10k dreams rewrote all 10k rows.
+            cache[key[0]] = entry if entry is not None else (key[1], result)
     if on_dream is not None:
         on_dream(len(candidates))
     retired = retired_keys(directory)
