@@ -1,6 +1,6 @@
 """``dreampool mcp``, driven by the MCP SDK's own client over stdio, checked against the pool.
 
-The server is spawned as ``python -m builder.agents.mcp_server`` (what ``dreampool mcp``
+The server is spawned as ``python -m builder mcp`` (what ``dreampool mcp``
 runs). Reading-side details (content mode writes nothing, rollbacks and lying
 listings are caught) are checked in-process on :class:`builder.agents.mcp_server.Tools`.
 """
@@ -359,7 +359,8 @@ def test_a_policy_the_site_does_not_match_stops_the_server(
         [
             sys.executable,
             "-m",
-            "builder.agents.mcp_server",
+            "builder",
+            "mcp",
             "--site",
             str(hostile.site),
             "--policy",

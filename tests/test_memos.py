@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -222,26 +221,19 @@ def test_notes_name_what_sign_will_redact() -> None:
     assert not any("ada@example.org" in n for n in notes)
 
 
-def args(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
-    memos.add_arguments(parser)
-    return parser.parse_args(list(argv))
-
-
 def test_the_command_writes_a_draft_that_signs(
     tmp_path: Path,
     home: Path,
     run: Callable[..., CLIResult],
-    capsys: pytest.CaptureFixture[str],
 ) -> None:
     diary = tmp_path / "diary.json"
     diary.write_text(json.dumps({"data": [ENTRY]}), encoding="utf-8")
-    assert memos.main_from_args(args(str(diary))) == 0
-    printed = capsys.readouterr()
+    printed = run("import", "memos", diary)
+    assert printed.code == 0, printed.err
     assert json.loads(printed.out) == convert(ENTRY)[0]
     assert "dreampool: note: context_events are not copied" in printed.err
     out = tmp_path / "draft.json"
-    assert memos.main_from_args(args(str(diary), "-o", str(out), "--author", "ada")) == 0
+    assert run("import", "memos", diary, "-o", out, "--author", "ada").code == 0
     assert json.loads(out.read_text(encoding="utf-8"))["author"] == "ada"
     key = run("keygen", "--author", "ada")
     assert key.code == 0
@@ -250,5 +242,7 @@ def test_the_command_writes_a_draft_that_signs(
     result = run("sign", out, "--key", key_id, "-o", signed)
     assert result.code == 0, result.err
     assert run("verify", signed).code == 0
+    missing = run("import", "memos", tmp_path / "missing.json")
+    assert missing.code == 1 and "cannot read" in missing.err and "Traceback" not in missing.err
     with pytest.raises(InputError, match="cannot read"):
-        memos.main_from_args(args(str(tmp_path / "missing.json")))
+        memos.read_diary(tmp_path / "missing.json", author=None, entry=None)

@@ -72,12 +72,10 @@ errors (:func:`error_text`): the server's own words, and anything else quoted.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
 import re
-import sys
 import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -130,13 +128,10 @@ __all__ = [
     "ToolFailure",
     "Tools",
     "Trusted",
-    "add_arguments",
     "build_server",
     "draft_dream",
     "error_text",
     "instructions",
-    "main",
-    "main_from_args",
     "open_reader",
     "require_sdk",
     "run",
@@ -1420,51 +1415,3 @@ def run(site: str | None, content: Path | None, policy: Path | None = None) -> N
     if content is not None:
         reader.warm()
     server.run("stdio")
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The arguments of ``dreampool mcp``."""
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument(
-        "--site", metavar="DIR_OR_URL", help="a built site: its directory or http(s) URL"
-    )
-    source.add_argument(
-        "--content", type=Path, metavar="DIR", help="a pool checkout's content/ directory"
-    )
-    parser.add_argument(
-        "--policy",
-        type=Path,
-        metavar="POLICY",
-        help="pin this log policy (default: the source's log/policy, trusted on first use)",
-    )
-
-
-def main_from_args(args: argparse.Namespace) -> int:
-    """``dreampool mcp``: serve until stdin closes; returns 0."""
-    require_sdk()  # before reading the pool: say at once what is missing
-    run(args.site, args.content, args.policy)
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m builder.agents.mcp_server``, the same as ``dreampool mcp``."""
-    parser = argparse.ArgumentParser(
-        prog="dreampool mcp", description="serve the pool to agents over MCP (stdio)"
-    )
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return main_from_args(args)
-    except DreampoolError as exc:
-        if isinstance(exc, InputError):
-            for p in exc.problems:
-                print(f"dreampool: error: {p}", file=sys.stderr)  # Problem: printable
-        else:
-            print(printable(f"dreampool: error: {exc.message}"), file=sys.stderr)
-        if exc.hint:
-            print(printable(f"dreampool: hint: {exc.hint}"), file=sys.stderr)
-        return 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

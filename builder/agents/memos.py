@@ -63,23 +63,19 @@ spaces, and stays whole), and the cut part of a title is dropped whole.
 
 from __future__ import annotations
 
-import argparse
-import json
 import re
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from builder import files
-from builder.content import pool
 from builder.errors import InputError, Problem
 from builder.formats import dream as dreamfmt
 from builder.formats import strictjson
 from builder.text import readerview, redact
 from builder.text.mdrender import cuttable
 
-__all__ = ["MAX_INPUT", "add_arguments", "import_memos", "import_memos_with_notes"]
+__all__ = ["MAX_INPUT", "import_memos", "import_memos_with_notes", "read_diary"]
 
 MAX_INPUT = 1024 * 1024
 ENTRY_FIELDS = (
@@ -450,23 +446,15 @@ def _escape(name: str) -> str:
 # --- the command ----------------------------------------------------------------------
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The arguments of ``dreampool import memos``."""
-    parser.add_argument("diary", type=Path, metavar="DIARY.json")
-    parser.add_argument(
-        "--author", help="your public pseudonym (default: `dreampool sign` takes the key's)"
-    )
-    parser.add_argument(
-        "--entry", metavar="ID", help="the diary_id or task_id to import from a list"
-    )
-    parser.add_argument("-o", "--output", metavar="OUT", help="write here instead of stdout")
+def read_diary(
+    path: Path, *, author: str | None, entry: str | None
+) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """``dreampool import memos``: the draft made from the diary file at ``path`` and the
+    notes for its author (what was not copied, what ``dreampool sign`` will redact).
 
-
-def main_from_args(args: argparse.Namespace) -> int:
-    """``dreampool import memos``: print (or write) the draft, notes to stderr."""
-    path: Path = args.diary
+    Only a regular file is read, without blocking (a FIFO would hang), and at most
+    :data:`MAX_INPUT` bytes of it."""
     try:
-        # Only a regular file, opened without blocking: a FIFO would hang here.
         data, size = files.read_head(path, MAX_INPUT)
     except OSError as exc:
         raise InputError([Problem(str(path), "", f"cannot read: {exc.strerror or exc}")]) from None
@@ -475,17 +463,4 @@ def main_from_args(args: argparse.Namespace) -> int:
             [Problem(str(path), "", f"file is {size} bytes, the limit is {MAX_INPUT}")],
             hint="give the JSON of one MemOS Dream diary entry (or the diary API's answer)",
         )
-    draft, notes = import_memos_with_notes(data, str(path), author=args.author, entry=args.entry)
-    for line in notes:
-        print(f"dreampool: note: {line}", file=sys.stderr)
-    out = (json.dumps(draft, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
-    if args.output:
-        pool.atomic_write(Path(args.output), out)
-        print(
-            f"dreampool: draft written to {args.output}; sign it with `dreampool sign`",
-            file=sys.stderr,
-        )
-    else:
-        sys.stdout.buffer.write(out)
-        sys.stdout.flush()
-    return 0
+    return import_memos_with_notes(data, str(path), author=author, entry=entry)

@@ -381,15 +381,31 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
+    """Serve until stdin closes."""
     from builder.agents import mcp_server
 
-    return mcp_server.main_from_args(args)
+    mcp_server.require_sdk()  # before reading the pool: say at once what is missing
+    mcp_server.run(args.site, args.content, args.policy)
+    return 0
 
 
 def cmd_import(args: argparse.Namespace) -> int:
     from builder.agents import memos
 
-    return memos.main_from_args(args)
+    draft, notes = memos.read_diary(args.diary, author=args.author, entry=args.entry)
+    for line in notes:
+        print(f"dreampool: note: {line}", file=sys.stderr)
+    out = (json.dumps(draft, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+    if args.output:
+        pool.atomic_write(Path(args.output), out)
+        print(
+            f"dreampool: draft written to {args.output}; sign it with `dreampool sign`",
+            file=sys.stderr,
+        )
+    else:
+        sys.stdout.buffer.write(out)
+        sys.stdout.flush()
+    return 0
 
 
 def cmd_monitor(args: argparse.Namespace) -> int:
