@@ -40,9 +40,13 @@ in the background; the first call waits for it (:meth:`PoolReader.warm`).
 3. The log's leaves are read from its entry bundles (c2sp.org/tlog-tiles) and must
    hash to the checkpoint's root: which dreams exist, at which index, and which were
    erased comes from the signed log, so a digest is exact even if a listing lies.
-4. Every dream is verified with :func:`builder.readers.lightclient.verify_proof` (steps 1–5:
-   its proof, record, signature, and the proof's checkpoint linked to the current one)
-   before anything of it is returned; one that fails is never shown.
+4. Every dream is verified before anything of it is returned; one that fails is never
+   shown. ``dream_get`` and ``dream_verify`` run :func:`builder.readers.lightclient.verify_proof`
+   (steps 1–5: its proof, record, signature, and the proof's checkpoint linked to the
+   current one). The tools that read many dreams (``dream_list``, ``dream_stats``,
+   ``dream_digest``) check each in bulk (:meth:`PoolReader.checked`): its record must
+   recompute the leaf at its index in the tree of step 3, which proves its inclusion
+   as a proof would, and its signature must verify; its proof file is not read.
 
 **Trust: agents get only what is signed, or quoted.** The log signs which dreams
 exist and what they say, never a tier, a date or the pool's title. So:
@@ -99,6 +103,7 @@ from builder.readers.lightclient import (
     MAX_RECORD_SIZE,
     STEP_TITLES,
     Step,
+    verify_logged_record,
     verify_proof,
 )
 from builder.readers.monitor import (
@@ -436,6 +441,7 @@ class PoolReader:
         self.policy: Policy | None = None
         self._snap = Snapshot()
         self._verified: dict[str, Verified] = {}
+        self._checked: dict[str, Verified] = {}  # in bulk: :meth:`checked`
         if origin is None:
             self.refresh()
 
@@ -626,6 +632,42 @@ class PoolReader:
                 )
             return verified
 
+    def checked(self, dream_id: str) -> Verified:
+        """The dream, verified in bulk: step 4 of the module doc without its proof file.
+
+        Its record recomputes the leaf at its index in the snapshot's tree, whose entries
+        step 3 showed hash to the signed root, and its signature verifies
+        (:func:`builder.readers.lightclient.verify_logged_record`): what the light client
+        establishes, for every dream of a tree read whole. What it does not check is the
+        dream's ``proof.tlog-proof`` file, which only a reader of that one dream needs
+        (``dream_get`` and ``dream_verify`` run the light client on it). A dream the
+        light client verified is taken as it is; raises if the check fails."""
+        with self._lock:
+            snap = self._snap
+            index = snap.dreams.get(dream_id)
+            if index is None:
+                raise ReaderError(f"dream {dream_id} is not in the log")
+            cached = self._verified.get(dream_id) or self._checked.get(dream_id)
+            if cached is not None:
+                return cached
+            try:
+                record = self.site.fetch(f"dreams/{dream_id}/record.json", MAX_RECORD_SIZE)
+                dream = verify_logged_record(record, index, snap.leaves[index])
+            except DreampoolError as exc:
+                raise ReaderError(
+                    f"dream {dream_id} failed verification; it is not shown",
+                    quoted=exc.message + (f"\nhint: {exc.hint}" if exc.hint else ""),
+                ) from None
+            steps = (
+                Step(1, STEP_TITLES[1], True, f"checkpoint size {snap.size} verified"),
+                Step(2, STEP_TITLES[2], True, f"record recomputes leaf {index}"),
+                Step(3, STEP_TITLES[3], True, f"the log's {snap.size} leaves hash to its root"),
+                Step(4, STEP_TITLES[4], True, "dream schema, signature, keyId and id verify"),
+            )
+            checked = Verified(dream_id, index, dream.key_id, dict(dream.body), steps)
+            self._checked[dream_id] = checked
+            return checked
+
     def view(self, v: Verified) -> DreamView:
         """A verified dream as the site model shows it, with its tier and date."""
         with self._lock:
@@ -807,7 +849,7 @@ class Tools:
             if not count_all and limit is not None and len(shown) >= limit:
                 break
             try:
-                verified = self.reader.verified(dream_id)
+                verified = self.reader.checked(dream_id)
             except ReaderError as exc:
                 failed.append(_Failed(dream_id, exc))
                 continue

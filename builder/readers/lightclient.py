@@ -76,6 +76,7 @@ __all__ = [
     "check_record",
     "cli_verify_proof",
     "parse_consistency_proof",
+    "verify_logged_record",
     "verify_proof",
 ]
 
@@ -384,11 +385,31 @@ def check_record(record: bytes, index: int, leaf: bytes) -> None:
     byte. ``leaf`` must already be authenticated (proved under a signed root). Raises
     :class:`VerificationError` saying what differs, echoing only ids.
     """
+    _logged_record(record, index, leaf)
+
+
+def _logged_record(record: bytes, index: int, leaf: bytes) -> _Record:
     rec = _parse_record(record)
     if rec.leaf_data != leaf:
         raise VerificationError(_leaf_mismatch(leaf, rec, f"leaf {index}"))
     if rec.index != index:
         raise VerificationError(f"record says index {rec.index}, the dream is leaf {index}")
+    return rec
+
+
+def verify_logged_record(record: bytes, index: int, leaf: bytes) -> dreams.Dream:
+    """The dream of ``record``, checked as the dream logged as ``leaf`` at ``index``.
+
+    Steps 2 and 4 of docs/protocol.md §5 for a reader that holds the whole tree:
+    :func:`check_record` (the record's recomputed leaf data is ``leaf``), then the
+    dream's schema, size, signature, keyId and id. Step 3 is the caller's: ``leaf``
+    must be leaf ``index`` of entries already shown to hash to a checkpoint's root
+    that step 1 verified (RFC 6962 §2.1: one root over all leaves proves every
+    leaf's inclusion at once). Raises :class:`VerificationError` (or
+    :class:`InputError` for a dream that breaks the schema) at the first failure.
+    """
+    verified, _ = _check_dream(_logged_record(record, index, leaf))
+    return verified
 
 
 def _leaf_of(data: bytes, label: str) -> leaffmt.Leaf:
