@@ -290,6 +290,31 @@ class McpTimes:
     tools: dict[str, float]
 
 
+def _initialize(client: _StdioClient, timeout: float) -> None:
+    client.request(
+        "initialize",
+        {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "dreampool-bench", "version": "1"},
+        },
+        timeout,
+    )
+
+
+def time_start(
+    cmd: Sequence[str], env: Mapping[str, str], stderr: Path, *, timeout: float = 600.0
+) -> float:
+    """Seconds from spawning the server ``cmd`` to its answer to ``initialize``."""
+    start = time.monotonic()
+    client = _StdioClient(cmd, env, stderr)
+    try:
+        _initialize(client, timeout)
+        return time.monotonic() - start
+    finally:
+        client.close()
+
+
 def time_mcp(
     cmd: Sequence[str],
     env: Mapping[str, str],
@@ -307,15 +332,7 @@ def time_mcp(
     start = time.monotonic()
     client = _StdioClient(cmd, env, stderr)
     try:
-        client.request(
-            "initialize",
-            {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "dreampool-bench", "version": "1"},
-            },
-            timeout,
-        )
+        _initialize(client, timeout)
         started = time.monotonic() - start
         client.notify("notifications/initialized")
         listed = client.request("tools/list", {}, timeout)
