@@ -3,7 +3,8 @@
 The pipeline's stages, each a function from values to values, with I/O only
 at the two ends:
 
-    content/ ─▶ log.logbuild.prove ─▶ content.pool.scan_dreams ─▶ log.logbuild.update
+    content/ ─▶ log.logbuild.prove ─▶ content.pool.scan_dreams ─▶ log.logbuild.plan
+             ─▶ log.logbuild.apply (writes and signs)
              ─▶ site.model.build_model ─▶ site.assemble.write_site ─▶ site.writer.SiteWriter
              ─▶ site/ (a symlink to a generation)
 
@@ -13,7 +14,7 @@ so a store restored into a fresh clone still hits): verifying unchanged
 dream files, commitments, unchanged dreams' pages, records, proofs and
 keywords. It only saves time: a build without it gives the same bytes.
 
-The log state under ``content/log`` is written by ``logbuild.update`` before
+The log state under ``content/log`` is written by ``logbuild.apply`` before
 the site is swapped in; see :mod:`builder.log.logstate` for why an interrupted
 build leaves a state the next build accepts.
 """
@@ -236,7 +237,8 @@ def _build(
     # http://127.0.0.1:8000/, which no later build would replace.
     log_url = url + "log/" if url.startswith("https://") else None
     with stage("log"):
-        log = logbuild.update(
+        # What to append is decided first, reading only; then it is written and signed.
+        planned = logbuild.plan(
             content,
             scanned,
             origin=config.origin,
@@ -247,6 +249,7 @@ def _build(
             proven=proven,
             keys=keys,
         )
+        log = logbuild.apply(content, planned, signer=signer)
     cache.sections["shards"] = dict.fromkeys(shards, True)
     with stage("model"):
         view = model.build_model(log, directory, config, base_url=url)

@@ -17,6 +17,7 @@ from builder.buildcache import BuildCache
 from builder.content import pool
 from builder.errors import DreampoolError, LogError
 from builder.formats import dream as dreamfmt
+from builder.formats import note
 from builder.formats.dream import Dream
 from builder.formats.note import parse_private_key
 from builder.log import logbuild, logstate
@@ -645,3 +646,46 @@ def test_a_malformed_leaf_in_the_log_is_named_never_a_traceback(
             read()
         assert "content/log/leaves/000000.jsonl:3: leaf 2: " in info.value.message
         assert "docs/protocol.md §3" in (info.value.message + (info.value.hint or ""))
+
+
+def test_plan_writes_nothing_and_apply_writes_what_it_planned(
+    tp: PoolFixture, tmp_path: Path
+) -> None:
+    """The log stage in two: plan reads the checkout and decides the leaves (a key
+    leaf before its dreams, docs/protocol.md §3); apply writes salts, leaves and
+    the policy and signs. A build killed between the two leaves no trace."""
+    tp.add("ada", 1)
+    do_build(tp, tmp_path / "site")
+    new = tp.add("ada", 1) + tp.add("bob", 2)
+    signer = parse_private_key(tp.log_key)
+    origin = pool.load_config(tp.content).origin
+    scanned = pool.scan_dreams(tp.content, pool.load_keys(tp.content)[0])[0]
+    before = tree_files(tp.content)
+    planned = logbuild.plan(
+        tp.content, scanned, origin=origin, signer=signer, log_url="https://pool.example/log/"
+    )
+    assert tree_files(tp.content) == before  # not even the policy's new URL
+    kinds = [json.loads(leaf)["kind"] for leaf in planned.new_leaves]
+    assert kinds == ["key", "dream", "dream", "dream"]  # bob's key is new; ada's is logged
+    assert set(new) <= set(planned.new_salts) and planned.policy_text is not None
+    size = planned.log.tree.size
+    log = logbuild.apply(tp.content, planned, signer=signer)
+    assert log.signed_now and log.tree.size == size + 4
+    assert "https://pool.example/log/" in (tp.content / "log" / "policy").read_text()
+    for dream_id in planned.new_salts:
+        salt = (tp.content / "dreams" / f"{dream_id}.salt").read_text(encoding="utf-8")
+        assert salt == planned.new_salts[dream_id] + "\n"
+    assert sorted(log.admitted_now) == sorted(planned.new_salts)
+
+
+def test_apply_refuses_a_key_the_plan_was_not_checked_with(tp: PoolFixture, tmp_path: Path) -> None:
+    do_build(tp, tmp_path / "site")
+    tp.add("ada", 1)
+    origin = pool.load_config(tp.content).origin
+    scanned = pool.scan_dreams(tp.content, pool.load_keys(tp.content)[0])[0]
+    planned = logbuild.plan(tp.content, scanned, origin=origin, signer=None)
+    before = tree_files(tp.content)
+    other, _ = note.generate_key(origin)
+    with pytest.raises(LogError, match="is not the one in"):
+        logbuild.apply(tp.content, planned, signer=parse_private_key(other))
+    assert tree_files(tp.content) == before

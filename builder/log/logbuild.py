@@ -17,6 +17,10 @@
 5. If the tree grew, sign a checkpoint (C2SP tlog-checkpoint) with the log
    key; a tree that did not grow is not signed again.
 
+Steps 1–4 are :func:`plan`, which reads ``content/`` and writes nothing: a
+:class:`LogPlan` (the leaves to append, the new dreams' salts, the policy text).
+Step 5 is :func:`apply`, which writes that plan and signs. :func:`update` is both.
+
 :func:`publish` then lays out ``log/`` and ``dreams/<id>/`` files
 (docs/protocol.md §4–§5) as a plan ``{path: bytes}``.
 """
@@ -96,6 +100,22 @@ class Log:
     set_aside: list[Problem] = field(default_factory=list)
     signed_now: bool = False
     notes: list[str] = field(default_factory=list)  # for the build to report
+
+
+@dataclass(slots=True)
+class LogPlan:
+    """What :func:`plan` found to do and :func:`apply` does: the leaves to append
+    (erasures, then new keys, then new dreams: docs/protocol.md §3), the salts of
+    the new dreams, and the policy text to write (None: the stored one stands)."""
+
+    log: Log  # as it stands before apply: refused, admitted_now, erased_now filled in
+    origin: str
+    new_leaves: list[bytes]
+    new_salts: dict[str, str]
+    policy_text: str | None
+    present: dict[str, ScannedDream]
+    salt_of: dict[str, str]
+    logged: _Logged
 
 
 SET_ASIDE = "retired key; remove the file (the log retired its key, so no build will log it): "
@@ -237,7 +257,41 @@ def update(
     proven: ProvenLog | None = None,
     keys: filekeys.FileKeys | None = None,
 ) -> Log:
-    """Steps 1–5 of the module docstring; writes the new state to ``content/``.
+    """Steps 1–5 of the module docstring: :func:`plan`, then :func:`apply`."""
+    planned = plan(
+        content,
+        scanned,
+        origin=origin,
+        signer=signer,
+        log_url=log_url,
+        commitments=commitments,
+        salts=salts,
+        canonical_shards=canonical_shards,
+        opened=opened,
+        proven=proven,
+        keys=keys,
+    )
+    return apply(content, planned, signer=signer, time=time)
+
+
+def plan(
+    content: Path,
+    scanned: Iterable[ScannedDream],
+    *,
+    origin: str,
+    signer: Signer | None,
+    log_url: str | None = None,
+    commitments: dict[Any, Any] | None = None,
+    salts: dict[Any, Any] | None = None,
+    canonical_shards: set[bytes] | None = None,
+    opened: dict[Any, Any] | None = None,
+    proven: ProvenLog | None = None,
+    keys: filekeys.FileKeys | None = None,
+) -> LogPlan:
+    """Steps 1–4 of the module docstring: what :func:`apply` will append, write and
+    sign. Reads ``content/`` (the log state, salts, erasure requests, each new dream
+    again) and writes nothing; the stored state and tree it was proven on are left
+    as they were.
 
     ``proven`` is the log :func:`prove` proved before the scan (the build
     proves first, so the scan may check logged dreams against their leaves);
@@ -262,7 +316,7 @@ def update(
     logged = proven._take()
     state, tree = proven.state, proven.tree
     notes: list[str] = []
-    policy = _policy(content, state, origin, signer, log_url, notes)
+    policy, policy_text = _policy(content, state, origin, signer, log_url, notes)
     leaves = state.leaves
     log = Log(state=state, tree=tree, policy=policy, checkpoint=proven.checkpoint, notes=notes)
     present = {s.dream.id: s for s in scanned}
@@ -325,6 +379,26 @@ def update(
         logged.dreams[d.id] = len(leaves) + len(new_leaves)
         new_leaves.append(leaffmt.encode(leaffmt.DreamLeaf(d.id, commitment(d.body, salt))))
         log.admitted_now.append(d.id)
+    return LogPlan(log, origin, new_leaves, new_salts, policy_text, present, salt_of, logged)
+
+
+def apply(
+    content: Path, planned: LogPlan, *, signer: Signer | None, time: str | None = None
+) -> Log:
+    """Step 5 of the module docstring: carry out ``planned`` in ``content/``.
+
+    The policy first (the first build's, or a log URL added), then, if the tree
+    grows (or an unsigned tail was left by an interrupted build), each new dream's
+    salt, synced before any leaf commits to it, the leaves, and a checkpoint signed
+    with ``signer`` over the new tree; a tree that did not grow is not signed again.
+    Returns the log as it now stands."""
+    log = planned.log
+    state, tree, leaves = log.state, log.tree, log.state.leaves
+    new_leaves, new_salts = planned.new_leaves, planned.new_salts
+    _check_signer(content, log.policy, signer)  # the key the plan was checked with, or another
+    if planned.policy_text is not None:
+        atomic_write(logstate.log_dir(content) / "policy", planned.policy_text.encode())
+        state.policy = planned.policy_text
 
     # Step 5: append and sign, or reuse the last checkpoint.
     if new_leaves or len(leaves) > state.signed_size:
@@ -343,12 +417,13 @@ def update(
         for leaf in new_leaves:
             tree.append(merkle.leaf_hash(leaf))
         logstate.append(content, state, new_leaves)
-        checkpoint = Checkpoint(origin, tree.size, tree.root())
+        checkpoint = Checkpoint(planned.origin, tree.size, tree.root())
         note = sign_checkpoint(checkpoint, signer)
         logstate.record_checkpoint(content, state, tree.size, note, time or now_time())
         log.checkpoint = checkpoint
         log.signed_now = True
-    _index_log(log, present, salt_of, logged)  # logged now holds the new leaves too
+    # planned.logged holds the new leaves too
+    _index_log(log, planned.present, planned.salt_of, planned.logged)
     return log
 
 
@@ -787,10 +862,11 @@ def _policy(
     signer: Signer | None,
     log_url: str | None,
     notes: list[str],
-) -> Policy:
-    """The log's policy: written by the first build (it needs the log key), read and
-    checked by every later one, which also adds ``log_url`` to a log line of this
-    origin that has no URL yet (see :func:`_with_log_url`)."""
+) -> tuple[Policy, str | None]:
+    """The log's policy, and its text if :func:`apply` must write it: made by the
+    first build (it needs the log key), read and checked by every later one, which
+    also adds ``log_url`` to a log line of this origin that has no URL yet (see
+    :func:`_with_log_url`)."""
     path = logstate.log_dir(content) / "policy"
     if state.policy is None:
         if state.history:
@@ -803,19 +879,15 @@ def _policy(
             )
         # tlog-policy: `log <vkey> [<url>]`; `quorum none` with no witnesses.
         policy = Policy((PolicyLog(signer.verifier, log_url),), (), (), "none")
-        atomic_write(path, format_policy(policy).encode())
-        state.policy = format_policy(policy)
-        return policy
+        return policy, format_policy(policy)
     policy = _stored_policy(content, state.policy, origin)
     _check_signer(content, policy, signer)
     if log_url is not None:
         text = _with_log_url(state.policy, origin, log_url)
         if text != state.policy:
-            policy = parse_policy(text.encode())
-            atomic_write(path, text.encode())
-            state.policy = text
             notes.append(f"{path}: added the log's URL {log_url} (commit it with the log state)")
-    return policy
+            return parse_policy(text.encode()), text
+    return policy, None
 
 
 def _stored_policy(content: Path, text: str, origin: str) -> Policy:
