@@ -260,7 +260,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_init(args: argparse.Namespace) -> int:
     from builder.content import init
 
-    return init.cli_init(args.dir, args.origin, args.title, args.owner, args.requirement)
+    return init.cli_init(args.dir, args.origin, args.title, args.owner, args.requirement, args.host)
 
 
 # --- the log and the site ---------------------------------------------------
@@ -538,6 +538,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SPEC",
         help="what requirements.txt names for the workflows to pip install (default: "
         "this dreampool, as it was installed: a release, or a git commit)",
+    )
+    p.add_argument(
+        "--host",
+        choices=("pages", "s3"),
+        default="pages",
+        help="where the publish workflow deploys the site: pages (GitHub Pages, default) "
+        "or s3 (an S3-compatible bucket with `dreampool deploy`: AWS by OIDC, R2, B2, MinIO)",
     )
 
     p = add("build", cmd_build, "admit new dreams into the log and build the site")
