@@ -694,3 +694,20 @@ def test_cli_init_host_s3(tmp_path: Path, run: Any) -> None:
     assert "argument --host: invalid choice: 'ftp' (choose from " in bad.err
     assert "pages" in bad.err.split("choose from")[1] and "s3" in bad.err.split("choose from")[1]
     assert not (tmp_path / "q").exists()
+
+
+def test_host_s3_adds_the_extra_to_the_installed_dreampool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run: Any
+) -> None:
+    """Without --requirement, the dreampool that runs, as for Pages, with [s3]."""
+    installed_as(monkeypatch, None)  # from a package index: dreampool==0.1.0
+    result = run("init", tmp_path / "p", "--origin", ORIGIN, "--title", "Pool", "--host", "s3")
+    assert result.code == 0, result
+    assert (tmp_path / "p" / "requirements.txt").read_text().splitlines()[-1] == (
+        "dreampool[s3]==0.1.0"
+    )
+    assert (
+        "dreampool: requirements.txt installs dreampool[s3]==0.1.0: dreampool 0.1.0 was "
+        "installed from a package index" in result.err
+    )
+    assert "with the s3 extra `dreampool deploy` needs" in result.err
