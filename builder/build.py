@@ -36,7 +36,7 @@ from builder.errors import InputError, KeyStoreError, Problem
 from builder.formats.note import Signer, parse_private_key
 from builder.log import logbuild
 from builder.site import assemble as site
-from builder.site import derived, model, writer
+from builder.site import derived, hosting, model, writer
 
 
 class Meter(Protocol):
@@ -79,6 +79,9 @@ class BuildReport:
     # commit to their proven leaf (docs/protocol.md §3.1).
     committed: int = 0
     rendered: int = 0  # dreams whose page, record, proof and card were rendered
+    site_bytes: int = 0  # the built site's size, every file (its manifest)
+    # How that stands against the 1 GB GitHub Pages publishes (site.hosting).
+    pages_fit: hosting.Fit = "ok"
     notes: list[str] = field(default_factory=list)  # derived state the build discarded
 
 
@@ -275,5 +278,7 @@ def _build(
         verified=verified,
         committed=committed,
         rendered=rendered,
+        site_bytes=w.total_bytes,
+        pages_fit=hosting.pages_fit(w.total_bytes),
         notes=notes + cache.notes + log.notes,
     )

@@ -460,6 +460,7 @@ def workflow_files() -> dict[str, str]:
     """This repository's workflows and the scaffold's, by a readable name."""
     found = {f"repo {p.name}": p.read_text() for p in (REPO / ".github/workflows").glob("*.yml")}
     found.update({f"scaffold {n}": init.workflow(n) for n in init.WORKFLOWS})
+    found["scaffold s3 publish.yml"] = init.workflow("publish.yml", host="s3")
     return found
 
 
@@ -535,3 +536,178 @@ def test_publish_holds_the_key_in_one_step_and_least_privilege() -> None:
     # The log state is pushed before the site is uploaded: never a site ahead of main.
     names = [s.get("name") for s in build["steps"]]
     assert names.index("Commit the log state to main") < names.index("Upload the site")
+
+
+# --- --host s3: publish to a bucket with `dreampool deploy` ------------------------------
+
+# aws-actions/configure-aws-credentials, tag v6.2.3 (a lightweight tag on this commit).
+_AWS_CREDENTIALS = (
+    "aws-actions/configure-aws-credentials@e6de054238d6b7531b4efff3b6587d9aade6a06c # v6.2.3"
+)
+_PAGES_ACTIONS = ("configure-pages", "upload-pages-artifact", "deploy-pages")
+
+
+def test_host_s3_writes_the_same_files_and_a_publish_that_deploys_to_a_bucket(
+    tmp_path: Path,
+) -> None:
+    pages, s3 = tmp_path / "pages", tmp_path / "s3"
+    init.init_pool(pages, ORIGIN, "Pool", requirement=REQUIREMENT)
+    written = init.init_pool(s3, ORIGIN, "Pool", requirement=REQUIREMENT, host="s3")
+    assert {p.relative_to(s3).as_posix() for p in written} == SCAFFOLD
+    assert files_of(s3) == SCAFFOLD
+    problems, _ = pool.check(s3 / "content")
+    assert problems == []
+    for same in ("README.md", ".github/CODEOWNERS", ".github/workflows/check.yml"):
+        assert (s3 / same).read_bytes() == (pages / same).read_bytes(), same
+    requirements = (s3 / "requirements.txt").read_text(encoding="utf-8")
+    assert requirements.splitlines()[-1] == REQUIREMENT.replace("dreampool @", "dreampool[s3] @")
+    assert "bucket's public address" in (s3 / "content" / "pool.yaml").read_text()
+    text = (s3 / ".github" / "workflows" / "publish.yml").read_text(encoding="utf-8")
+    assert text == init.workflow("publish.yml", host="s3")
+    assert text != (pages / ".github" / "workflows" / "publish.yml").read_text(encoding="utf-8")
+
+
+def test_host_s3_publish_deploys_with_dreampool_deploy_and_no_pages_step() -> None:
+    text = init.workflow("publish.yml", host="s3")
+    flow = yaml.safe_load(text)
+    assert list(flow["jobs"]) == ["build"]  # no Pages deploy job
+    for action in _PAGES_ACTIONS:
+        assert action not in text, action
+    assert "pages:" not in text and "page_url" not in text
+    build = flow["jobs"]["build"]
+    # id-token on this job only, the one that deploys; never for the whole workflow.
+    assert flow["permissions"] == {}
+    assert build["permissions"] == {"contents": "write", "id-token": "write"}
+    assert text.count("id-token: write") == 1
+    names = [s.get("name") for s in build["steps"]]
+    # The log state reaches main before any credential is asked for or any byte deployed.
+    assert names[-3:] == ["Commit the log state to main", "Assume the AWS role", "Deploy the site"]
+    assume, deploy = build["steps"][-2:]
+    # Pinned by the full commit of a release, with its version (the shared pin check
+    # is test_every_action_is_pinned_to_a_commit_with_its_version).
+    assert f"uses: {_AWS_CREDENTIALS}" in text
+    assert assume["if"] == "${{ vars.AWS_ROLE_ARN != '' }}"
+    assert assume["with"]["role-to-assume"] == "${{ vars.AWS_ROLE_ARN }}"
+    assert assume["with"]["aws-region"] == "${{ vars.AWS_REGION }}"
+    # The credentials come back as outputs, for the deploy step only, not GITHUB_ENV.
+    assert assume["with"]["output-credentials"] is True
+    assert assume["with"]["output-env-credentials"] is False
+    env = deploy["env"]
+    assert env["AWS_ACCESS_KEY_ID"] == (
+        "${{ steps.aws.outputs.aws-access-key-id || secrets.S3_ACCESS_KEY_ID }}"
+    )
+    assert env["AWS_SECRET_ACCESS_KEY"] == (
+        "${{ steps.aws.outputs.aws-secret-access-key || secrets.S3_SECRET_ACCESS_KEY }}"
+    )
+    assert env["AWS_SESSION_TOKEN"] == "${{ steps.aws.outputs.aws-session-token }}"
+    assert env["DREAMPOOL_S3_URL"] == "${{ vars.DREAMPOOL_S3_URL }}"
+    assert env["DREAMPOOL_S3_ENDPOINT"] == "${{ vars.DREAMPOOL_S3_ENDPOINT }}"
+    assert 'dreampool deploy "$DREAMPOOL_S3_URL"' in deploy["run"]
+    assert "${{" not in deploy["run"]  # secrets and variables reach the script by env only
+    # The log key is still held by the build step alone; the bucket's secrets by deploy alone.
+    holders = {s.get("name"): s["env"] for s in build["steps"] if "secrets." in str(s.get("env"))}
+    assert set(holders) == {"Build", "Deploy the site"}
+    assert holders["Build"] == {"DREAMPOOL_LOG_KEY": "${{ secrets.DREAMPOOL_LOG_KEY }}"}
+    assert "DREAMPOOL_LOG_KEY" not in text.split("- name: Deploy the site")[1]
+
+
+def test_host_s3_builds_exactly_as_pages_does() -> None:
+    """The same steps up to the log commit, in order, but the Pages URL: the
+    checks, the cache, the commit; the s3 build takes base_url from pool.yaml."""
+    pages = jobs(init.workflow("publish.yml"))["build"]
+    s3 = jobs(init.workflow("publish.yml", host="s3"))["build"]
+    for key in ("if", "runs-on", "timeout-minutes", "environment"):
+        assert s3[key] == pages[key], key
+
+    def upto_commit(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        names = [s.get("name") for s in steps]
+        return steps[: names.index("Commit the log state to main") + 1]
+
+    ours = upto_commit(s3["steps"])
+    theirs = [s for s in upto_commit(pages["steps"]) if s.get("id") != "pages"]
+    assert [s.get("name") for s in ours] == [s.get("name") for s in theirs]
+    for mine, other in zip(ours, theirs, strict=True):
+        if mine.get("id") == "build":
+            assert mine["env"] == {"DREAMPOOL_LOG_KEY": other["env"]["DREAMPOOL_LOG_KEY"]}
+            assert mine["run"] == (
+                'dreampool build --content content --out site | tee -a "$GITHUB_STEP_SUMMARY"'
+            )
+            assert other["run"].startswith("dreampool build --content content --out site ")
+        else:
+            assert mine == other, mine.get("name")
+
+
+@pytest.mark.parametrize(
+    ("given", "wanted"),
+    [
+        ("dreampool==0.2.0", "dreampool[s3]==0.2.0"),
+        (REQUIREMENT, REQUIREMENT.replace("dreampool @", "dreampool[s3] @")),
+        (
+            "dreampool[test] @ https://x.example/d.whl",
+            "dreampool[test,s3] @ https://x.example/d.whl",
+        ),
+        ("dreampool[s3]>=0.2", "dreampool[s3]>=0.2"),
+        ("  dreampool  ", "dreampool[s3]"),
+    ],
+)
+def test_the_s3_extra_is_added_to_the_requirement(given: str, wanted: str) -> None:
+    assert init.with_extra(given, "s3") == wanted
+
+
+def test_an_s3_requirement_must_name_the_package(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as caught:
+        init.init_pool(
+            tmp_path / "p", ORIGIN, "Pool", requirement="git+https://x.example/d", host="s3"
+        )
+    assert [p.file for p in caught.value.problems] == ["--requirement"]
+    assert "add the [s3] extra to" in caught.value.problems[0].rule
+    assert not (tmp_path / "p").exists()
+
+
+def test_an_unknown_host_is_refused_before_writing(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as caught:
+        init.init_pool(tmp_path / "p", ORIGIN, "Pool", requirement=REQUIREMENT, host="ftp")
+    (problem,) = caught.value.problems
+    assert problem.file == "--host"
+    assert problem.rule == "must be one of pages, s3 (where publish.yml deploys the site), is 'ftp'"
+    assert not (tmp_path / "p").exists()
+    with pytest.raises(ValueError, match="no host 'ftp'"):
+        init.workflow("publish.yml", host="ftp")
+
+
+def test_cli_init_host_s3(tmp_path: Path, run: Any) -> None:
+    require_wiring()
+    result = run(
+        "init", tmp_path / "p", "--origin", ORIGIN, "--title", "Pool", "--host", "s3",
+        "--requirement", REQUIREMENT,
+    )  # fmt: skip
+    assert result.code == 0, result
+    s3_requirement = REQUIREMENT.replace("dreampool @", "dreampool[s3] @")
+    assert f"requirements.txt installs {s3_requirement}: given with --requirement" in result.err
+    assert "DREAMPOOL_S3_URL" in result.err and "AWS_ROLE_ARN" in result.err
+    assert "Settings → Pages" not in result.err
+    workflow = (tmp_path / "p" / ".github" / "workflows" / "publish.yml").read_text()
+    assert workflow == init.workflow("publish.yml", host="s3")
+    bad = run("init", tmp_path / "q", "--origin", ORIGIN, "--title", "Pool", "--host", "ftp")
+    assert bad.code == 2
+    # argparse's own message (its quoting of the choices differs between Pythons)
+    assert "argument --host: invalid choice: 'ftp' (choose from " in bad.err
+    assert "pages" in bad.err.split("choose from")[1] and "s3" in bad.err.split("choose from")[1]
+    assert not (tmp_path / "q").exists()
+
+
+def test_host_s3_adds_the_extra_to_the_installed_dreampool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run: Any
+) -> None:
+    """Without --requirement, the dreampool that runs, as for Pages, with [s3]."""
+    installed_as(monkeypatch, None)  # from a package index: dreampool==0.1.0
+    result = run("init", tmp_path / "p", "--origin", ORIGIN, "--title", "Pool", "--host", "s3")
+    assert result.code == 0, result
+    assert (tmp_path / "p" / "requirements.txt").read_text().splitlines()[-1] == (
+        "dreampool[s3]==0.1.0"
+    )
+    assert (
+        "dreampool: requirements.txt installs dreampool[s3]==0.1.0: dreampool 0.1.0 was "
+        "installed from a package index" in result.err
+    )
+    assert "with the s3 extra `dreampool deploy` needs" in result.err

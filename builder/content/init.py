@@ -1,8 +1,9 @@
 """``dreampool init``: scaffold a new pool repository.
 
 A pool is a git repository; GitHub Actions checks pull requests and publishes
-the site to GitHub Pages. :func:`init_pool` writes what such a repository
-needs and nothing else::
+the site to GitHub Pages, or with ``--host s3`` to an S3-compatible bucket
+(``dreampool deploy``). :func:`init_pool` writes what such a repository needs
+and nothing else::
 
     content/pool.yaml              title, origin, base_url, k (builder.content.pool)
     content/dreams/.gitkeep        where `dreampool submit` puts dreams
@@ -10,12 +11,15 @@ needs and nothing else::
     README.md                      the contributors' guide (CONTRIBUTING.md if
                                    a README.md is already there)
     requirements.txt               the dreampool both workflows install: this one
-                                   (:func:`installed_requirement`) or --requirement
+                                   (:func:`installed_requirement`) or --requirement;
+                                   with --host s3 its ``s3`` extra (boto3)
     .gitignore                     the built site and key files stay out of git
                                    (lines appended if one exists)
     .github/CODEOWNERS             maintainers review every change but a new dream
     .github/workflows/check.yml    on pull_request: `dreampool check` as annotations
     .github/workflows/publish.yml  on push to main: build, commit the log, deploy
+                                   (Pages: publish.yml; s3: publish-s3.yml, the
+                                   same build, then ``dreampool deploy``)
 
 The log itself (``content/log/``) is made by the first ``dreampool build``
 with the log key, so no key is asked for here and none is ever written into
@@ -46,6 +50,17 @@ from builder.content import pool
 from builder.errors import InputError, PoolError, Problem
 
 WORKFLOWS = ("check.yml", "publish.yml")
+HOSTS = ("pages", "s3")
+"""Where a pool's publish workflow deploys: GitHub Pages (the default), or an
+S3-compatible bucket with ``dreampool deploy`` (AWS S3, R2, B2, MinIO)."""
+_SOURCES = {("publish.yml", "s3"): "publish-s3.yml"}
+"""The scaffold file a workflow is rendered from, where it is not its own name."""
+S3_EXTRA = "s3"
+# A PEP 508 requirement's name and extras, then its version, URL or marker (or
+# nothing): what the s3 extra is added to. A bare URL names no package.
+_NAME_RE = re.compile(
+    r"([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)(?:\s*\[([^\]]*)\])?(?=[\s@=<>!~;(]|$)"
+)
 # pip runs in the runner's temporary folder, isolated (-I: neither the current
 # folder nor PYTHON* variables reach sys.path): `python -m pip` at the
 # checkout's root imports a pull request's pip.py instead of pip.
@@ -218,23 +233,60 @@ def _fill(text: str, values: dict[str, str]) -> str:
     return text
 
 
-def workflow(name: str, install: str | None = None, base: str = CHECK_BASE) -> str:
+def workflow(
+    name: str, install: str | None = None, base: str = CHECK_BASE, host: str = "pages"
+) -> str:
     """The ``check.yml`` or ``publish.yml`` workflow, installing dreampool with ``install``
-    (default: as a pool does, :data:`INSTALL_REQUIREMENTS`)."""
+    (default: as a pool does, :data:`INSTALL_REQUIREMENTS`); ``host`` picks where
+    publish.yml deploys (:data:`HOSTS`)."""
     if name not in WORKFLOWS:
         raise ValueError(f"no workflow {name!r}; want one of {', '.join(WORKFLOWS)}")
-    return _fill(template(name), {"INSTALL": install or INSTALL_REQUIREMENTS[name], "BASE": base})
+    if host not in HOSTS:
+        raise ValueError(f"no host {host!r}; want one of {', '.join(HOSTS)}")
+    source = _SOURCES.get((name, host), name)
+    return _fill(template(source), {"INSTALL": install or INSTALL_REQUIREMENTS[name], "BASE": base})
 
 
-def pool_yaml(origin: str, title: str) -> str:
+def with_extra(requirement: str, extra: str) -> str:
+    """``requirement`` with ``extra`` among its extras (PEP 508): ``dreampool @ URL``
+    becomes ``dreampool[s3] @ URL``; one that names no package is refused."""
+    match = _NAME_RE.match(requirement.strip())
+    if match is None:
+        raise InputError(
+            [
+                Problem(
+                    "--requirement",
+                    "",
+                    f"must start with the package's name to add the [{extra}] extra to, "
+                    f"is {requirement!r}",
+                )
+            ],
+            hint="pass it as 'dreampool @ git+https://…@<commit>' or 'dreampool==X.Y.Z'",
+        )
+    extras = [e.strip() for e in (match[2] or "").split(",") if e.strip()]
+    if extra not in extras:
+        extras.append(extra)
+    rest = requirement.strip()[match.end() :]
+    return f"{match[1]}[{','.join(extras)}]{rest}"
+
+
+_BASE_URL_NOTE = {
+    "pages": "# Where the site is served from. The publish workflow passes the GitHub\n"
+    "# Pages address with --base-url, which takes precedence.\n",
+    "s3": "# Where the site is served from: the bucket's public address (a CDN or\n"
+    "# custom domain in front of it), e.g. https://dreams.example.org/; the\n"
+    "# publish workflow builds with it.\n",
+}
+
+
+def pool_yaml(origin: str, title: str, host: str = "pages") -> str:
     # A JSON string is a YAML double-quoted scalar, so any title stays one value.
     return (
         "# The pool's settings (dreampool). The origin names the log: it is signed\n"
         "# into every checkpoint and never changes.\n"
         f"title: {json.dumps(title, ensure_ascii=False)}\n"
         f"origin: {json.dumps(origin, ensure_ascii=False)}\n"
-        "# Where the site is served from. The publish workflow passes the GitHub\n"
-        "# Pages address with --base-url, which takes precedence.\n"
+        f"{_BASE_URL_NOTE[host]}"
         "base_url: /\n"
         "# A pattern is shown only when at least k distinct authors share it.\n"
         "k: 3\n"
@@ -273,8 +325,19 @@ def gitignore_lines() -> list[str]:
     return template("gitignore").splitlines()
 
 
-def _validate(origin: str, title: str, owners: Sequence[str], requirement: str | None) -> None:
+def _validate(
+    origin: str, title: str, owners: Sequence[str], requirement: str | None, host: str = "pages"
+) -> None:
     problems: list[Problem] = []
+    if host not in HOSTS:
+        problems.append(
+            Problem(
+                "--host",
+                "",
+                f"must be one of {', '.join(HOSTS)} (where publish.yml deploys the site), "
+                f"is {host!r}",
+            )
+        )
     if not 1 <= len(title) <= MAX_TITLE or _CONTROL_RE.search(title):
         problems.append(
             Problem("--title", "", f"must be 1–{MAX_TITLE} characters on one line, is {len(title)}")
@@ -309,13 +372,14 @@ def plan(
     *,
     owners: Sequence[str] = (),
     requirement: str | None = None,
+    host: str = "pages",
 ) -> dict[Path, bytes]:
     """Every file :func:`init_pool` writes, with its bytes; nothing is touched.
 
     Raises :class:`PoolError` if ``directory`` is already a pool or holds a file
     that would be overwritten.
     """
-    _validate(origin, title, owners, requirement)
+    _validate(origin, title, owners, requirement, host)
     if directory.exists() and not directory.is_dir():
         raise PoolError(f"{directory} exists and is not a directory")
     config = directory / "content" / "pool.yaml"
@@ -328,6 +392,8 @@ def plan(
     if requirement is None:
         requirement = installed_requirement().line
         _validate(origin, title, owners, requirement)
+    if host == "s3":
+        requirement = with_extra(requirement, S3_EXTRA)
     readme = directory / "README.md"
     guide = directory / "CONTRIBUTING.md" if readme.exists() else readme
     names = {"TITLE": title, "ORIGIN": origin, "REQUIREMENT": requirement}
@@ -339,7 +405,7 @@ def plan(
         directory / "content" / "keys" / ".gitkeep": b"",
     }
     for name in WORKFLOWS:
-        files[directory / ".github" / "workflows" / name] = workflow(name).encode()
+        files[directory / ".github" / "workflows" / name] = workflow(name, host=host).encode()
     taken = sorted(str(p) for p in files if p.exists() or p.is_symlink())
     if taken:
         raise PoolError(
@@ -347,7 +413,7 @@ def plan(
             hint="move those files aside (or start in an empty directory) and run init again",
         )
     files[directory / ".gitignore"] = _gitignore(directory / ".gitignore")
-    files[config] = pool_yaml(origin, title).encode()  # last: its presence marks a pool
+    files[config] = pool_yaml(origin, title, host).encode()  # last: its presence marks a pool
     return files
 
 
@@ -375,15 +441,17 @@ def init_pool(
     *,
     owners: Sequence[str] = (),
     requirement: str | None = None,
+    host: str = "pages",
 ) -> list[Path]:
     """Scaffold a pool repository in ``directory`` (made if missing); return the files written.
 
     ``owners`` (``@user`` or ``@org/team``) go into CODEOWNERS; ``requirement``
-    is what the workflows ``pip install`` (default: :func:`installed_requirement`).
+    is what the workflows ``pip install`` (default: :func:`installed_requirement`),
+    with the ``s3`` extra when ``host`` is ``"s3"`` (publish.yml deploys to a bucket).
     Refuses, before writing anything, an existing pool or any file it would
     overwrite, except ``.gitignore``, to which missing lines are appended.
     """
-    files = plan(directory, origin, title, owners=owners, requirement=requirement)
+    files = plan(directory, origin, title, owners=owners, requirement=requirement, host=host)
     written: list[Path] = []
     for path, data in files.items():
         if path.name == ".gitignore" and path.exists() and path.read_bytes() == data:
@@ -393,14 +461,26 @@ def init_pool(
     return written
 
 
-def next_steps(directory: Path, origin: str) -> list[str]:
-    """What the operator does after init (the operators' guide, "Start a pool")."""
+def next_steps(directory: Path, origin: str, host: str = "pages") -> list[str]:
+    """What the operator does after init (the operators' guide, "Start a pool";
+    for s3, "Publishing to object storage from GitHub Actions")."""
+    hosting = {
+        "pages": ["Settings → Pages → Source: GitHub Actions"],
+        "s3": [
+            "set base_url in content/pool.yaml to the address the bucket is served from",
+            "Settings → Secrets and variables → Actions: variables DREAMPOOL_S3_URL "
+            "(s3://BUCKET/PREFIX), AWS_REGION, DREAMPOOL_S3_ENDPOINT (R2, B2, MinIO), and "
+            "AWS_ROLE_ARN (AWS, OIDC) or secrets S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY "
+            'of environment dreampool-log (docs/operators.md, "Publishing to object '
+            'storage from GitHub Actions")',
+        ],
+    }[host]
     return [
         f"cd {directory} && git init -b main (if it is not a repository yet)",
         f"dreampool log-keygen --origin {origin}  (keeps the private key in your key store)",
         "add the private key as secret DREAMPOOL_LOG_KEY of environment dreampool-log "
         "(Settings → Environments), deployment branches: main only",
-        "Settings → Pages → Source: GitHub Actions",
+        *hosting,
         "commit, push to main: the publish workflow builds the log and the site",
     ]
 
@@ -411,15 +491,21 @@ def cli_init(
     title: str,
     owners: Sequence[str] = (),
     requirement: str | None = None,
+    host: str = "pages",
 ) -> int:
     """``dreampool init``: scaffold, print each file written, what requirements.txt
     names and why, then the next steps."""
-    written = init_pool(directory, origin, title, owners=owners, requirement=requirement)
+    written = init_pool(directory, origin, title, owners=owners, requirement=requirement, host=host)
     chosen = (
         Requirement(requirement, "given with --requirement")
         if requirement is not None
         else installed_requirement()  # as init_pool found it
     )
+    if host == "s3":
+        chosen = Requirement(
+            with_extra(chosen.line, S3_EXTRA),
+            f"{chosen.why}, with the {S3_EXTRA} extra `dreampool deploy` needs",
+        )
     for path in written:
         print(f"wrote {path}", flush=True)
     print(
@@ -433,6 +519,6 @@ def cli_init(
             "with --owner, or edit .github/CODEOWNERS",
             file=sys.stderr,
         )
-    for n, step in enumerate(next_steps(directory, origin), 1):
+    for n, step in enumerate(next_steps(directory, origin, host), 1):
         print(f"dreampool: next {n}. {step}", file=sys.stderr)
     return 0

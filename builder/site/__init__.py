@@ -8,5 +8,5 @@ dream's own files, kept while their inputs stand still; ``page`` a file to make
 and its key; ``assemble`` writes every renderer's files into the new generation,
 through ``writer`` (two generations behind a symlink); ``derived`` decides when
 the build's own state may be read back; ``favicon`` the icon; ``serve`` the
-preview.
+preview; ``hosting`` whether the site still fits GitHub Pages.
 """

@@ -193,6 +193,12 @@ class SiteWriter:
         checked and counted once."""
         self._claim(rel)
 
+    @property
+    def total_bytes(self) -> int:
+        """The new generation's size: the sum of its files' sizes, as its manifest
+        records them (kept files included), without walking the tree."""
+        return sum(entry[1] for entry in self.written.values())
+
     def record(self, rel: str, entry: Entry, changed: bool) -> None:
         self.written[rel] = entry
         self.changed += changed
