@@ -106,3 +106,22 @@ def test_formats_do_no_io(path: Path) -> None:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             used.add(node.module.split(".")[0])
     assert not used & IO_MODULES, f"builder/formats/{path.name} imports {sorted(used & IO_MODULES)}"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_only_the_cli_prints_and_parses_arguments(path: Path) -> None:
+    """Printing and argument parsing belong to builder/cli: the layers below return
+    values and raise errors, so every command reports the same way."""
+    rel = path.relative_to(PACKAGE)
+    if rel.parts[0] == "cli" or "templates_compiled" in rel.parts:
+        return
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            if node.func.id == "print":
+                found.append(f"print() on line {node.lineno}")
+        elif isinstance(node, ast.Import) and any(a.name == "argparse" for a in node.names):
+            found.append(f"import argparse on line {node.lineno}")
+        elif isinstance(node, ast.ImportFrom) and node.module == "argparse":
+            found.append(f"from argparse on line {node.lineno}")
+    assert not found, f"builder/{rel}: {', '.join(found)}; move it to builder/cli"

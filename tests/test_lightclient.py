@@ -829,7 +829,7 @@ def test_cli_missing_file_is_an_error(tmp_path: Path, run: Callable[..., Any]) -
 
 def test_cli_read_errors_are_dreampool_errors(tmp_path: Path) -> None:
     with pytest.raises(DreampoolError):
-        lightclient.cli_verify_proof(tmp_path / "a", tmp_path / "b", tmp_path / "c")
+        lightclient.read_proof_files(tmp_path / "a", tmp_path / "b", tmp_path / "c")
 
 
 # --- standing alone -------------------------------------------------------------------

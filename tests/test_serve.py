@@ -265,9 +265,11 @@ def test_serve_announces_and_stops_on_ctrl_c(
 
     monkeypatch.setattr(server, "serve_forever", interrupted)
     monkeypatch.setattr(servemod, "make_server", lambda *a, **k: server)
-    servemod.serve(root, port=port)
+    from builder.cli import main as cli
+
+    assert cli.main(["serve", "--out", str(root), "--port", str(port)]) == 0
     err = capsys.readouterr().err
-    assert err == f"serving {root} at http://127.0.0.1:{port}/ (Ctrl-C to stop)\n"
+    assert err == f"dreampool: serving {root} at http://127.0.0.1:{port}/ (Ctrl-C to stop)\n"
     assert server.socket.fileno() == -1  # closed: nothing listens there any more
 
 

@@ -258,9 +258,30 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
+    """Scaffold; print each file written, what requirements.txt names and why, then
+    the next steps."""
     from builder.content import init
 
-    return init.cli_init(args.dir, args.origin, args.title, args.owner, args.requirement, args.host)
+    written = init.init_pool(
+        args.dir,
+        args.origin,
+        args.title,
+        owners=args.owner,
+        requirement=args.requirement,
+        host=args.host,
+    )
+    chosen = init.chosen_requirement(args.requirement, args.host)
+    for path in written:
+        print(f"wrote {path}", flush=True)
+    note(f"requirements.txt installs {chosen.line}: {chosen.why}")
+    if not args.owner:
+        note(
+            "note: CODEOWNERS has its rules commented out: name the maintainers "
+            "with --owner, or edit .github/CODEOWNERS",
+        )
+    for n, step in enumerate(init.next_steps(args.dir, args.origin, args.host), 1):
+        print(f"dreampool: next {n}. {step}", file=sys.stderr)
+    return 0
 
 
 # --- the log and the site ---------------------------------------------------
@@ -383,11 +404,31 @@ def cmd_recheck(args: argparse.Namespace) -> int:
 
 
 def cmd_verify_proof(args: argparse.Namespace) -> int:
+    """Print each step as it ends; 0 only if all hold, 1 at a failed step (its hint
+    printed). A file that cannot be read is an InputError for :func:`main`."""
+    from builder.errors import VerificationError
     from builder.readers import lightclient
 
-    return lightclient.cli_verify_proof(
+    f = lightclient.read_proof_files(
         args.proof, args.record, args.policy, args.newer, args.consistency
     )
+
+    def show(step: lightclient.Step) -> None:
+        outcome = "ok" if step.ok else "FAILED"
+        print(f"step {step.number} {outcome}: {step.detail}")
+
+    try:
+        result = lightclient.verify_proof(
+            f.proof, f.record, f.policy, newer=f.newer, consistency=f.consistency, on_step=show
+        )
+    except VerificationError as exc:
+        if exc.hint:
+            print(f"hint: {exc.hint}")
+        return 1
+    if result.newer is None:
+        print("step 5 skipped: no newer checkpoint given (--newer CHECKPOINT --consistency FILE)")
+    print(f"verified: dream {result.id} is entry {result.index} of {result.checkpoint.origin}")
+    return 0
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -398,8 +439,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise DreampoolError(
             f"{site} holds no built site", hint="run `dreampool build` first, or pass --out DIR"
         )
-    with contextlib.suppress(KeyboardInterrupt):
-        serve.serve(site, port=args.port)
+    server = serve.make_server(site, args.port, "127.0.0.1")
+    note(f"serving {site} at http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C to stop)")
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            server.serve_forever()
+    finally:
+        server.server_close()
     return 0
 
 

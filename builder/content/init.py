@@ -37,7 +37,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -485,40 +484,17 @@ def next_steps(directory: Path, origin: str, host: str = "pages") -> list[str]:
     ]
 
 
-def cli_init(
-    directory: Path,
-    origin: str,
-    title: str,
-    owners: Sequence[str] = (),
-    requirement: str | None = None,
-    host: str = "pages",
-) -> int:
-    """``dreampool init``: scaffold, print each file written, what requirements.txt
-    names and why, then the next steps."""
-    written = init_pool(directory, origin, title, owners=owners, requirement=requirement, host=host)
+def chosen_requirement(requirement: str | None, host: str = "pages") -> Requirement:
+    """What :func:`init_pool` puts in requirements.txt for ``requirement`` (None: the
+    dreampool that runs, :func:`installed_requirement`) and ``host``, and why."""
     chosen = (
         Requirement(requirement, "given with --requirement")
         if requirement is not None
-        else installed_requirement()  # as init_pool found it
+        else installed_requirement()
     )
     if host == "s3":
         chosen = Requirement(
             with_extra(chosen.line, S3_EXTRA),
             f"{chosen.why}, with the {S3_EXTRA} extra `dreampool deploy` needs",
         )
-    for path in written:
-        print(f"wrote {path}", flush=True)
-    print(
-        f"dreampool: requirements.txt installs {chosen.line}: {chosen.why}",
-        file=sys.stderr,
-        flush=True,
-    )
-    if not owners:
-        print(
-            "dreampool: note: CODEOWNERS has its rules commented out: name the maintainers "
-            "with --owner, or edit .github/CODEOWNERS",
-            file=sys.stderr,
-        )
-    for n, step in enumerate(next_steps(directory, origin, host), 1):
-        print(f"dreampool: next {n}. {step}", file=sys.stderr)
-    return 0
+    return chosen

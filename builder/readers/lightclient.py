@@ -30,7 +30,7 @@ its hash lines by step 3. A byte changed anywhere in it therefore fails the step
 part belongs to; an inserted or removed newline moves the empty line that ends the
 header (tlog-proof §Format), so it can fail an earlier step.
 
-``dreampool verify-proof`` (:func:`cli_verify_proof`) prints, for example::
+``dreampool verify-proof`` (:func:`builder.cli.main.cmd_verify_proof`) prints, for example::
 
     step 1 ok: checkpoint example.org/dreams size 5 signed by its log key, quorum none
     step 2 ok: leaf data of dream 3f1c0d2a9b8e7f60 equals the proof's extra
@@ -74,8 +74,8 @@ __all__ = [
     "Result",
     "Step",
     "check_record",
-    "cli_verify_proof",
     "parse_consistency_proof",
+    "read_proof_files",
     "verify_logged_record",
     "verify_proof",
 ]
@@ -560,42 +560,33 @@ def parse_consistency_proof(data: bytes) -> tuple[bytes, ...]:
 # --- the command ----------------------------------------------------------------------
 
 
-def cli_verify_proof(
+@dataclass(frozen=True, slots=True)
+class ProofFiles:
+    """The files ``dreampool verify-proof`` checks, read within their size limits."""
+
+    proof: bytes
+    record: bytes
+    policy: bytes
+    newer: bytes | None
+    consistency: bytes | None
+
+
+def read_proof_files(
     proof_path: str | os.PathLike[str],
     record_path: str | os.PathLike[str],
     policy_path: str | os.PathLike[str],
     newer_path: str | os.PathLike[str] | None = None,
     consistency_path: str | os.PathLike[str] | None = None,
-) -> int:
-    """``dreampool verify-proof``: read the files, print each step, return 0 only if all hold.
-
-    A failed step prints ``step N FAILED: …`` and its hint and returns 1. A file that
-    cannot be read raises :class:`~builder.errors.InputError` for the CLI to report.
-    """
-    proof = _read(proof_path, MAX_TLOG_PROOF_SIZE)
-    record = _read(record_path, MAX_RECORD_SIZE)
-    policy = _read(policy_path, MAX_POLICY_SIZE)
-    newer = None if newer_path is None else _read(newer_path, MAX_NOTE_SIZE)
-    consistency = (
-        None if consistency_path is None else _read(consistency_path, MAX_CONSISTENCY_SIZE)
+) -> ProofFiles:
+    """Read the files for :func:`verify_proof`; a file that cannot be read raises
+    :class:`~builder.errors.InputError` naming it."""
+    return ProofFiles(
+        _read(proof_path, MAX_TLOG_PROOF_SIZE),
+        _read(record_path, MAX_RECORD_SIZE),
+        _read(policy_path, MAX_POLICY_SIZE),
+        None if newer_path is None else _read(newer_path, MAX_NOTE_SIZE),
+        None if consistency_path is None else _read(consistency_path, MAX_CONSISTENCY_SIZE),
     )
-
-    def show(step: Step) -> None:
-        outcome = "ok" if step.ok else "FAILED"
-        print(f"step {step.number} {outcome}: {step.detail}")
-
-    try:
-        result = verify_proof(
-            proof, record, policy, newer=newer, consistency=consistency, on_step=show
-        )
-    except VerificationError as exc:
-        if exc.hint:
-            print(f"hint: {exc.hint}")
-        return 1
-    if result.newer is None:
-        print("step 5 skipped: no newer checkpoint given (--newer CHECKPOINT --consistency FILE)")
-    print(f"verified: dream {result.id} is entry {result.index} of {result.checkpoint.origin}")
-    return 0
 
 
 def _read(path: str | os.PathLike[str], limit: int) -> bytes:

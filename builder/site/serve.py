@@ -264,20 +264,3 @@ def make_server(
         ) from None
     server.quiet = quiet
     return server
-
-
-def serve(site: Path, port: int = 8000, host: str = "127.0.0.1", *, quiet: bool = False) -> None:
-    """Serve ``site`` until Ctrl-C."""
-    server = make_server(site, port, host, quiet=quiet)
-    shown = f"[{host}]" if ":" in host else host
-    print(
-        f"serving {site} at http://{shown}:{server.server_address[1]}/ (Ctrl-C to stop)",
-        file=sys.stderr,
-        flush=True,
-    )
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
