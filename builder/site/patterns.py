@@ -382,7 +382,8 @@ def _plural(n: int, word: str) -> str:
 
 
 def _types_text(types: Iterable[tuple[str, int]]) -> str:
-    return " · ".join(f"{ty} {n}" for ty, n in types) or "titles and summaries only"
+    # A type and its count never part at a line break (a no-break space).
+    return " · ".join(f"{ty}\u00a0{n}" for ty, n in types) or "titles and summaries only"
 
 
 def _legend() -> str:
