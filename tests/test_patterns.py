@@ -3,7 +3,9 @@ the page may never show."""
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -11,15 +13,19 @@ from typing import Any
 
 import pytest
 
+from builder.site import charts, keywords
 from builder.site.model import DreamView, EntryView, SiteModel, TagRef, slug
 from builder.site.patterns import (
+    Pair,
     Pattern,
     Patterns,
     bar_chart_svg,
     compute_patterns,
     render_patterns_html,
+    suppress,
     tokens,
 )
+from tests.conftest import REPO
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -38,6 +44,7 @@ class D:
     derivatives: bool = True
     anonymized: bool = False
     key: str = field(default="")
+    date: str = "2025-01-01T00:00:00Z"  # the log's date of the dream (DreamView.date)
 
 
 def model_of(dreams: Sequence[D], *, k: int = 3) -> SiteModel:
@@ -49,7 +56,7 @@ def model_of(dreams: Sequence[D], *, k: int = 3) -> SiteModel:
             DreamView(
                 id=dream_id,
                 index=i,
-                date="2025-01-01T00:00:00Z",
+                date=d.date,
                 title=d.title,
                 summary=d.summary,
                 entries=tuple(EntryView(text, ty, "likely", None) for ty, text in d.entries),
@@ -107,7 +114,7 @@ def test_a_tag_needs_k_distinct_authors() -> None:
     )
     got = tag_terms(compute_patterns(m))
     assert "two" not in got
-    assert got["three"] == Pattern("tag", "three", 3, 3, (("fact", 3),))
+    assert got["three"] == Pattern("tag", "three", 3, 3, (("fact", 3),), (("2025-01", 3),))
 
 
 def test_one_author_counts_once_however_many_dreams_or_keys() -> None:
@@ -203,9 +210,9 @@ def test_a_dream_contributes_a_keyword_once() -> None:
     assert got.types == (("fact", 3), ("rule", 3))
 
 
-def test_sorted_by_dreams_then_term_and_limited() -> None:
+def test_tags_by_dreams_keywords_by_rank_and_limited() -> None:
     dreams = [D(a, ["b", "a"], title="alpha beta") for a in ("ann", "ben", "cat")]
-    dreams += [D("dan", ["b"], title="beta")]
+    dreams += [D("dan", ["b"], title="beta"), D("eve", title="gamma"), D("fay", title="gamma")]
     p = compute_patterns(model_of(dreams))
     assert [q.term for q in p.tags] == ["b", "a"]
     assert [q.term for q in p.keywords[:2]] == ["beta", "alpha"]
@@ -219,7 +226,7 @@ def test_sorted_by_dreams_then_term_and_limited() -> None:
 
 def test_english_tokens() -> None:
     got = tokens("The parser's Tokenization CHANGED in 2024, and we don't pin it.")
-    assert got == {"parser", "tokenization", "changed", "pin"}
+    assert got == {"parser", "tokenization", "pin"}  # "changed" is a generic verb
 
 
 def test_chinese_tokens() -> None:
@@ -304,7 +311,7 @@ def test_html_has_no_scripts_styles_or_handlers_and_is_well_formed() -> None:
     assert not re.search(r"\sstyle\s*=", html)
     assert not re.search(r"\son[a-z]+\s*=", html)
     root = ET.fromstring(f"<div>{html}</div>")
-    assert len(root.findall(".//table")) == 2
+    assert len(root.findall(".//table")) == 3  # tags, English and Chinese keywords
     assert all(svg.get("role") in ("img", None) for svg in root.iter(f"{SVG}svg"))
 
 
@@ -329,7 +336,7 @@ def test_svg_drops_characters_xml_forbids_and_survives_empty_input() -> None:
 
 def test_long_labels_are_cut_on_screen_but_whole_for_readers() -> None:
     long = "a" * 200
-    root = ET.fromstring(bar_chart_svg([(long, 1), ("数据库" * 40, 2)], title="t", width=300))
+    root = ET.fromstring(bar_chart_svg([(long, 1), ("数据库" * 40, 2)], title="t"))
     shown = [t.text or "" for t in root.iter(f"{SVG}text")]
     assert any(s.endswith("…") and len(s) < 60 for s in shown)
     assert long in (root.findtext(f"{SVG}desc") or "")
@@ -341,7 +348,7 @@ def test_evil_tag_is_escaped_in_the_page() -> None:
     html = render_patterns_html(compute_patterns(m))
     assert "<script" not in html
     root = ET.fromstring(f"<div>{html}</div>")
-    assert evil in [td.text for td in root.iter("td")]
+    assert evil in ["".join(th.itertext()) for th in root.iter("span")]
 
 
 def test_output_is_deterministic() -> None:
@@ -356,10 +363,11 @@ def test_output_is_deterministic() -> None:
 
 def test_an_empty_pool_renders() -> None:
     p = compute_patterns(model_of([]))
-    assert p == Patterns(3, "member", 0, (), ())
+    assert p == Patterns(3, "member", 0, (), (), (), ())
     html = render_patterns_html(p)
     ET.fromstring(f"<div>{html}</div>")
-    assert "No tag" in html and "No word" in html
+    assert "No tag" in html and "No English word" in html and "No Chinese word" in html
+    assert "No two tags" in html and "No dream is in the log" in html
 
 
 def test_words_found_on_every_core_are_the_words_found_here() -> None:
@@ -384,3 +392,311 @@ def test_words_found_on_every_core_are_the_words_found_here() -> None:
     del spread["id0003"]
     assert compute_patterns(m, words=spread, spread=True) == want
     assert spread == here
+
+
+# --- over time: every shown month is backed by k authors ---------------------------------------
+
+JAN, FEB, MAR = "2025-01-15T00:00:00Z", "2025-02-15T00:00:00Z", "2025-03-15T00:00:00Z"
+
+
+def months_of(p: Pattern) -> dict[str, int | None]:
+    return dict(p.months)
+
+
+def test_a_month_backed_by_k_minus_one_authors_is_suppressed() -> None:
+    jan = [D(a, ["t"], date=JAN) for a in ("ann", "ben", "cat")]
+    # February: two authors hold the tag, and their own subtraction is guarded too.
+    feb = [D(a, ["t"], date=FEB) for a in ("dan", "eve")]
+    march = [D(a, ["t"], date=MAR) for a in ("fay", "gus", "hal")]
+    p = compute_patterns(model_of(jan + feb + march))
+    got = months_of(tag_terms(p)["t"])
+    assert got["2025-02"] is None  # 2 authors < k = 3
+    # Alone, February's count would be the total (8) minus the shown months (3 + 3):
+    # so one more month is suppressed with it, and together they are 5 authors.
+    assert list(got.values()).count(None) == 2
+    assert sum(n or 0 for n in got.values()) < 8
+    assert p.admissions == (("2025-01", 3), ("2025-02", 2), ("2025-03", 3))
+
+
+def test_months_with_k_authors_are_shown_and_empty_months_are_zero() -> None:
+    dreams = [D(a, ["t"], date=JAN) for a in ("ann", "ben", "cat")]
+    dreams += [D(a, ["t"], date=MAR) for a in ("ann", "ben", "cat", "dan")]
+    got = months_of(tag_terms(compute_patterns(model_of(dreams)))["t"])
+    assert got == {"2025-01": 3, "2025-02": 0, "2025-03": 4}
+
+
+def test_guests_and_non_consenting_dreams_back_no_month() -> None:
+    base = [D(a, ["t"], date=JAN) for a in ("ann", "ben", "cat")]
+    extra = [
+        D("gus", ["t"], date=FEB, tier="guest"),
+        D("nox", ["t"], date=FEB, derivatives=False),
+        D("ann", ["t"], date=FEB),
+        D("ben", ["t"], date=FEB),
+    ]
+    p = compute_patterns(model_of(base + extra))
+    got = months_of(tag_terms(p)["t"])
+    # February's counted authors are ann and ben: 2 < k, so it is suppressed, and
+    # January with it (the suppressed months together must reach k authors).
+    assert got == {"2025-01": None, "2025-02": None}
+    # With the guest counted, February has 3 authors and both months show.
+    g = months_of(tag_terms(compute_patterns(model_of(base + extra), min_tier="guest"))["t"])
+    assert g == {"2025-01": 3, "2025-02": 3}
+    # The pool-wide chart counts every dream in the log, guests and all.
+    assert p.admissions == (("2025-01", 3), ("2025-02", 4))
+
+
+def test_one_author_with_two_keys_backs_a_month_once() -> None:
+    jan = [D(a, ["t"], date=JAN) for a in ("ann", "ben", "cat")]
+    feb = [D("ann", ["t"], date=FEB, key="k1"), D("ann", ["t"], date=FEB, key="k2")]
+    feb += [D("ben", ["t"], date=FEB)]
+    got = months_of(tag_terms(compute_patterns(model_of(jan + feb)))["t"])
+    assert got["2025-02"] is None
+
+
+def test_keyword_months_follow_the_same_rule() -> None:
+    jan = [D(a, title="marmot", date=JAN) for a in ("ann", "ben", "cat")]
+    feb = [D(a, title="marmot", date=FEB) for a in ("ann", "dan")]
+    mar = [D(a, title="marmot", date=MAR) for a in ("eve", "fay", "gus")]
+    got = months_of(kw_terms(compute_patterns(model_of(jan + feb + mar)))["marmot"])
+    assert got["2025-02"] is None and list(got.values()).count(None) == 2
+
+
+def test_suppress_alone() -> None:
+    a, b, c, d = ({"a"}, {"a", "b"}, {"a", "b", "c"}, {"d", "e", "f"})
+    months = ("m1", "m2", "m3", "m4")
+    assert suppress(months, {"m1": (3, c), "m3": (3, d)}, 3) == (
+        ("m1", 3),
+        ("m2", 0),
+        ("m3", 3),
+        ("m4", 0),
+    )
+    # m2 alone (1 author) is suppressed; the smallest shown month (m1, 3 authors; ties go to
+    # the earliest) joins it, and together they reach 3 authors.
+    got = suppress(months, {"m1": (3, c), "m2": (1, a), "m3": (4, d)}, 3)
+    assert got == (("m1", None), ("m2", None), ("m3", 4), ("m4", 0))
+    # Two suppressed months of the same two authors still make fewer than 3: all go.
+    got = suppress(months, {"m1": (2, b), "m2": (1, a), "m4": (5, d)}, 3)
+    assert got == (("m1", None), ("m2", None), ("m3", 0), ("m4", None))
+
+
+# --- what goes together --------------------------------------------------------------------------
+
+
+def test_a_pair_needs_k_authors_holding_both_tags() -> None:
+    both = [D(a, ["db", "ops"]) for a in ("ann", "ben")]
+    apart = [D("cat", ["db"]), D("cat", ["ops"])]  # cat never holds both in one dream
+    p = compute_patterns(model_of(both + apart))
+    assert {q.term for q in p.tags} == {"db", "ops"}
+    assert p.pairs == ()
+    p = compute_patterns(model_of([*both, *apart, D("dan", ["ops", "db", "db"])]))
+    assert p.pairs == (Pair("db", "ops", 3, 3),)
+
+
+def test_pairs_count_no_guest_no_refusal_and_an_author_once() -> None:
+    both = [D(a, ["db", "ops"]) for a in ("ann", "ben")]
+    others = [
+        D("gus", ["db", "ops"], tier="guest"),
+        D("nox", ["db", "ops"], derivatives=False),
+        D("ann", ["db", "ops"], key="rotated"),
+    ]
+    assert compute_patterns(model_of(both + others)).pairs == ()
+    with_guest = compute_patterns(model_of(both + others), min_tier="guest").pairs
+    assert with_guest == (Pair("db", "ops", 4, 3),)
+
+
+def test_pairs_are_ranked_and_bounded() -> None:
+    dreams = [D(a, ["a", "b", "c"]) for a in ("ann", "ben", "cat", "dan")]
+    dreams += [D(a, ["a", "b"]) for a in ("eve",)]
+    p = compute_patterns(model_of(dreams))
+    assert [(q.first, q.second, q.dreams) for q in p.pairs] == [
+        ("a", "b", 5),
+        ("a", "c", 4),
+        ("b", "c", 4),
+    ]
+    html = render_patterns_html(p)
+    assert "#a</span> + <span" in html and "5 dreams · 5 authors" in html
+
+
+# --- keywords: folding, language, ranking ---------------------------------------------------------
+
+
+def test_fold_merges_plurals_conservatively() -> None:
+    pairs = {
+        "workers": "worker",
+        "days": "day",
+        "queries": "query",
+        "fixes": "fix",
+        "caches": "cache",
+        "branches": "branch",
+        "databases": "database",
+        "status": "status",
+        "class": "class",
+        "analysis": "analysis",
+        "metrics": "metrics",
+        "alias": "alias",
+        "bus": "bus",
+        "数据库": "数据库",
+    }
+    assert {w: keywords.fold(w) for w in pairs} == pairs
+
+
+def test_inflections_are_one_keyword_under_the_commonest_form() -> None:
+    dreams = [
+        D("ann", title="workers stalled"),
+        D("ben", title="the workers"),
+        D("cat", title="a worker"),
+    ]
+    got = kw_terms(compute_patterns(model_of(dreams)))
+    assert "worker" not in got
+    assert (got["workers"].dreams, got["workers"].authors) == (3, 3)
+    assert got["workers"].forms == ("worker",)
+    # days is filler as day is: the stop list is consulted after folding.
+    assert tokens("three days, one day") == set()
+
+
+def test_languages_are_split_by_script_and_listed_apart() -> None:
+    dreams = [
+        D(a, title="迁移 数据库 migration", entries=[("fact", "索引 index")])
+        for a in ("ann", "ben", "cat")
+    ]
+    p = compute_patterns(model_of(dreams))
+    assert {q.term: q.lang for q in p.keywords} == {
+        "迁移": "zh",
+        "数据库": "zh",
+        "索引": "zh",
+        "migration": "en",
+        "index": "en",
+    }
+    assert keywords.language("数据库") == "zh" and keywords.language("café") == "en"
+    assert keywords.split_by_language(["a1", "数据", "b2"]) == {"en": ["a1", "b2"], "zh": ["数据"]}
+    root = ET.fromstring(f"<div>{render_patterns_html(p)}</div>")
+    tables = {
+        t.findtext("caption"): [
+            "".join(s.itertext()) for s in t.iter("span") if s.get("class") == "term"
+        ]
+        for t in root.iter("table")
+    }
+    en = next(v for c, v in tables.items() if c and c.startswith("English"))
+    zh = next(v for c, v in tables.items() if c and c.startswith("Chinese"))
+    assert set(en) == {"migration", "index"} and set(zh) == {"迁移", "数据库", "索引"}
+    # The limit holds per language.
+    assert len(compute_patterns(model_of(dreams), limit=1).keywords) == 2
+
+
+def test_rank_is_tf_idf() -> None:
+    # 10 dreams: "common" in 9 of them once, "rare" in 3 but through 4 entries each,
+    # "plain" in 3 once. Near-universal words are held back; repetition lifts a word.
+    hits = {"common": {1: 9}, "rare": {4: 3}, "plain": {1: 3}}
+    got = keywords.rank(hits, {"rare": {"rares": 2, "rare": 1}}, 10)
+    assert [r.key for r in got] == ["rare", "common", "plain"]
+    assert got[0].surface == "rares" and got[0].forms == ("rares", "rare")
+    assert got == keywords.rank(dict(reversed(hits.items())), {"rare": {"rares": 2, "rare": 1}}, 10)
+    # A tie goes to the word more dreams hold, then alphabetically.
+    tie = keywords.rank({"b": {1: 3}, "a": {1: 3}}, {}, 3)
+    assert [r.key for r in tie] == ["a", "b"]
+    with pytest.raises(ValueError, match="hits"):
+        keywords.rank({"x": {1: 5}}, {}, 4)
+
+
+KEYWORDS_FIXTURE = REPO / "tests" / "fixtures" / "patterns_keywords.json"
+# The issue's examples of filler and generic verbs, which must never rank.
+GENERIC = {
+    "en": {"fixed", "code", "rate", "shared", "add", "day", "use", "make", "get", "need", "run"},
+    "zh": {"的", "了", "使用", "进行", "需要"},
+}
+
+
+@pytest.fixture(scope="module")
+def sample_patterns(tmp_path_factory: pytest.TempPathFactory) -> Patterns:
+    """The patterns of the shipped sample pool, read from a copy."""
+    from tests.test_render import load
+
+    content = tmp_path_factory.mktemp("sample") / "content"
+    shutil.copytree(REPO / "content", content)
+    model, _ = load(content, "/")
+    return compute_patterns(model)
+
+
+def test_sample_pool_keyword_ranking_matches_the_fixture(sample_patterns: Patterns) -> None:
+    want = json.loads(KEYWORDS_FIXTURE.read_text(encoding="utf-8"))
+    for lang in ("en", "zh"):
+        ranked = [q.term for q in sample_patterns.keywords if q.lang == lang]
+        top = ranked[:20]
+        assert top == want[lang], lang  # the list and its order
+        stop = keywords.EN_STOPWORDS if lang == "en" else keywords.ZH_STOPWORDS
+        for term in top:
+            assert term not in stop and keywords.fold(term) not in stop, term
+            assert term not in GENERIC[lang] and keywords.fold(term) not in GENERIC[lang], term
+    # The issue's filler words no longer appear at all, nor a plural beside its singular.
+    terms = {q.term for q in sample_patterns.keywords}
+    assert terms.isdisjoint(GENERIC["en"] | {"days", "workers"})
+    assert "worker" in terms
+
+
+# --- charts ---------------------------------------------------------------------------------------
+
+
+def _accessible(svg: str) -> ET.Element:
+    root = ET.fromstring(svg)
+    assert root.get("role") == "img"
+    assert root.get("width") is None and root.get("viewBox")
+    title = root.find(f"{SVG}title")
+    desc = root.find(f"{SVG}desc")
+    assert title is not None and desc is not None
+    assert root.get("aria-labelledby") == title.get("id")
+    assert root.get("aria-describedby") == desc.get("id")
+    return root
+
+
+def test_columns_say_every_month_and_suppression_in_words() -> None:
+    svg = charts.columns_svg(
+        [("2025-01", 3), ("2025-02", None), ("<b>", 0)],
+        chart_id="c1",
+        title="t & <i>",
+        unit="dreams",
+        suppressed="fewer than 3 authors",
+        mark="<3",
+    )
+    root = _accessible(svg)
+    desc = root.findtext(f"{SVG}desc") or ""
+    assert desc == "2025-01: 3 dreams; 2025-02: fewer than 3 authors; <b>: 0 dreams"
+    shown = [t.text for t in root.iter(f"{SVG}text")]
+    assert "<3" in shown and "<b>" in shown and "3" in shown
+    assert len([r for r in root.iter(f"{SVG}rect") if r.get("class") == "suppressed"]) == 1
+    spark = _accessible(
+        charts.columns_svg([("m", 1)], chart_id="s", title="t", unit="d", spark=True)
+    )
+    assert list(spark.iter(f"{SVG}text")) == []  # a sparkline has no text to be too small
+
+
+def test_stacked_bars_keep_the_series_order_and_numbers() -> None:
+    svg = charts.stacked_bars_svg(
+        [("#db", (("fact", 2), ("lesson", 1))), ("#ops", (("lesson", 4),))],
+        chart_id="c2",
+        title="types",
+        fills={"fact": "#000000", "lesson": "#111111"},
+    )
+    root = _accessible(svg)
+    assert root.findtext(f"{SVG}desc") == "#db: 3 (fact 2, lesson 1); #ops: 4 (lesson 4)"
+    classes = [r.get("class") for r in root.iter(f"{SVG}rect")]
+    assert classes == ["seg seg-fact", "seg seg-lesson", "seg seg-lesson"]
+
+
+def test_chart_ids_are_checked() -> None:
+    with pytest.raises(ValueError, match="chart_id"):
+        charts.columns_svg([], chart_id='x" onload="y', title="t", unit="d")
+
+
+def test_every_chart_on_the_page_is_named_and_described() -> None:
+    dreams = [D(a, ["t", "u"], title="marmot", date=JAN) for a in ("ann", "ben", "cat")]
+    dreams += [D(a, ["t", "u"], title="marmot", date=FEB) for a in ("ann", "ben", "dan")]
+    html = render_patterns_html(compute_patterns(model_of(dreams)))
+    root = ET.fromstring(f"<div>{html}</div>")
+    svgs = [s for s in root.iter(f"{SVG}svg") if s.get("aria-hidden") != "true"]
+    # admissions, the tag types, a trend per tag (2) and per keyword (1)
+    assert len(svgs) == 5
+    ids = [e.get("id") for e in root.iter() if e.get("id")]
+    assert len(ids) == len(set(ids))
+    for s in svgs:
+        _accessible(ET.tostring(s, encoding="unicode"))
+    assert "Per month" in html

@@ -1080,7 +1080,8 @@ class Tools:
                 if not rows:
                     segments.append(f"{rule}: none\n\n")
                     continue
-                segments.append(f"{rule}, by number of dreams:\n")
+                order = "by number of dreams" if what == "tags" else "by rank (TF-IDF)"
+                segments.append(f"{rule}, {order}:\n")
                 lines = [f"{p.term}: {p.dreams} dreams, {p.authors} authors" for p in rows]
                 segments += [agents.Quoted("\n".join(lines), tier), "\n"]
         ranked: dict[str, list[DreamView]] = {}

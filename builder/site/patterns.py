@@ -21,48 +21,77 @@ tag a dream ``postgres``. With the default ``min_tier="member"`` only two
 authors count and nothing is shown; with ``min_tier="guest"`` the pattern is
 ``postgres · 3 dreams · 3 authors``.
 
-Keywords come from the title, summary and entry texts (never sources): Latin
-words are lowercased runs of letters and digits, at least three long, not
-pure numbers and not English stopwords; Chinese runs are segmented by jieba
-and keep words of two or more characters that are not stopwords. A dream
-contributes each word once. URLs, entities and Markdown punctuation are
-dropped before tokenizing, so link targets and ``**`` never become words.
+4. Anything split over time or combined follows the same rule on its own:
+   a tag pair is shown when counted dreams of at least ``k`` distinct authors
+   hold both tags; a term's month is shown when counted dreams of at least
+   ``k`` distinct authors hold the term in that month, else it is shown as
+   suppressed. Since the term's total is shown, the suppressed months of a
+   term together must be backed by ``k`` authors too (else the smallest
+   shown months are suppressed with them), so subtracting the shown months
+   from the total cannot single out one author's dreams. A month with no
+   such dream shows 0: it names no one. Months come from the log (the time
+   of the first checkpoint holding the dream, :class:`DreamView.date`),
+   committed and signed data, never the build's clock.
+5. The pool-wide chart of dreams admitted per month counts every dream in
+   the log, unlimited by ``k``: each dream, with its date, is public on the
+   log and dream pages already, so the count per month tells nothing new.
+
+Keywords come from the title, summary and entry texts (never sources), as
+:mod:`builder.site.keywords` tokenizes, folds (``workers`` → ``worker``) and
+ranks them (TF-IDF over the counted dreams); a keyword is its folded word
+and shows its commonest surface form. A dream contributes each word once.
+English and Chinese keywords are ranked and listed apart, by script.
 """
 
 from __future__ import annotations
 
-import functools
-import re
+import itertools
 import sys
-import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from markupsafe import Markup, escape
 
 from builder import parallel
 from builder.content import anonymity
+from builder.site import charts, keywords
+from builder.site.charts import bar_chart_svg
+from builder.site.keywords import tokens
 from builder.site.model import ENTRY_ORDER, TIER_RANK, DreamView, SiteModel
 
 __all__ = [
+    "Pair",
     "Pattern",
     "Patterns",
     "bar_chart_svg",
     "compute_patterns",
     "render_patterns_html",
+    "suppress",
     "tokens",
 ]
+
+Buckets = tuple[tuple[str, int | None], ...]  # month → dreams, None when suppressed
 
 
 @dataclass(frozen=True, slots=True)
 class Pattern:
     kind: str  # "tag" | "keyword"
-    term: str
+    term: str  # a tag, or a keyword's commonest surface form
     dreams: int  # counted dreams holding the term
     authors: int  # distinct counted authors (>= k); a number only, never names
     types: tuple[tuple[str, int], ...]  # entry type → count, canonical order, zeros omitted
+    months: Buckets = ()  # every month of the pool, oldest first
+    forms: tuple[str, ...] = ()  # a keyword's other surface forms, folded into it
+    lang: str = ""  # a keyword's language by script: "en" or "zh"
+
+
+@dataclass(frozen=True, slots=True)
+class Pair:
+    first: str  # two tags, in sorted order
+    second: str
+    dreams: int  # counted dreams holding both
+    authors: int  # distinct counted authors of those (>= k)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,92 +100,9 @@ class Patterns:
     min_tier: str
     counted_dreams: int
     tags: tuple[Pattern, ...]  # dreams descending, then term
-    keywords: tuple[Pattern, ...]  # dreams descending, then term; at most `limit`
-
-
-# --- tokenizing -------------------------------------------------------------------------------
-
-# Kept as text so the lists read as lists; split once at import.
-_EN_STOPWORD_TEXT = """
-    a about above across after again against all almost along already also although always am
-    among an and another any anyone anything are aren around as at away back be became because
-    become been before being below between both but by can cannot could couldn did didn do does
-    doesn doing don done down during each either else enough even ever every few first for from
-    further get gets getting got had hadn has hasn have haven having he her here hers herself
-    him himself his how however i if in instead into is isn it its itself just least less let
-    like made make makes many may maybe me might more most much must my myself need needs
-    neither never new next no nor not nothing now of off often on once one only onto or other
-    others otherwise our ours ourselves out over own per rather really same see seen shall she
-    should shouldn since so some something still such than that the their theirs them themselves
-    then there these they thing things this those though through thus to too two under until up
-    upon us use used uses using very via was wasn way we well were weren what whatever when
-    where whether which while who whom whose why will with within without won would wouldn yes
-    yet you your yours yourself
-"""
-
-_ZH_STOPWORD_TEXT = """
-    的 了 和 是 在 我 也 就 都 而 及 与 或 一个 没有 我们 这个 可以 因为 所以 但是 如果 然后
-    还是 不是 就是 这样 那样 那个 这些 那些 他们 你们 它们 自己 什么 怎么 为了 已经 而且 或者
-    以及 之后 之前 时候 通过 进行 对于 关于 一些 一样 不要 只有 需要 不会 不能 可能 应该 还有
-    其他 其中 一次 一下 这种 那种 每个 所有 只是 只用 无法 比如 例如 其实 这里 那里 现在 后来
-    直接 全部 改为 改成 本身 必须 不同 每条 一直 同时 结果 出现 发现 之间 这次 那次 不再
-"""
-_EN_STOPWORDS = frozenset(_EN_STOPWORD_TEXT.split())
-_ZH_STOPWORDS = frozenset(_ZH_STOPWORD_TEXT.split())
-
-# Han ideographs: CJK Unified (and Extension A) and the compatibility block.
-_HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-# Latin letters and digits after lowercasing; × (U+00D7) and ÷ (U+00F7) are not letters.
-_LATIN = "a-z0-9\u00df-\u00f6\u00f8-\u00ff\u0100-\u024f"
-_TOKEN_RE = re.compile(rf"(?P<han>[{_HAN}]+)|(?P<word>[{_LATIN}]+(?:['’][{_LATIN}]+)?)")
-# Link targets, autolinks, bare URLs, addresses and entities carry no topic of the dream.
-_NOISE_RE = re.compile(
-    r"\]\([^)\s]*(?:\s+\"[^\"]*\")?\)"  # the target of a Markdown link: ](https://…)
-    r"|(?:https?|mailto|ftp):\S+"  # autolinks and bare URLs
-    r"|www\.\S+"
-    r"|\S+@\S+\.[a-z]+"  # e-mail addresses
-    r"|&(?:#\d+|#x[0-9a-f]+|[a-z]+);",  # HTML entities
-    re.IGNORECASE,
-)
-
-
-@functools.cache
-def _segmenter() -> Any:
-    """A private jieba tokenizer, built on first use (loading the dictionary
-    takes a second), so other code's ``jieba.add_word`` cannot change ours."""
-    import jieba  # type: ignore[import-untyped]
-
-    jieba.setLogLevel(60)
-    seg = jieba.Tokenizer()
-    seg.initialize()
-    return seg
-
-
-def _latin_keyword(word: str) -> str | None:
-    word = word.replace("’", "'")
-    if word.endswith("'s"):
-        word = word[:-2]
-    if "'" in word:  # contractions (don't, it'll) are function words
-        return None
-    if len(word) < 3 or word.isdigit() or word in _EN_STOPWORDS:
-        return None
-    return word
-
-
-def tokens(text: str) -> set[str]:
-    """The keywords of a text: lowercased Latin words and jieba-segmented
-    Chinese words, without stopwords, numbers and Markdown or URL debris."""
-    found: set[str] = set()
-    for match in _TOKEN_RE.finditer(_NOISE_RE.sub(" ", text).lower()):
-        if han := match.group("han"):
-            if len(han) < 2:
-                continue
-            for word in _segmenter().cut(han):
-                if len(word) >= 2 and word not in _ZH_STOPWORDS:
-                    found.add(word)
-        elif (word := _latin_keyword(match.group("word"))) is not None:
-            found.add(word)
-    return found
+    keywords: tuple[Pattern, ...]  # by rank (keywords.rank); at most `limit` per language
+    pairs: tuple[Pair, ...] = ()  # dreams descending, then authors, then tags
+    admissions: tuple[tuple[str, int], ...] = ()  # month → dreams in the log, every month
 
 
 # --- counting ---------------------------------------------------------------------------------
@@ -167,6 +113,15 @@ class _Tally:
     dreams: int = 0
     authors: set[str] = field(default_factory=set)
     types: Counter[str] = field(default_factory=Counter)
+    # For keywords: dreams by how many of their entries hold the word; dreams by surface form.
+    hits: Counter[int] = field(default_factory=Counter)
+    surfaces: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass(slots=True)
+class _Bucket:
+    dreams: int = 0
+    authors: set[str] = field(default_factory=set)
 
 
 def _type_rank(entry_type: str) -> tuple[int, str]:
@@ -175,27 +130,45 @@ def _type_rank(entry_type: str) -> tuple[int, str]:
     return (order, entry_type)
 
 
-def _patterns(kind: str, tallies: dict[str, _Tally], k: int) -> list[Pattern]:
-    out = [
-        Pattern(
-            kind,
-            term,
-            t.dreams,
-            len(t.authors),
-            tuple(
-                (ty, n) for ty, n in sorted(t.types.items(), key=lambda i: _type_rank(i[0])) if n
-            ),
-        )
-        for term, t in tallies.items()
-        if len(t.authors) >= k
-    ]
-    out.sort(key=lambda p: (-p.dreams, p.term))
-    return out
+def _types(counts: Counter[str]) -> tuple[tuple[str, int], ...]:
+    return tuple((ty, n) for ty, n in sorted(counts.items(), key=lambda i: _type_rank(i[0])) if n)
+
+
+def suppress(months: Sequence[str], found: Mapping[str, tuple[int, set[str]]], k: int) -> Buckets:
+    """Each month's count of dreams, or None where it may not be shown.
+
+    ``found`` maps a month to (dreams, their distinct authors) for one term.
+    A month backed by fewer than ``k`` authors is suppressed; then, while the
+    suppressed months together are backed by fewer than ``k`` authors, the
+    shown month with the fewest authors (the earliest of a tie) is suppressed
+    too, so the total minus the shown months reveals no fewer than ``k``
+    authors' dreams. Months with no dream show 0."""
+    hidden = {m for m, (n, a) in found.items() if n and len(a) < k}
+    while hidden and len(set().union(*(found[m][1] for m in hidden))) < k:
+        rest = [m for m, (n, _) in found.items() if n and m not in hidden]
+        if not rest:
+            break
+        hidden.add(min(rest, key=lambda m: (len(found[m][1]), m)))
+    return tuple((m, None if m in hidden else found.get(m, (0, set()))[0]) for m in months)
+
+
+def _month_span(model: SiteModel) -> tuple[str, ...]:
+    """Every month from the pool's first dream's to its last's, oldest first."""
+    months = sorted({d.month for d in model.dreams if len(d.month) == 7})
+    if not months:
+        return ()
+    (y, m), end = map(int, months[0].split("-")), months[-1]
+    out = []
+    while (month := f"{y:04d}-{m:02d}") <= end:
+        out.append(month)
+        y, m = (y + 1, 1) if m == 12 else (y, m + 1)
+    return tuple(out)
 
 
 MIN_TIER = "member"
 """The least trusted tier whose dreams the site's patterns count (the default of
 :func:`compute_patterns`, which the build uses)."""
+PAIRS_LIMIT = 12
 
 
 def counts(d: DreamView, min_tier: str = MIN_TIER) -> bool:
@@ -234,6 +207,30 @@ def dream_words(dream: DreamView) -> DreamWords:
     return tuple(sorted(map(sys.intern, own))), entry_words
 
 
+def _count_words(terms: dict[str, _Tally], found: DreamWords, author: str) -> set[str]:
+    """Add one dream's words to ``terms`` by folded key; its keys."""
+    own, entry_words = found
+    keys: dict[str, list[str]] = {}
+    for word in own:
+        keys.setdefault(keywords.fold(word), []).append(word)
+    entries: Counter[str] = Counter()
+    for _, ws in entry_words:
+        entries.update({keywords.fold(w) for w in ws})
+    for key, surfaces in keys.items():
+        tally = terms.get(key)
+        if tally is None:
+            tally = terms[key] = _Tally()
+        tally.dreams += 1
+        tally.authors.add(author)
+        tally.hits[entries[key]] += 1
+        tally.surfaces.update(surfaces)
+    # Each entry of a type counts once toward each of its words.
+    for ty, ws in entry_words:
+        for key in {keywords.fold(w) for w in ws}:
+            terms[key].types[ty] += 1
+    return set(keys)
+
+
 def compute_patterns(
     model: SiteModel,
     *,
@@ -242,15 +239,17 @@ def compute_patterns(
     words: dict[str, DreamWords] | None = None,
     spread: bool = False,
 ) -> Patterns:
-    """The tag and keyword patterns of the pool, by the rule in the module doc.
+    """The tag, tag pair and keyword patterns of the pool, by the rule in the
+    module doc, each with its counts per month.
 
     Requires ``min_tier`` in guest, member, maintainer and ``limit >= 0``
-    (it bounds the keywords only: tags are few, words are many). ``words``,
-    if given, holds :func:`dream_words` by dream id from an earlier build (a
-    dream's words depend on its id alone); it is left holding exactly the
-    counted dreams' words, for the next build. With ``spread``, the words
-    not known yet are found on every core (:func:`builder.parallel.map_ordered`):
-    jieba takes ≈330 µs a dream, 5 minutes on one core at a million dreams."""
+    (it bounds the keywords of each language only: tags are few, words are
+    many). ``words``, if given, holds :func:`dream_words` by dream id from an
+    earlier build (a dream's words depend on its id alone); it is left holding
+    exactly the counted dreams' words, for the next build. With ``spread``,
+    the words not known yet are found on every core
+    (:func:`builder.parallel.map_ordered`): jieba takes ≈330 µs a dream, 5
+    minutes on one core at a million dreams."""
     if limit < 0:
         raise ValueError(f"limit must be >= 0, is {limit}")
     counted = _counted(model, min_tier)
@@ -258,217 +257,292 @@ def compute_patterns(
     if spread:
         missing = [d for d, _ in counted if d.id not in known]
         if missing:
-            _segmenter()  # its dictionary loaded once, here, and shared by the forks
+            keywords._segmenter()  # its dictionary loaded once, here, and shared by the forks
             spread_out = parallel.map_ordered(dream_words, missing)
             known.update(zip((d.id for d in missing), spread_out, strict=True))
     if words is not None:
         words.clear()
+    months = _month_span(model)
     tags: dict[str, _Tally] = {}
+    tag_months: dict[str, dict[str, _Bucket]] = {}
+    pairs: dict[tuple[str, str], _Bucket] = {}
     terms: dict[str, _Tally] = {}
+    keys_of: list[set[str]] = []
     for dream, author in counted:
-        for tag in {t.name for t in dream.tags}:
+        names = sorted({t.name for t in dream.tags})
+        for tag in names:
             t = tags.setdefault(tag, _Tally())
             t.dreams += 1
             t.authors.add(author)
             t.types.update(e.type for e in dream.entries)
+            b = tag_months.setdefault(tag, {}).setdefault(dream.month, _Bucket())
+            b.dreams += 1
+            b.authors.add(author)
+        for pair in itertools.combinations(names, 2):
+            b = pairs.setdefault(pair, _Bucket())
+            b.dreams += 1
+            b.authors.add(author)
         found = known.get(dream.id) or dream_words(dream)
         if words is not None:
             words[dream.id] = found
-        own, entry_words = found
-        for word in own:
-            tally = terms.get(word)
-            if tally is None:
-                tally = terms[word] = _Tally()
-            tally.dreams += 1
-            tally.authors.add(author)
-        # Each entry of a type counts once toward each of its words.
-        for ty, ws in entry_words:
-            for word in ws:
-                terms[word].types[ty] += 1
+        keys_of.append(_count_words(terms, found, author))
+
+    k = model.k
+    shown_tags = [
+        Pattern(
+            "tag",
+            tag,
+            t.dreams,
+            len(t.authors),
+            _types(t.types),
+            suppress(months, {m: (b.dreams, b.authors) for m, b in tag_months[tag].items()}, k),
+        )
+        for tag, t in tags.items()
+        if len(t.authors) >= k
+    ]
+    shown_tags.sort(key=lambda p: (-p.dreams, p.term))
+
+    shared = {key: t for key, t in terms.items() if len(t.authors) >= k}
+    ranked = keywords.rank(
+        {key: t.hits for key, t in shared.items()},
+        {key: t.surfaces for key, t in shared.items()},
+        len(counted),
+    )
+    per_lang: Counter[str] = Counter()
+    chosen = []
+    for r in ranked:
+        lang = keywords.language(r.surface)
+        if per_lang[lang] < limit:
+            per_lang[lang] += 1
+            chosen.append((r, lang))
+    # The months of the chosen words only: a second pass, not a bucket per word of the pool.
+    key_months: dict[str, dict[str, _Bucket]] = {r.key: {} for r, _ in chosen}
+    for (dream, author), keys in zip(counted, keys_of, strict=True):
+        for key in keys & key_months.keys():
+            b = key_months[key].setdefault(dream.month, _Bucket())
+            b.dreams += 1
+            b.authors.add(author)
+    shown_words = tuple(
+        Pattern(
+            "keyword",
+            r.surface,
+            shared[r.key].dreams,
+            len(shared[r.key].authors),
+            _types(shared[r.key].types),
+            suppress(months, {m: (b.dreams, b.authors) for m, b in key_months[r.key].items()}, k),
+            tuple(f for f in r.forms if f != r.surface),
+            lang,
+        )
+        for r, lang in chosen
+    )
+    shown_pairs = sorted(
+        (
+            Pair(a, b, v.dreams, len(v.authors))
+            for (a, b), v in pairs.items()
+            if len(v.authors) >= k
+        ),
+        key=lambda p: (-p.dreams, -p.authors, p.first, p.second),
+    )
+    admitted = Counter(d.month for d in model.dreams)
     return Patterns(
-        k=model.k,
+        k=k,
         min_tier=min_tier,
         counted_dreams=len(counted),
-        tags=tuple(_patterns("tag", tags, model.k)),
-        keywords=tuple(_patterns("keyword", terms, model.k)[:limit]),
+        tags=tuple(shown_tags),
+        keywords=shown_words,
+        pairs=tuple(shown_pairs[:PAIRS_LIMIT]),
+        admissions=tuple((m, admitted.get(m, 0)) for m in months),
     )
-
-
-# --- SVG --------------------------------------------------------------------------------------
-
-# Mid-tone colours, each at least 3:1 against both white and near-black pages
-# (WCAG 1.4.11, non-text contrast); a stylesheet may override them by class.
-_BAR_FILL = "#3d8bd9"
-_TYPE_COLOURS = {
-    "fact": "#3d8bd9",
-    "decision": "#d9822b",
-    "preference": "#a66cc9",
-    "lesson": "#2e9e6a",
-    "rule": "#8a8a8a",
-    "warning": "#d4524a",
-    "theory": "#b59a22",
-    "plan": "#2a9fa6",
-}
-_OTHER_FILL = "#8a8a8a"
-# Characters XML 1.0 forbids even as references; a label holding one would
-# make the SVG unparseable, so they are dropped rather than escaped.
-_XML_INVALID_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-_FONT = 'font-family="system-ui, sans-serif" font-size="12"'
-
-
-def _esc(text: str) -> str:
-    return str(escape(_XML_INVALID_RE.sub("", text)))
-
-
-def _text_width(text: str) -> int:
-    """A rough width in pixels at 12px: wide (CJK) characters count double."""
-    return sum(12 if unicodedata.east_asian_width(c) in "WF" else 7 for c in text)
-
-
-def _fit(text: str, width: int) -> str:
-    if _text_width(text) <= width:
-        return text
-    while text and _text_width(text + "…") > width:
-        text = text[:-1]
-    return text + "…"
-
-
-def bar_chart_svg(items: Sequence[tuple[str, int]], *, title: str, width: int = 480) -> str:
-    """A horizontal bar chart as one self-contained SVG: ``role="img"`` with a
-    ``<title>`` and a ``<desc>`` listing every value (screen readers do not
-    read the bars), visible labels, no scripts, styles or external references.
-
-    Requires counts >= 0 and ``width >= 160``. Labels longer than their column
-    are cut with an ellipsis on screen; the ``<desc>`` and each row's
-    ``<title>`` keep them whole."""
-    if width < 160:
-        raise ValueError(f"width must be >= 160, is {width}")
-    row, top, pad = 22, 28, 6
-    label_w = width * 2 // 5
-    count_w = 48
-    bar_max = width - label_w - count_w - pad
-    peak = max((n for _, n in items), default=0)
-    height = top + row * max(len(items), 1) + pad
-    desc = "; ".join(f"{label}: {n}" for label, n in items) or "no data"
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img" '
-        f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-        f'aria-label="{_esc(title)}" {_FONT}>',
-        f"<title>{_esc(title)}</title>",
-        f"<desc>{_esc(desc)}</desc>",
-        f'<text class="chart-title" x="0" y="16" font-weight="bold" fill="currentColor">'
-        f"{_esc(_fit(title, width))}</text>",
-    ]
-    if not items:
-        out.append(f'<text x="0" y="{top + 14}" fill="currentColor">no data</text>')
-    for i, (label, n) in enumerate(items):
-        y = top + i * row
-        bar = bar_max * n // peak if peak else 0
-        out.append(
-            f'<g class="chart-row"><title>{_esc(f"{label}: {n}")}</title>'
-            f'<text x="{label_w - pad}" y="{y + 13}" text-anchor="end" fill="currentColor">'
-            f"{_esc(_fit(label, label_w - 2 * pad))}</text>"
-            f'<rect class="chart-bar" x="{label_w}" y="{y + 2}" width="{bar}" height="14" '
-            f'rx="2" fill="{_BAR_FILL}"/>'
-            f'<text x="{label_w + bar + pad}" y="{y + 13}" fill="currentColor">{n}</text></g>'
-        )
-    out.append("</svg>")
-    return "".join(out)
-
-
-def _type_bar_svg(types: Sequence[tuple[str, int]], *, width: int = 120, height: int = 12) -> str:
-    """One stacked bar of a pattern's entry types, labelled for screen readers."""
-    label = ", ".join(f"{t} {n}" for t, n in types) or "no entries"
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="type-bar" role="img" '
-        f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-        f'aria-label="{_esc("entry types: " + label)}">',
-        f"<title>{_esc('entry types: ' + label)}</title>",
-    ]
-    total = sum(n for _, n in types)
-    done = 0
-    for entry_type, n in types:
-        # Cumulative rounding, so the segments tile the bar without gaps.
-        x0, x1 = width * done // total, width * (done + n) // total
-        done += n
-        fill = _TYPE_COLOURS.get(entry_type, _OTHER_FILL)
-        out.append(
-            f'<rect class="type-{_esc(entry_type)}" x="{x0}" y="0" width="{x1 - x0}" '
-            f'height="{height}" fill="{fill}"><title>{_esc(f"{entry_type}: {n}")}</title></rect>'
-        )
-    out.append("</svg>")
-    return "".join(out)
 
 
 # --- HTML -------------------------------------------------------------------------------------
 
+# Fallbacks of a page without the stylesheet, each at least 3:1 against a white
+# page (WCAG 1.4.11, non-text contrast); style.css sets each theme's by class.
+_TYPE_COLOURS = {
+    "fact": "#2f6fb8",
+    "decision": "#b45f10",
+    "preference": "#9a4fc0",
+    "lesson": "#23804f",
+    "rule": "#6b7280",
+    "warning": "#c2413a",
+    "theory": "#8a7300",
+    "plan": "#1f7f86",
+}
 _TIER_PHRASE = {
     "guest": "keys of any tier",
     "member": "member and maintainer keys",
     "maintainer": "maintainer keys",
 }
-_CHART_TOP = 12
+_LANG_NAME = {"en": ("English", "Latin-script words"), "zh": ("Chinese", "中文")}
 
 
-def _table(caption: str, head: str, patterns: Iterable[Pattern], css: str) -> str:
-    rows = "".join(
-        f'<tr><td dir="auto">{escape(p.term)}</td>'
-        f'<td class="num">{p.dreams}</td><td class="num">{p.authors}</td>'
-        f"<td>{_type_bar_svg(p.types)}</td></tr>"
-        for p in patterns
-    )
-    return (
-        f'<table class="patterns-table {css}"><caption>{escape(caption)}</caption>'
-        f'<thead><tr><th scope="col">{escape(head)}</th><th scope="col">Dreams</th>'
-        f'<th scope="col">Authors</th><th scope="col">Entry types</th></tr></thead>'
-        f"<tbody>{rows}</tbody></table>"
-    )
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _types_text(types: Iterable[tuple[str, int]]) -> str:
+    # A type and its count never part at a line break (a no-break space).
+    return " · ".join(f"{ty}\u00a0{n}" for ty, n in types) or "titles and summaries only"
 
 
 def _legend() -> str:
     items = "".join(
-        f'<li><svg xmlns="http://www.w3.org/2000/svg" class="swatch" width="10" height="10" '
-        f'viewBox="0 0 10 10" aria-hidden="true"><rect class="type-{t}" width="10" height="10" '
-        f'fill="{_TYPE_COLOURS[t]}"/></svg> {t}</li>'
+        f'<li><svg xmlns="http://www.w3.org/2000/svg" class="swatch" width="12" height="12" '
+        f'viewBox="0 0 12 12" aria-hidden="true" focusable="false"><rect class="seg-{t}" '
+        f'width="12" height="12" fill="{_TYPE_COLOURS[t]}"/></svg>{t}</li>'
         for t in ENTRY_ORDER
     )
-    return f'<ul class="type-legend" aria-label="entry type colours">{items}</ul>'
+    return f'<ol class="type-legend" aria-label="Entry type colours, in bar order">{items}</ol>'
+
+
+def _trend(p: Pattern, chart_id: str, k: int) -> str:
+    name = ("#" if p.kind == "tag" else "") + p.term
+    return charts.columns_svg(
+        p.months,
+        chart_id=chart_id,
+        title=f"{name}: counted dreams per month",
+        unit="dreams",
+        suppressed=f"fewer than {k} authors, not shown",
+        spark=True,
+    )
+
+
+def _table(
+    caption: str, head: str, rows: Sequence[Pattern], prefix: str, k: int, trends: bool
+) -> str:
+    body = []
+    for i, p in enumerate(rows):
+        lang = ' lang="zh"' if p.lang == "zh" else ""
+        term = f'<span class="term"{lang}>{escape(p.term)}</span>'
+        if p.forms:
+            term += f'<span class="forms">also {escape(", ".join(p.forms))}</span>'
+        term += f'<span class="types">{escape(_types_text(p.types))}</span>'
+        trend = f'<td class="trend">{_trend(p, f"{prefix}-{i}", k)}</td>' if trends else ""
+        body.append(
+            f'<tr><th scope="row">{term}</th>'
+            f'<td class="num">{p.dreams}</td><td class="num">{p.authors}</td>{trend}</tr>'
+        )
+    trend_head = '<th scope="col">Per month</th>' if trends else ""
+    return (
+        f'<div class="table-wrap" role="region" tabindex="0" aria-label="{escape(caption)}">'
+        f'<table class="patterns-table"><caption>{escape(caption)}</caption>'
+        f'<thead><tr><th scope="col">{escape(head)} · entry types</th>'
+        f'<th scope="col" class="num">Dreams</th><th scope="col" class="num">Authors</th>'
+        f"{trend_head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
+    )
+
+
+def _figure(svg: str, caption: str) -> str:
+    return f'<figure class="chart-figure">{svg}<figcaption>{caption}</figcaption></figure>'
 
 
 def render_patterns_html(p: Patterns) -> str:
     """The patterns page body as trusted HTML (a :class:`markupsafe.Markup`,
     so a template inserts it unescaped): every term is escaped here, and no
     text, author or link to a dream or author appears."""
-    intro = (
-        f'<p class="patterns-intro">Counted: {p.counted_dreams} '
-        f"dream{'' if p.counted_dreams == 1 else 's'} whose authors consented to derivatives, "
-        f"signed with {_TIER_PHRASE.get(p.min_tier, escape(p.min_tier))}. "
-        f"A tag or word is shown once dreams by at least {p.k} different "
-        f"author{'' if p.k == 1 else 's'} use it, with counts only: "
-        f"no dream text, title or author appears here.</p>"
-    )
-    parts = ['<section class="patterns">', intro]
-    top = sorted([*p.tags, *p.keywords], key=lambda q: (-q.dreams, q.kind != "tag", q.term))[
-        :_CHART_TOP
+    k = p.k
+    trends = len(p.admissions) >= 2
+    parts = [
+        '<section class="patterns">',
+        f'<p class="patterns-intro">Counted: {_plural(p.counted_dreams, "dream")} whose '
+        f"authors consented to derivatives, signed with "
+        f"{_TIER_PHRASE.get(p.min_tier, escape(p.min_tier))}. A tag, pair or word is shown "
+        f"once dreams by at least {_plural(k, 'different author')} use it, and a month of it "
+        f"only when that month's dreams holding it are by {k} or more authors: counts only, "
+        f"no dream text, title or author appears here.</p>",
+        '<h2 id="over-time">The pool over time</h2>',
     ]
-    if top:
-        chart = bar_chart_svg(
-            [("#" + q.term if q.kind == "tag" else q.term, q.dreams) for q in top],
-            title="Top patterns by number of dreams (# marks a tag)",
+    total = sum(n for _, n in p.admissions)
+    if p.admissions:
+        svg = charts.columns_svg(
+            p.admissions,
+            chart_id="chart-admissions",
+            title="Dreams admitted to the log per month",
+            unit="dreams",
         )
-        parts.append(f'<figure class="patterns-chart">{chart}</figure>')
-    parts.append(_legend())
-    parts.append('<h2 id="tag-patterns">Tags</h2>')
-    if p.tags:
-        parts.append(_table(f"Tags used by at least {p.k} authors", "Tag", p.tags, "tags"))
-    else:
-        parts.append(f'<p class="empty">No tag is used by {p.k} authors yet.</p>')
-    parts.append('<h2 id="keyword-patterns">Keywords</h2>')
-    if p.keywords:
         parts.append(
-            _table(f"Words used by at least {p.k} authors", "Keyword", p.keywords, "keywords")
+            _figure(
+                svg,
+                f"All {_plural(total, 'dream')} in the log, by the month of the first "
+                "checkpoint holding each: every dream and its date are public on the log, "
+                "so this count is not limited to k authors.",
+            )
+        )
+        if not trends:
+            parts.append(
+                '<p class="patterns-note">Every dream so far is from '
+                f"{escape(p.admissions[0][0])}: the tables show a trend per month once "
+                "the pool spans two months.</p>"
+            )
+    else:
+        parts.append('<p class="empty">No dream is in the log yet.</p>')
+
+    parts.append('<h2 id="tag-patterns">Shared tags</h2>')
+    if p.tags:
+        rows = [("#" + q.term, q.types) for q in p.tags]
+        svg = charts.stacked_bars_svg(
+            rows,
+            chart_id="chart-tag-types",
+            title="Entry types in the dreams of each shared tag",
+            fills=_TYPE_COLOURS,
+        )
+        parts.append(_legend())
+        parts.append(
+            _figure(
+                svg,
+                "Each bar is one tag's entries, by type in the legend's order; the number is "
+                "its entries in counted dreams.",
+            )
+        )
+        parts.append(
+            _table(f"Tags used by at least {k} authors", "Tag", p.tags, "trend-tag", k, trends)
         )
     else:
-        parts.append(f'<p class="empty">No word is used by {p.k} authors yet.</p>')
+        parts.append(f'<p class="empty">No tag is used by {k} authors yet.</p>')
+
+    parts.append('<h2 id="tag-pairs">Tags that go together</h2>')
+    if p.pairs:
+        items = "".join(
+            f'<li><span class="term">#{escape(q.first)}</span> + '
+            f'<span class="term">#{escape(q.second)}</span> '
+            f'<span class="counts">{_plural(q.dreams, "dream")} · '
+            f"{_plural(q.authors, 'author')}</span></li>"
+            for q in p.pairs
+        )
+        parts.append(
+            '<p class="patterns-note">Pairs of tags that counted dreams of at least '
+            f'{k} authors carry together, most dreams first.</p><ol class="tag-pairs">{items}</ol>'
+        )
+    else:
+        parts.append(f'<p class="empty">No two tags go together in dreams of {k} authors yet.</p>')
+
+    parts.append('<h2 id="keyword-patterns">Keywords</h2>')
+    parts.append(
+        '<p class="patterns-note">Ranked by TF-IDF over the counted dreams: a word many '
+        "dreams use, and repeat through their entries, ranks high; one nearly every "
+        "dream uses is held back. Function words and generic verbs are left out; plurals "
+        "count with their singular (shown as “also …”).</p>"
+    )
+    for lang in ("en", "zh"):
+        name, native = _LANG_NAME[lang]
+        rows_of = [q for q in p.keywords if q.lang == lang]
+        lang_attr = ' lang="zh"' if lang == "zh" else ""
+        parts.append(
+            f'<h3 id="keywords-{lang}">{name} <span class="muted"{lang_attr}>{native}</span></h3>'
+        )
+        if rows_of:
+            parts.append(
+                _table(
+                    f"{name} words used by at least {k} authors, by rank",
+                    "Keyword",
+                    rows_of,
+                    f"trend-{lang}",
+                    k,
+                    trends,
+                )
+            )
+        else:
+            parts.append(f'<p class="empty">No {name} word is used by {k} authors yet.</p>')
     parts.append("</section>")
     return Markup("\n".join(parts))

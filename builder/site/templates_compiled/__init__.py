@@ -8,7 +8,7 @@ templates and Jinja (else it compiles the templates from source).
 """
 
 JINJA_VERSION = '3.1.6'
-SOURCE_KEY = '7a4ed1777b34f9b400f600776d78a3898563bcecf39a6eb1456f93bc9cb16d31'
+SOURCE_KEY = 'a98d0b016928c1b835bab0462e8b6f41596d9fe6f4cfdd34bd718990fa5f5b80'
 # template name: its module
 MODULES = {
     '404.html': 'tmpl_12bf52c5b60772bbf201ffb05d6bb178c1bf9a28',

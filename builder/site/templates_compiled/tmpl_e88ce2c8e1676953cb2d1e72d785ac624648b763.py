@@ -39,9 +39,11 @@ def block_main(context, missing=missing):
     yield escape(environment.getattr((undefined(name='site') if l_0_site is missing else l_0_site), 'k'))
     yield ').</strong> Only dreams whose authors consented to derivatives (<code>consent.derivatives: true</code>) are counted. A tag or keyword appears here only if it was seen in dreams of at least '
     yield escape(environment.getattr((undefined(name='site') if l_0_site is missing else l_0_site), 'k'))
-    yield ' distinct authors whose keys are of tier member or above; guest keys, which anyone can create, do not count toward that threshold. The page shows keywords, counts and entry types only — never text from a dream and never an author\'s name.</p>\n</aside>\n<div class="patterns-body">\n'
+    yield ' distinct authors whose keys are of tier member or above; guest keys, which anyone can create, do not count toward that threshold. Months and pairs of tags follow the same rule: a month backed by fewer than '
+    yield escape(environment.getattr((undefined(name='site') if l_0_site is missing else l_0_site), 'k'))
+    yield ' authors is shown as suppressed. The page shows terms, counts and entry types only — never text from a dream and never an author\'s name.</p>\n</aside>\n<div class="patterns-body">\n'
     yield escape((undefined(name='patterns') if l_0_patterns is missing else l_0_patterns))
     yield '\n</div>\n'
 
 blocks = {'title': block_title, 'main': block_main}
-debug_info = '1=12&2=17&3=27&9=38&12=42'
+debug_info = '1=12&2=17&3=27&9=38&12=44'
