@@ -8,13 +8,14 @@ templates and Jinja (else it compiles the templates from source).
 """
 
 JINJA_VERSION = '3.1.6'
-SOURCE_KEY = '7a4ed1777b34f9b400f600776d78a3898563bcecf39a6eb1456f93bc9cb16d31'
+SOURCE_KEY = '7abbc182c007da0c285085d54b67dc4a5a6c2ff82a2a4dcc338e694710c748b5'
 # template name: its module
 MODULES = {
     '404.html': 'tmpl_12bf52c5b60772bbf201ffb05d6bb178c1bf9a28',
     '_diary_item.html': 'tmpl_f11f1a6aa8d1895608c4b1c54ab97039a60f6499',
     '_macros.html': 'tmpl_36e9cedbb493186df56c26b49531983a3076cac0',
     '_nav.html': 'tmpl_e38f382e283869f2137c6f3772276b8056aa569b',
+    'archive.html': 'tmpl_aa6834891a2ee2aebb46d1e73ed0f264949ea880',
     'authors.html': 'tmpl_dfaed437fc28a4d91f9dd9a465c5f36fb396bb77',
     'base.html': 'tmpl_fddd151b6369c0b932932650cbe0dbf7f0a62ce8',
     'diary.html': 'tmpl_2ea0f461d49fb044d66c54ca0a2687b968750308',
