@@ -279,11 +279,13 @@ def test_the_pool_by_month_on_a_small_fixture() -> None:
 def test_a_chart_draws_every_month_in_proportion_and_escapes_its_labels() -> None:
     rows = [("2025-11", 2), ("2025-12", 0), ("<b>&", 4)]
     svg = str(timeline.bar_chart("c", "Dreams <x>", 'say "hi" & <go>', rows, "dreams"))
-    assert svg.startswith('<svg class="chart" id="c" viewBox="0 0 360 200" role="img"')
+    assert svg.startswith('<svg class="timeline-chart" id="c" viewBox="0 0 360 200" role="img"')
     assert '<title id="c-t">Dreams &lt;x&gt;</title>' in svg
     assert '<desc id="c-d">say &#34;hi&#34; &amp; &lt;go&gt;</desc>' in svg
     assert "<b>" not in svg and "&lt;b&gt;&amp;" in svg
-    heights = [float(h) for h in re.findall(r'<rect class="chart-bar"[^>]* height="([\d.]+)"', svg)]
+    heights = [
+        float(h) for h in re.findall(r'<rect class="timeline-bar"[^>]* height="([\d.]+)"', svg)
+    ]
     plot = timeline.HEIGHT - 24 - 26
     assert heights == [plot / 2, 0.0, plot]
     assert "4 dreams" in svg  # the largest value names the scale
@@ -299,7 +301,7 @@ def test_the_log_page_shows_the_pool_by_month_as_charts_and_a_table(
     site = tmp_path / "site"
     buildmod.build(sample, site, signer=None)
     html = (site / "log/index.html").read_text(encoding="utf-8")
-    assert html.count('<svg class="chart"') == 3 and html.count('role="img"') == 3
+    assert html.count('<svg class="timeline-chart"') == 3 and html.count('role="img"') == 3
     # The sample's two checkpoints are both of 2026-11: 45 dreams (one erased), 9
     # named authors, 58 log entries.
     row = re.search(r'<tr><th scope="row"><time datetime="2026-11">.*?</tr>', html)

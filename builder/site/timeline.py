@@ -93,12 +93,12 @@ def bar_chart(
     plot_w, plot_h = WIDTH - _LEFT - _RIGHT, HEIGHT - _TOP - _BOTTOM
     base = HEIGHT - _BOTTOM
     out = [
-        f'<svg class="chart" id="{e(chart_id)}" viewBox="0 0 {WIDTH} {HEIGHT}" '
+        f'<svg class="timeline-chart" id="{e(chart_id)}" viewBox="0 0 {WIDTH} {HEIGHT}" '
         f'role="img" aria-labelledby="{e(chart_id)}-t {e(chart_id)}-d" '
         f'xmlns="http://www.w3.org/2000/svg">',
         f'<title id="{e(chart_id)}-t">{e(title)}</title>',
         f'<desc id="{e(chart_id)}-d">{e(desc)}</desc>',
-        f'<text class="chart-max" x="{_LEFT}" y="{FONT + 2}" font-size="{FONT}">'
+        f'<text class="timeline-max" x="{_LEFT}" y="{FONT + 2}" font-size="{FONT}">'
         f"{e(f'{top:,} {unit}')}</text>",
     ]
     if rows:
@@ -108,21 +108,21 @@ def bar_chart(
             h = plot_h * value / top if top else 0.0
             x = _LEFT + i * step + (step - bar) / 2
             out.append(
-                f'<rect class="chart-bar" x="{x:.2f}" y="{base - h:.2f}" '
+                f'<rect class="timeline-bar" x="{x:.2f}" y="{base - h:.2f}" '
                 f'width="{bar:.2f}" height="{h:.2f}"><title>{e(label)}: {value:,}</title></rect>'
             )
         y = HEIGHT - 8
         first = e(rows[0][0])
         out.append(
-            f'<text class="chart-axis" x="{_LEFT}" y="{y}" font-size="{FONT}">{first}</text>'
+            f'<text class="timeline-axis" x="{_LEFT}" y="{y}" font-size="{FONT}">{first}</text>'
         )
         if len(rows) > 1:
             out.append(
-                f'<text class="chart-axis" x="{WIDTH - _RIGHT}" y="{y}" font-size="{FONT}" '
+                f'<text class="timeline-axis" x="{WIDTH - _RIGHT}" y="{y}" font-size="{FONT}" '
                 f'text-anchor="end">{e(rows[-1][0])}</text>'
             )
     out.append(
-        f'<line class="chart-base" x1="{_LEFT}" y1="{base}" x2="{WIDTH - _RIGHT}" y2="{base}"/>'
+        f'<line class="timeline-base" x1="{_LEFT}" y1="{base}" x2="{WIDTH - _RIGHT}" y2="{base}"/>'
     )
     out.append("</svg>")
     return Markup("".join(out))
@@ -138,9 +138,9 @@ def describe(rows: Sequence[tuple[str, int]], what: str) -> str:
     return f"From {a:,} {what} in {first} to {b:,} in {last}, month by month."
 
 
-def charts(model: SiteModel) -> tuple[list[Month], list[Markup]]:
-    """The rows and the three charts of the log page: dreams, authors and log
-    entries at the end of each month."""
+def charts(model: SiteModel) -> tuple[list[Month], list[tuple[str, Markup]]]:
+    """The rows and the three charts of the log page, each with its caption:
+    dreams, authors and log entries at the end of each month."""
     rows = months(model)
     series = (
         ("chart-dreams", "Dreams in the pool", "dreams", [(r.month, r.total_dreams) for r in rows]),
@@ -152,8 +152,7 @@ def charts(model: SiteModel) -> tuple[list[Month], list[Markup]]:
         ),
         ("chart-log", "Log entries", "log entries", [(r.month, r.log_size) for r in rows]),
     )
-    drawn = [
-        bar_chart(cid, f"{title}, by month", describe(points, unit), points, unit)
+    return rows, [
+        (title, bar_chart(cid, f"{title}, by month", describe(points, unit), points, unit))
         for cid, title, unit, points in series
     ]
-    return rows, drawn

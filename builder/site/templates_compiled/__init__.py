@@ -8,7 +8,7 @@ templates and Jinja (else it compiles the templates from source).
 """
 
 JINJA_VERSION = '3.1.6'
-SOURCE_KEY = '7abbc182c007da0c285085d54b67dc4a5a6c2ff82a2a4dcc338e694710c748b5'
+SOURCE_KEY = '1fe2e6d2b0be4a5c1f5afe1a492d289d5fc50f3013f92aaa6b1c6cad8e401963'
 # template name: its module
 MODULES = {
     '404.html': 'tmpl_12bf52c5b60772bbf201ffb05d6bb178c1bf9a28',

@@ -171,7 +171,7 @@ def block_main(context, missing=missing):
         l_1_card_html = resolve('card_html')
         _loop_vars = {}
         pass
-        yield '<section class="month" aria-labelledby="m-'
+        yield '<section class="archive-month" aria-labelledby="m-'
         yield escape(l_1_key)
         yield '">\n  <h2 id="m-'
         yield escape(l_1_key)
