@@ -311,3 +311,28 @@ def test_the_log_page_shows_the_pool_by_month_as_charts_and_a_table(
     authors = {d.author for d in model.dreams if d.author is not None}
     assert len(authors) == 9 and len(model.dreams) == 45
     assert model.history[-1].size == 58
+
+
+def test_an_erasure_changes_the_pages_from_its_own_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/protocol.md §8: the erased dream leaves the count, so every later
+    dream moves back by one; the pages before the erased dream's keep their bytes."""
+    monkeypatch.setattr(render, "ARCHIVE_PAGE_SIZE", PAGE)
+    tp = make_pool(tmp_path)
+    tp.add("ada", 12)
+    site = tmp_path / "site"
+    signer = parse_private_key(tp.log_key)
+    buildmod.build(tp.content, site, signer=signer)
+    before = archive_files(site)
+    second = listed(site / "archive/2/index.html")  # positions 9..5, newest first
+    victim = second[-2]  # position 6
+    for p in tmp_path.glob("in-*.json"):
+        p.unlink()
+    erase.erase(tp.content, victim, "author-request")
+    buildmod.build(tp.content, site, signer=signer)
+    after = archive_files(site)
+    changed = {p for p in after if before.get(p) != after[p]}
+    assert changed == {"archive/index.html", "archive/2/index.html", "archive/3/index.html"}
+    # Page 2 now holds positions 5..9 of the 11: its old 5, 7, 8, 9 and page 3's oldest.
+    assert listed(site / "archive/2/index.html")[1:] == [i for i in second if i != victim]
