@@ -222,16 +222,26 @@ def scheme(request: pytest.FixtureRequest) -> str:
 
 @pytest.mark.parametrize("viewport", [NARROW, WIDE], ids=["390", "1280"])
 def test_no_serious_violation_on_the_archive_and_the_statistics(
-    browser: Any, axe_source: str, scheme: str, viewport: dict[str, int], long_words: Served
+    browser: Any,
+    axe_source: str,
+    scheme: str,
+    viewport: dict[str, int],
+    long_words: Served,
+    sample: Served,
 ) -> None:
+    """The paged archive of the long-words pool (entry page, a full page, the open
+    page) and its log page of four months, and the sample's archive and log page."""
     ctx = browser.new_context(color_scheme=scheme, viewport=viewport)
     ctx.add_init_script(axe_source)
     page = new_page(ctx)
     opened = max(int(p.parent.name) for p in (long_words.root / "archive").glob("*/index.html"))
     problems: list[str] = []
     try:
-        for path in ("archive/", "archive/1/", f"archive/{opened}/", "log/"):
-            page.goto(long_words.url + path)
+        paths = ("archive/", "archive/1/", f"archive/{opened}/", "log/")
+        urls = [long_words.url + p for p in paths] + [sample.url + "archive/", sample.url + "log/"]
+        for url in urls:
+            path = url.removeprefix(long_words.url).removeprefix(sample.url)
+            page.goto(url)
             problems += [
                 f"{path} ({scheme}, {viewport['width']} px): {v['impact']} {v['id']}: "
                 f"{v['help']} at {v['nodes']}"
