@@ -32,6 +32,7 @@ STEP = 80
 @pytest.fixture(autouse=True)
 def _small_pages(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(render, "TAG_PAGE_SIZE", PAGE)
+    monkeypatch.setattr(render, "ARCHIVE_PAGE_SIZE", PAGE)
     monkeypatch.setattr(render, "DIARY_PAGE_SIZE", PAGE)
     monkeypatch.setattr(render, "SEARCH_SHARD_LEAVES", SHARD)
     monkeypatch.setattr(feeds, "SHARD_LEAVES", SHARD)
@@ -86,6 +87,12 @@ def test_one_new_dream_rewrites_the_same_files_whatever_the_pool_size(tmp_path: 
     # So do an author's diary pages.
     diary = [p for p in changed_large if re.fullmatch(r"authors/ada/\d+/index\.html", p)]
     assert diary == [f"authors/ada/{newest}/index.html"]
+    # And the archive's; of its sitemaps, only the one listing the open page may
+    # change (with the open page's lastmod: not here, one clock for both builds).
+    archive = [p for p in changed_large if re.fullmatch(r"archive/\d+/index\.html", p)]
+    assert archive == [render.archive_page_path(newest)]
+    maps = {p for p in changed_large if p.startswith("sitemap-archive-")}
+    assert maps <= {f"sitemap-archive-{(newest - 1) // SHARD}.xml"}
 
 
 def test_a_full_page_and_a_full_shard_keep_their_bytes(tmp_path: Path) -> None:
@@ -93,6 +100,8 @@ def test_a_full_page_and_a_full_shard_keep_their_bytes(tmp_path: Path) -> None:
     # Tag pages 1..8 hold the tag's 40 oldest dreams; page 9 is open.
     full = [render.tag_page_path("python", k) for k in range(1, 9)]
     full += [f"authors/ada/{k}/index.html" for k in range(1, 9)]
+    full += [render.archive_page_path(k) for k in range(1, 9)]
+    full += ["sitemap-archive-0.xml"]  # archive pages 1..8, SHARD a sitemap
     # Leaves 0..39 are in shards 0..4; the new dream is leaf 43, in shard 5.
     full += [f"api/dreams/{k}.json" for k in range(5)]
     full += [f"sitemap-dreams-{k}.xml" for k in range(5)]
@@ -105,6 +114,8 @@ def test_a_full_page_and_a_full_shard_keep_their_bytes(tmp_path: Path) -> None:
         "tags/python/index.html",
         "authors/ada/9/index.html",
         "authors/ada/index.html",
+        render.archive_page_path(9),
+        "archive/index.html",
         "api/dreams/5.json",
         "api/dreams.json",
         "sitemap-dreams-5.xml",  # (the index changes only with a new shard or date)

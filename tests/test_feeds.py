@@ -296,7 +296,8 @@ def test_sitemap_lists_every_page(built: Built) -> None:
             assert f"{prefix}authors/{a.slug}/" in urls
         for t in m.tags:
             assert f"{prefix}tags/{t.slug}/" in urls
-        pages = ("authors/", "tags/", "lineage/", "patterns/", "log/", "search/", "verify/")
+        pages = ("archive/", "authors/", "tags/", "lineage/", "patterns/", "log/", "search/")
+        pages += ("verify/",)
         for page in pages:
             assert prefix + page in urls
         assert (prefix or "./") in urls

@@ -234,6 +234,7 @@ def test_every_page_kind_exists(built: Built) -> None:
     m, _ = load(built.content, "/")
     expected = {
         "index.html",
+        "archive/index.html",  # a small pool's archive fits its entry page
         "authors/index.html",
         "tags/index.html",
         "lineage/index.html",

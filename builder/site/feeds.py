@@ -9,6 +9,8 @@
     sitemap.xml                a sitemap index (sitemaps.org protocol 0.9) of:
     sitemap-dreams-<k>.xml     the pages of the dreams (and tombstones) of log
                                leaves [k·SHARD_LEAVES, (k+1)·SHARD_LEAVES)
+    sitemap-archive-<k>.xml    the archive's numbered pages k·SHARD_LEAVES+1 to
+                               (k+1)·SHARD_LEAVES (builder.site.render, archive/<n>/)
     sitemap-pages-<j>.xml      every other HTML page, 50,000 a file (j ≥ 1)
     robots.txt                 allow all, and where the sitemap is
     api/dreams.json            the JSON API's index: the pool, its checkpoint,
@@ -55,6 +57,7 @@ from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 from xml.sax.saxutils import escape
 
+from builder.site import render
 from builder.site.model import DreamView, ErasedView, SiteModel
 from builder.site.page import Page, key_of
 from builder.text import mdrender
@@ -345,6 +348,7 @@ def sitemap_pages(model: SiteModel) -> list[tuple[str, str | None]]:
     lists those."""
     pool_date = model.checkpoint.date if model.checkpoint else None
     pages: list[tuple[str, str | None]] = [("", pool_date)]
+    pages.append(("archive/", pool_date))
     pages.append(("authors/", pool_date))
     for author in model.authors:
         # The newest dream the diary shows; an anonymized dream's date would hint at it.
@@ -371,16 +375,36 @@ def sitemap_dreams(model: SiteModel) -> list[tuple[int, list[tuple[str, str | No
     ]
 
 
+def sitemap_archive(model: SiteModel) -> list[tuple[int, list[tuple[str, str | None]]]]:
+    """The archive's numbered pages (:func:`builder.site.render.archive_pages`)
+    as (k, [(folder, lastmod)]) shards of pages k·SHARD_LEAVES+1 to
+    (k+1)·SHARD_LEAVES: a shard of full pages keeps its bytes as the pool grows
+    (a full page's newest dream, its lastmod, is fixed), and a new dream changes
+    only the shard of the open page. An empty open page has no lastmod."""
+    size = render.ARCHIVE_PAGE_SIZE
+    ids = [d.id for d in model.dreams]
+    shards: dict[int, list[tuple[str, str | None]]] = {}
+    for number in range(1, render.archive_pages(len(ids), size) + 1):
+        listed, _, _ = render.archive_page(ids, number, size)
+        lastmod = max((model.by_id[i].date for i in listed), default=None)
+        folder = render.archive_page_path(number).removesuffix("index.html")
+        shards.setdefault((number - 1) // SHARD_LEAVES, []).append((folder, lastmod))
+    return sorted(shards.items())
+
+
 def _sitemaps(model: SiteModel) -> dict[str, bytes]:
     """``sitemap.xml``, an index (sitemaps.org, "Using Sitemap index files")
     of ``sitemap-dreams-<k>.xml`` (append-stable shards by log leaf, see the
-    module docstring) and ``sitemap-pages-<j>.xml`` (the other pages,
-    :data:`SITEMAP_LIMIT` a file). They sit at the root, beside the index: a
-    sitemap may only list URLs under its own folder."""
+    module docstring), ``sitemap-archive-<k>.xml`` (the archive's numbered
+    pages, append-stable too: :func:`sitemap_archive`) and
+    ``sitemap-pages-<j>.xml`` (the other pages, :data:`SITEMAP_LIMIT` a file).
+    They sit at the root, beside the index: a sitemap may only list URLs under
+    its own folder."""
     assert SHARD_LEAVES <= SITEMAP_LIMIT  # one dream a leaf at most
     parts: list[tuple[str, list[tuple[str, str | None]]]] = [
         (f"sitemap-dreams-{k}.xml", part) for k, part in sitemap_dreams(model)
     ]
+    parts += [(f"sitemap-archive-{k}.xml", part) for k, part in sitemap_archive(model)]
     pages = sitemap_pages(model)
     for number, start in enumerate(range(0, len(pages), SITEMAP_LIMIT), 1):
         parts.append((f"sitemap-pages-{number}.xml", pages[start : start + SITEMAP_LIMIT]))

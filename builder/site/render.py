@@ -5,6 +5,12 @@
 :func:`dream_page` makes a dream's own (:mod:`builder.site.units` calls it):
 
     index.html                       home: latest dreams, counts, checkpoint
+    archive/index.html               every dream, newest first: the newest
+                                     ARCHIVE_PAGE_SIZE, a year/month index
+                                     and links to the numbered pages
+    archive/<n>/index.html           page n ≥ 1 of the archive (past
+                                     ARCHIVE_PAGE_SIZE dreams), counted from the
+                                     oldest, as a tag's numbered pages
     dreams/<id>/index.html           a dream, or a tombstone if it was erased
     authors/index.html               authors, with tiers and counts
     authors/<slug>/index.html        a diary: keys and a timeline by month of the
@@ -21,7 +27,8 @@
                                      parent → child chains, one tree per root,
                                      LINEAGE_PAGE_TREES a page, oldest root first
     patterns/index.html              the k-anonymous patterns fragment, wrapped
-    log/index.html                   checkpoints, policy, how to monitor
+    log/index.html                   checkpoints, the pool by month
+                                     (builder.site.timeline), policy, how to monitor
     search/index.html                the search page (static/search.js)
     search/index.json, search/shard-<k>.json
                                      its index: a list of shards, each the
@@ -101,7 +108,7 @@ from urllib.parse import urlsplit
 import jinja2
 from markupsafe import Markup
 
-from builder.site import favicon, patterns, templates_compiled
+from builder.site import favicon, patterns, templates_compiled, timeline
 from builder.site.model import TIER_RANK, AuthorView, DreamView, SiteModel, TagView
 from builder.site.page import Page, key_of
 from builder.text.mdrender import EXCERPT_LIMIT, LINK_REL, clip, plain_text, render_markdown
@@ -110,6 +117,7 @@ from builder.text.textlang import content_lang
 # The page kinds of the header nav, in order: (key, label, path from the root).
 NAV = (
     ("home", "Home", ""),
+    ("archive", "Archive", "archive/"),
     ("tags", "Tags", "tags/"),
     ("authors", "Authors", "authors/"),
     ("lineage", "Lineage", "lineage/"),
@@ -539,6 +547,8 @@ def _page(model: SiteModel, path: str, template: str, nav: str, **context: Any) 
     return html.encode("utf-8")
 
 
+# Cards per archive page: every dream of the pool, paged as a tag is.
+ARCHIVE_PAGE_SIZE = 100
 TAG_PAGE_SIZE = 100  # cards per tag page; a tag of 20,000 dreams makes 200 pages, not one
 # Lines of a diary's timeline a page (about 600 bytes each): authors/<slug>/
 # shows the newest, authors/<slug>/<n>/ the n-th from the oldest.
@@ -572,6 +582,12 @@ def archive_page(
     count = len(newest_first)
     lo, hi = (number - 1) * size, min(number * size, count)
     return [newest_first[count - 1 - p] for p in range(hi - 1, lo - 1, -1)], hi - lo == size, lo
+
+
+def archive_page_path(number: int | None) -> str:
+    """The archive's entry page (its newest dreams) is ``archive/``; its
+    numbered page n ≥ 1, counted from the pool's oldest dream, ``archive/<n>/``."""
+    return "archive/index.html" if number is None else f"archive/{number}/index.html"
 
 
 def lineage_page_path(number: int) -> str:
@@ -726,6 +742,98 @@ def _tag_pages(
         )
 
 
+@dataclass(frozen=True, slots=True)
+class ArchiveMonth:
+    """A month of the archive's index: how many dreams, and the numbered pages
+    that hold its newest and its oldest (None while the entry page shows all)."""
+
+    month: str  # YYYY-MM
+    label: str  # "Month YYYY"
+    count: int
+    year: str
+    newest_page: int | None
+    oldest_page: int | None
+
+
+def archive_months(
+    ids_newest_first: Sequence[str], model: SiteModel, size: int
+) -> list[ArchiveMonth]:
+    """The archive's year/month index, newest month first."""
+    count = len(ids_newest_first)
+    paged = archive_pages(count, size) > 0
+    spans: dict[str, list[int]] = {}
+    for i, dream_id in enumerate(ids_newest_first):
+        position = count - 1 - i  # 0 is the oldest, in log order
+        span = spans.setdefault(model.by_id[dream_id].month, [position, position])
+        span[0], span[1] = min(span[0], position), max(span[1], position)
+    out = []
+    for month, label, dreams in by_month([model.by_id[i] for i in ids_newest_first]):
+        lo, hi = spans[month]
+        out.append(
+            ArchiveMonth(
+                month,
+                label,
+                len(dreams),
+                month[:4],
+                archive_page_of(hi, size) if paged else None,
+                archive_page_of(lo, size) if paged else None,
+            )
+        )
+    return out
+
+
+def _archive_pages(
+    model: SiteModel, size: int, page: Callable[..., Page], key_of_page: Callable[..., str | None]
+) -> Iterator[Page]:
+    """The archive: every dream of the pool (erased ones are not in the
+    model), paged exactly as a tag (:func:`_tag_pages`, docs/protocol.md §8).
+    ``archive/`` shows the newest ``size`` dreams, by month, and an index of
+    every month naming the numbered pages that hold it; it changes with every
+    dream. Numbered page n holds positions [(n-1)·size, n·size) from the
+    oldest, newest first, by month; a full one never changes (unless one of
+    its own dreams does, or an erasure before it moves the positions)."""
+    ids = [d.id for d in model.dreams]
+    count = len(ids)
+    pages = archive_pages(count, size)
+    newest = list(model.dreams[:size])
+    index = archive_months(ids, model, size)
+    yield page(
+        archive_page_path(None),
+        "archive.html",
+        "archive",
+        key=key_of_page("archive", count, size, pages, index, dreams=newest),
+        count=count,
+        shown=len(newest),
+        groups=by_month(newest),
+        index=index,
+        number=None,
+        pages=pages,
+        older=archive_page_of(count - size - 1, size) if pages else None,
+        size=size,
+        full=False,
+        first=1,
+    )
+    for number in range(1, pages + 1):
+        listed_ids, full, lo = archive_page(ids, number, size)
+        listed = [model.by_id[i] for i in listed_ids]
+        yield page(
+            archive_page_path(number),
+            "archive.html",
+            "archive",
+            key=key_of_page("archive", number, size, full, dreams=listed),
+            count=None,
+            shown=len(listed),
+            groups=by_month(listed),
+            index=None,
+            number=number,
+            pages=None,
+            older=None,
+            size=size,
+            full=full,
+            first=lo + 1,
+        )
+
+
 def list_pages(
     model: SiteModel,
     patterns_html: str | Callable[[], str],
@@ -760,6 +868,7 @@ def list_pages(
         return key_of((site, parts, [dream_key(d) for d in dreams]))
 
     yield page("index.html", "home.html", "home", latest=model.dreams[:LATEST])
+    yield from _archive_pages(model, ARCHIVE_PAGE_SIZE, page, key_of_page)
     for e in model.erased:
         yield page(f"dreams/{e.id}/index.html", "erased.html", "", gone=e)
     yield page("authors/index.html", "authors.html", "authors")
@@ -792,7 +901,8 @@ def list_pages(
             pages=total,
             full=full,
         )
-    yield page("log/index.html", "log.html", "log")
+    months, charts = timeline.charts(model)
+    yield page("log/index.html", "log.html", "log", months=months, charts=charts)
     yield page("search/index.html", "search.html", "search")
     yield page("verify/index.html", "verify.html", "verify")
     yield page("404.html", "404.html", "", root=_base_path(model.base_url))

@@ -8,13 +8,14 @@ templates and Jinja (else it compiles the templates from source).
 """
 
 JINJA_VERSION = '3.1.6'
-SOURCE_KEY = 'a98d0b016928c1b835bab0462e8b6f41596d9fe6f4cfdd34bd718990fa5f5b80'
+SOURCE_KEY = '540946899e08729db7c428f2566df38e660067ca2f8273868d74b5d7cfab0402'
 # template name: its module
 MODULES = {
     '404.html': 'tmpl_12bf52c5b60772bbf201ffb05d6bb178c1bf9a28',
     '_diary_item.html': 'tmpl_f11f1a6aa8d1895608c4b1c54ab97039a60f6499',
     '_macros.html': 'tmpl_36e9cedbb493186df56c26b49531983a3076cac0',
     '_nav.html': 'tmpl_e38f382e283869f2137c6f3772276b8056aa569b',
+    'archive.html': 'tmpl_aa6834891a2ee2aebb46d1e73ed0f264949ea880',
     'authors.html': 'tmpl_dfaed437fc28a4d91f9dd9a465c5f36fb396bb77',
     'base.html': 'tmpl_fddd151b6369c0b932932650cbe0dbf7f0a62ce8',
     'diary.html': 'tmpl_2ea0f461d49fb044d66c54ca0a2687b968750308',

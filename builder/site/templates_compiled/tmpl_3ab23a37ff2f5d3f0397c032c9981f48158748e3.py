@@ -78,7 +78,9 @@ def block_main(context, missing=missing):
             pass
             yield '    <p class="more">'
             yield escape((t_1(environment.getattr((undefined(name='site') if l_0_site is missing else l_0_site), 'dreams')) - t_1((undefined(name='latest') if l_0_latest is missing else l_0_latest))))
-            yield ' more: browse by <a href="'
+            yield ' more: <a href="'
+            yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
+            yield 'archive/">the archive</a> lists every dream by month, or browse by <a href="'
             yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
             yield 'tags/">tag</a>, <a href="'
             yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
@@ -112,4 +114,4 @@ def block_main(context, missing=missing):
     yield 'log/">The log, step by step</a></p>\n  </aside>\n</div>\n'
 
 blocks = {'title': block_title, 'main': block_main}
-debug_info = '1=12&2=17&3=27&6=53&8=55&10=57&11=59&12=63&13=67&20=71&21=74&22=76&23=79&32=93&34=96&35=98&36=100&43=108&47=110'
+debug_info = '1=12&2=17&3=27&6=53&8=55&10=57&11=59&12=63&13=67&20=71&21=74&22=76&23=79&32=95&34=98&35=100&36=102&43=110&47=112'

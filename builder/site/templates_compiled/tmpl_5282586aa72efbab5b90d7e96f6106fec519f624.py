@@ -39,6 +39,8 @@ def block_main(context, missing=missing):
     _block_vars = {}
     l_0_cp = resolve('cp')
     l_0_site = resolve('site')
+    l_0_months = resolve('months')
+    l_0_charts = resolve('charts')
     try:
         t_1 = environment.filters['replace']
     except KeyError:
@@ -97,7 +99,44 @@ def block_main(context, missing=missing):
             yield '</a>'
         yield '</td>\n      </tr>\n'
     l_1_h = missing
-    yield '    </tbody>\n  </table>\n  </div>\n  <p class="hint"><code>log/checkpoints/N</code> is the signed checkpoint of size N; <code>log/consistency/M</code> holds the consistency proof from size M to the current size, one base64 hash a line.</p>\n</section>\n\n<section class="panel" aria-labelledby="policy-title">\n  <h2 id="policy-title">Policy and verifier key</h2>\n  <p>The policy (C2SP tlog-policy) names the log and the key that signs its checkpoints. Pin it once, from a source you trust; every verification checks against it.</p>\n  <pre class="note"><code>'
+    yield '    </tbody>\n  </table>\n  </div>\n  <p class="hint"><code>log/checkpoints/N</code> is the signed checkpoint of size N; <code>log/consistency/M</code> holds the consistency proof from size M to the current size, one base64 hash a line.</p>\n</section>\n\n<section aria-labelledby="time-title">\n  <h2 id="time-title">The pool over time</h2>\n  <p class="hint">At the end of each month: the dreams in the pool (erased ones not counted), the authors who signed one (anonymized dreams not counted) and the log\'s size, from the signed checkpoints and the time each was signed (<code>content/log/history.jsonl</code>). A dream\'s month is that of the first checkpoint holding it.</p>\n'
+    if (undefined(name='months') if l_0_months is missing else l_0_months):
+        pass
+        yield '  <div class="timeline-charts">\n'
+        for (l_1_caption, l_1_chart) in (undefined(name='charts') if l_0_charts is missing else l_0_charts):
+            _loop_vars = {}
+            pass
+            yield '    <figure class="timeline-chart-box"><figcaption>'
+            yield escape(l_1_caption)
+            yield '</figcaption>'
+            yield escape(l_1_chart)
+            yield '</figure>\n'
+        l_1_caption = l_1_chart = missing
+        yield '  </div>\n  <div class="table-wrap" role="region" aria-labelledby="timeline-caption" tabindex="0">\n  <table class="timeline-table">\n    <caption id="timeline-caption">The pool by month, oldest first</caption>\n    <thead><tr><th scope="col">Month</th><th scope="col">New dreams</th><th scope="col">Dreams</th><th scope="col">New authors</th><th scope="col">Authors</th><th scope="col">Log entries</th></tr></thead>\n    <tbody>\n'
+        for l_1_r in (undefined(name='months') if l_0_months is missing else l_0_months):
+            _loop_vars = {}
+            pass
+            yield '      <tr><th scope="row"><time datetime="'
+            yield escape(environment.getattr(l_1_r, 'month'))
+            yield '">'
+            yield escape(environment.getattr(l_1_r, 'month'))
+            yield '</time></th><td>'
+            yield escape(environment.getattr(l_1_r, 'dreams'))
+            yield '</td><td>'
+            yield escape(environment.getattr(l_1_r, 'total_dreams'))
+            yield '</td><td>'
+            yield escape(environment.getattr(l_1_r, 'authors'))
+            yield '</td><td>'
+            yield escape(environment.getattr(l_1_r, 'total_authors'))
+            yield '</td><td>'
+            yield escape(environment.getattr(l_1_r, 'log_size'))
+            yield '</td></tr>\n'
+        l_1_r = missing
+        yield '    </tbody>\n  </table>\n  </div>\n'
+    else:
+        pass
+        yield '  <p class="empty">No checkpoint has been signed yet.</p>\n'
+    yield '</section>\n\n<section class="panel" aria-labelledby="policy-title">\n  <h2 id="policy-title">Policy and verifier key</h2>\n  <p>The policy (C2SP tlog-policy) names the log and the key that signs its checkpoints. Pin it once, from a source you trust; every verification checks against it.</p>\n  <pre class="note"><code>'
     yield escape(environment.getattr((undefined(name='site') if l_0_site is missing else l_0_site), 'policy'))
     yield '</code></pre>\n  <dl class="kv">\n    <dt>Verifier key</dt><dd><code class="hash">'
     yield escape(environment.getattr((undefined(name='site') if l_0_site is missing else l_0_site), 'vkey'))
@@ -110,4 +149,4 @@ def block_main(context, missing=missing):
     yield '.</p>\n</section>\n'
 
 blocks = {'title': block_title, 'main': block_main}
-debug_info = '1=14&2=17&3=22&4=32&12=55&14=58&15=60&16=62&18=66&31=72&33=76&34=78&35=82&36=84&48=100&50=102&58=104&59=106'
+debug_info = '1=14&2=17&3=22&4=32&12=57&14=60&15=62&16=64&18=68&31=74&33=78&34=80&35=84&36=86&48=102&50=105&51=109&59=115&60=119&73=139&75=141&83=143&84=145'
