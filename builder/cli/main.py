@@ -367,6 +367,51 @@ def cmd_verify_proof(args: argparse.Namespace) -> int:
     )
 
 
+def cmd_deploy(args: argparse.Namespace) -> int:
+    from builder.deploy import local, push, s3
+
+    site = local.load(Path(args.out))
+    store = s3.S3Store(args.target, endpoint_url=args.endpoint_url, region=args.region)
+    report = push.deploy(site, store, dry_run=args.dry_run, verify=args.verify)
+    if report.manifest_note:
+        note(f"{report.manifest_note}; uploading every object")
+    plan = report.plan
+    for rel in report.missing:
+        note(f"verify: {rel} is in the manifest but not in the bucket as uploaded: upload again")
+    for rel in report.unknown:
+        note(f"verify: {rel} is in the bucket but neither the site nor the manifest names it")
+    target = store.url
+    if args.dry_run:
+        for phase, paths in ((1, plan.first), (2, plan.second)):
+            for rel in paths:
+                out(f"upload {phase} {plan.sizes[rel]} {rel}")
+        for rel in plan.delete:
+            out(f"delete 4 {plan.sizes[rel]} {rel}")
+        for rel in plan.kept:
+            out(f"keep {rel}")
+        out(
+            f"dry run, nothing changed: would upload {len(plan.uploads)} objects "
+            f"({plan.upload_bytes()} bytes) and delete {len(plan.delete)} "
+            f"({plan.delete_bytes()} bytes) in {target}/"
+        )
+    else:
+        kept = f", kept {len(plan.kept)} the log needs" if plan.kept else ""
+        out(
+            f"deployed {args.out} to {target}/: uploaded {report.uploaded} objects "
+            f"({report.uploaded_bytes} bytes), deleted {report.deleted}{kept}; "
+            f"manifest written {report.manifest_writes} times ({report.manifest_bytes} bytes)"
+        )
+    if report.purge:
+        verb = "will be deleted" if args.dry_run else "deleted"
+        note(
+            f"{len(report.purge)} objects {verb} were served as immutable: "
+            'purge them from your CDN (docs/operators.md, "Object storage and a CDN"):'
+        )
+        for rel in report.purge:
+            out(f"purge {rel}")
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from builder.site import serve
 
@@ -608,6 +653,37 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="FILE",
         help="the consistency proof to --newer (log/consistency/<m>)",
+    )
+
+    p = add(
+        "deploy",
+        cmd_deploy,
+        "upload the built site to S3-compatible object storage, only what changed",
+        epilog="Credentials come from the environment or config files only "
+        "(AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, a web identity role). "
+        "Order: new objects, then log/checkpoint and the pages naming it, then the "
+        "manifest PREFIX/.dreampool-deploy.json, then deletions; a deploy that stopped "
+        'half-way completes when run again (docs/operators.md, "Object storage and a CDN"). '
+        "Needs boto3: pip install 'dreampool[s3]'.",
+    )
+    p.add_argument("target", metavar="s3://BUCKET[/PREFIX]", help="where the site goes")
+    p.add_argument("--out", default="site", metavar="DIR", help="the built site (default: site)")
+    p.add_argument(
+        "--endpoint-url",
+        metavar="URL",
+        help="an S3-compatible service's endpoint (R2, MinIO, B2); default: AWS",
+    )
+    p.add_argument("--region", metavar="R", help="the bucket's region (default: boto3's)")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the objects and bytes to upload and delete, change nothing",
+    )
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="list the prefix: upload again what the manifest lists but the bucket lacks "
+        "(or holds other bytes of), and report objects nobody listed",
     )
 
     p = add("serve", cmd_serve, "preview the built site on 127.0.0.1")
