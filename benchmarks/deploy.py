@@ -23,6 +23,7 @@ Wall seconds against moto on this machine say little about a real service
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import shutil
 import subprocess
@@ -52,6 +53,8 @@ def main() -> None:
     build(pool, args.log_key, "cold build")
 
     from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a line per request otherwise
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()

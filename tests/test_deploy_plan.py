@@ -3,13 +3,16 @@ remote manifest's strict parser."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from builder.deploy import headers, remote
+from builder.deploy import DeployError, headers, local, remote
 from builder.deploy.plan import CHECKPOINT, make_plan, needed_by_the_log
 from builder.site.serve import content_type
+from builder.site.writer import write_tree
 
 R = headers.RULES_VERSION
 
@@ -150,3 +153,12 @@ def test_manifest_parser_refuses_and_says_why(data: bytes, why: str) -> None:
 def test_manifest_parser_never_raises(data: bytes) -> None:
     files, reason = remote.parse(data)
     assert (files is None) == bool(reason)
+
+
+def test_a_site_holding_the_deploys_manifest_name_is_refused(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    write_tree(site, {remote.NAME: b"{}", CHECKPOINT: b"o\n1\nAAAA\n"})
+    with pytest.raises(DeployError, match="the deploy's own manifest"):
+        local.load(site)
+    write_tree(site, {CHECKPOINT: b"o\n1\nAAAA\n"})
+    assert set(local.load(site).files) == {CHECKPOINT}

@@ -19,7 +19,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from builder.deploy import DeployError
+from builder.deploy import DeployError, remote
 from builder.deploy.plan import CHECKPOINT
 from builder.site import writer
 
@@ -68,6 +68,12 @@ def load(out: Path) -> Site:
             hint="run `dreampool build --out DIR` first, and deploy that DIR",
         )
     generation, entries = live
+    if remote.NAME in entries:
+        raise DeployError(
+            f"{generation / remote.NAME}: the site has a file by the name the deploy's "
+            "own manifest takes in the bucket",
+            hint="a build never makes it: run `dreampool build` again",
+        )
     files = {rel: (entry[0].hex(), entry[1]) for rel, entry in entries.items()}
     return Site(generation, files)
 

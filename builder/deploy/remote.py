@@ -1,8 +1,8 @@
 """The manifest a deploy leaves in the bucket: what the prefix holds, by path.
 
 It lives at ``PREFIX/.dreampool-deploy.json`` (a dot name: a build never
-makes one, and :func:`builder.deploy.plan.make_plan` refuses a site path by
-that name). Its wire format, JSON read by :func:`builder.formats.strictjson.loads`::
+makes one, and :func:`builder.deploy.local.load` refuses a site holding one).
+Its wire format, JSON read by :func:`builder.formats.strictjson.loads`::
 
     {"format": "dreampool-deploy", "version": 1,
      "files": {"<site path>": ["<32 hex: BLAKE2b-128 of the bytes>", <size>, <rules>], ...}}
