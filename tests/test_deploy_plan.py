@@ -3,6 +3,7 @@ remote manifest's strict parser."""
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 import pytest
@@ -132,7 +133,7 @@ def test_manifest_round_trip() -> None:
         (b'{"format":"dreampool-deploy","version":1,"files":[]}', "/files is not an object"),
         (b'{"format":"dreampool-deploy","version":1,"files":{"a/../b":["%s",1,1]}}', "plain"),
         (
-            b'{"format":"dreampool-deploy","version":1,"files":{".dreampool-deploy.json":'
+            b'{"format":"dreampool-deploy","version":1,"files":{".dreampool-deploy.json.gz":'
             b'["%s",1,1]}}',
             "plain",
         ),
@@ -145,14 +146,33 @@ def test_manifest_round_trip() -> None:
 def test_manifest_parser_refuses_and_says_why(data: bytes, why: str) -> None:
     if b"%s" in data:
         data = data.replace(b"%s", b"0" * 32)
-    files, reason = remote.parse(data)
+    files, reason = remote.parse(gzip.compress(data))
     assert files is None and why in reason
 
 
-@given(st.binary(max_size=300))
-def test_manifest_parser_never_raises(data: bytes) -> None:
-    files, reason = remote.parse(data)
+@given(st.binary(max_size=300), st.booleans())
+def test_manifest_parser_never_raises(data: bytes, zipped: bool) -> None:
+    files, reason = remote.parse(gzip.compress(data) if zipped else data)
     assert (files is None) == bool(reason)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"{}",  # not gzip
+        gzip.compress(b"{}")[:-3],  # cut short
+        gzip.compress(b"{}") + b"x",  # trailing bytes
+        gzip.compress(b"{}") * 2,  # two members
+    ],
+)
+def test_manifest_must_be_one_whole_gzip_stream(data: bytes) -> None:
+    assert remote.parse(data) == (None, f"not one gzip stream of at most {remote.MAX_BYTES} bytes")
+
+
+def test_a_gzip_bomb_stops_at_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(remote, "MAX_BYTES", 1000)
+    files, reason = remote.parse(gzip.compress(b" " * 100_000))
+    assert files is None and "at most 1000 bytes" in reason
 
 
 def test_a_site_holding_the_deploys_manifest_name_is_refused(tmp_path: Path) -> None:

@@ -662,7 +662,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Credentials come from the environment or config files only "
         "(AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, a web identity role). "
         "Order: new objects, then log/checkpoint and the pages naming it, then the "
-        "manifest PREFIX/.dreampool-deploy.json, then deletions; a deploy that stopped "
+        "manifest PREFIX/.dreampool-deploy.json.gz, then deletions; a deploy that stopped "
         'half-way completes when run again (docs/operators.md, "Object storage and a CDN"). '
         "Needs boto3: pip install 'dreampool[s3]'.",
     )

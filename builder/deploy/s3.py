@@ -101,7 +101,7 @@ class S3Store:
             raise self._error(f"cannot read {key}", exc) from None
 
     def put_manifest(self, data: bytes) -> None:
-        self._put(self.key(remote.NAME), data, "application/json", "no-store")
+        self._put(self.key(remote.NAME), data, "application/gzip", "no-store")
 
     def put(self, rel: str, data: bytes, content_type: str, cache_control: str) -> None:
         self._put(self.key(rel), data, content_type, cache_control)
