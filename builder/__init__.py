@@ -21,6 +21,8 @@ parsing live only in :mod:`builder.cli`:
               writer that swaps generations in
     readers   the other side: the light client, the monitor, the presence
               check, bounded fetching
+    deploy    publishing a built site to S3-compatible object storage: the plan
+              and its order, the cache headers, the bucket's manifest, boto3
     agents    the MCP server and the MemOS import
     cli       the ``dreampool`` command line, its progress bar and summaries
 

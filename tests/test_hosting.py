@@ -81,7 +81,7 @@ def test_the_build_summary_warns_over_and_near_the_pages_limit(
     assert f"the site is {size / 1e9:.2f} GB, over the " in line
     assert '(GitHub Docs, "GitHub Pages limits")' in line
     assert "`dreampool deploy s3://BUCKET/PREFIX`" in line and "dreampool init --host s3" in line
-    assert '(docs/operators.md, "Object storage")' in line
+    assert '(docs/operators.md, "Object storage and a CDN")' in line
     assert over.out.index("built ") < over.out.index("warning:")  # after the summary line
 
     near = build_with_limit(pool, out, run, monkeypatch, size * 10 // 9)  # 90%

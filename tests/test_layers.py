@@ -27,6 +27,7 @@ ORDER = (
     "buildcache",
     "site",
     "readers",
+    "deploy",
     "agents",
     "build",
     "cli",

@@ -37,11 +37,17 @@ DISTRIBUTION = {
     "jieba": "jieba",
     "mcp": "mcp",
     "typing_extensions": "typing-extensions",
+    "boto3": "boto3",
+    # botocore comes with boto3, which pins the version it works with: boto3 is declared.
+    "botocore": "boto3",
 }
 # Modules only the mcp extra provides, and the one module allowed to import them
 # at run time (builder.agents.mcp_server names them only for type checking).
 EXTRA_ONLY = {"mcp", "typing_extensions"}
 SDK_MODULE = "mcp_sdk.py"
+# Modules only the s3 extra provides (`dreampool deploy`), and the one module importing them.
+S3_ONLY = {"boto3", "botocore"}
+S3_MODULE = REPO / "builder" / "deploy" / "s3.py"
 
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
 
@@ -85,7 +91,7 @@ def builder_modules() -> list[Path]:
 
 
 def test_every_third_party_import_is_declared() -> None:
-    core, extra = declared(), declared("mcp")
+    core, extra, s3 = declared(), declared("mcp"), declared("s3")
     seen = set()
     for path in builder_modules():
         for module, _ in imports(path):
@@ -99,10 +105,20 @@ def test_every_third_party_import_is_declared() -> None:
             dist = DISTRIBUTION[module]
             if module in EXTRA_ONLY:
                 assert dist in extra, f"{dist} is not in the mcp extra"
+            elif module in S3_ONLY:
+                assert dist in s3, f"{dist} is not in the s3 extra"
+                assert path == S3_MODULE, f"{path.relative_to(REPO)} imports {module}"
             else:
                 assert dist in core, f"{path.relative_to(REPO)} imports {module}; declare {dist}"
     # The mapping holds nothing stale: each entry is imported somewhere.
     assert seen == set(DISTRIBUTION)
+
+
+def test_boto3_is_an_extra_the_tests_install_with_an_s3_server() -> None:
+    assert "boto3" not in declared()
+    assert "boto3" in declared("s3")
+    assert {"dreampool", "moto"} <= declared("test")
+    assert "dreampool[s3]" in PYPROJECT["project"]["optional-dependencies"]["test"]
 
 
 def test_the_mcp_sdk_is_an_extra_the_tests_install() -> None:

@@ -304,7 +304,7 @@ def pages_warning(site_bytes: int, fit: str) -> str:
         f'warning: the site is {size}, {where} (GitHub Docs, "GitHub Pages limits"). '
         "If this pool publishes to GitHub Pages, move it to object storage: "
         "`dreampool deploy s3://BUCKET/PREFIX`, and `dreampool init --host s3` for its "
-        'workflow (docs/operators.md, "Object storage").'
+        'workflow (docs/operators.md, "Object storage and a CDN").'
     )
 
 
@@ -428,6 +428,51 @@ def cmd_verify_proof(args: argparse.Namespace) -> int:
     if result.newer is None:
         print("step 5 skipped: no newer checkpoint given (--newer CHECKPOINT --consistency FILE)")
     print(f"verified: dream {result.id} is entry {result.index} of {result.checkpoint.origin}")
+    return 0
+
+
+def cmd_deploy(args: argparse.Namespace) -> int:
+    from builder.deploy import local, push, s3
+
+    site = local.load(Path(args.out))
+    store = s3.S3Store(args.target, endpoint_url=args.endpoint_url, region=args.region)
+    report = push.deploy(site, store, dry_run=args.dry_run, verify=args.verify)
+    if report.manifest_note:
+        note(f"{report.manifest_note}; uploading every object")
+    plan = report.plan
+    for rel in report.missing:
+        note(f"verify: {rel} is in the manifest but not in the bucket as uploaded: upload again")
+    for rel in report.unknown:
+        note(f"verify: {rel} is in the bucket but neither the site nor the manifest names it")
+    target = store.url
+    if args.dry_run:
+        for phase, paths in ((1, plan.first), (2, plan.second)):
+            for rel in paths:
+                out(f"upload {phase} {plan.sizes[rel]} {rel}")
+        for rel in plan.delete:
+            out(f"delete 4 {plan.sizes[rel]} {rel}")
+        for rel in plan.kept:
+            out(f"keep {rel}")
+        out(
+            f"dry run, nothing changed: would upload {len(plan.uploads)} objects "
+            f"({plan.upload_bytes()} bytes) and delete {len(plan.delete)} "
+            f"({plan.delete_bytes()} bytes) in {target}/"
+        )
+    else:
+        kept = f", kept {len(plan.kept)} the log needs" if plan.kept else ""
+        out(
+            f"deployed {args.out} to {target}/: uploaded {report.uploaded} objects "
+            f"({report.uploaded_bytes} bytes), deleted {report.deleted}{kept}; "
+            f"manifest written {report.manifest_writes} times ({report.manifest_bytes} bytes)"
+        )
+    if report.purge:
+        verb = "will be deleted" if args.dry_run else "deleted"
+        note(
+            f"{len(report.purge)} objects {verb} were served as immutable: "
+            'purge them from your CDN (docs/operators.md, "Object storage and a CDN"):'
+        )
+        for rel in report.purge:
+            out(f"purge {rel}")
     return 0
 
 
@@ -700,6 +745,37 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="FILE",
         help="the consistency proof to --newer (log/consistency/<m>)",
+    )
+
+    p = add(
+        "deploy",
+        cmd_deploy,
+        "upload the built site to S3-compatible object storage, only what changed",
+        epilog="Credentials come from the environment or config files only "
+        "(AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, a web identity role). "
+        "Order: new objects, then log/checkpoint and the pages naming it, then the "
+        "manifest PREFIX/.dreampool-deploy.json.gz, then deletions; a deploy that stopped "
+        'half-way completes when run again (docs/operators.md, "Object storage and a CDN"). '
+        "Needs boto3: pip install 'dreampool[s3]'.",
+    )
+    p.add_argument("target", metavar="s3://BUCKET[/PREFIX]", help="where the site goes")
+    p.add_argument("--out", default="site", metavar="DIR", help="the built site (default: site)")
+    p.add_argument(
+        "--endpoint-url",
+        metavar="URL",
+        help="an S3-compatible service's endpoint (R2, MinIO, B2); default: AWS",
+    )
+    p.add_argument("--region", metavar="R", help="the bucket's region (default: boto3's)")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the objects and bytes to upload and delete, change nothing",
+    )
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="list the prefix: upload again what the manifest lists but the bucket lacks "
+        "(or holds other bytes of), and report objects nobody listed",
     )
 
     p = add("serve", cmd_serve, "preview the built site on 127.0.0.1")

@@ -8,7 +8,7 @@ file's size, no walk of the tree), and says how it stands against that limit:
 ``"over"`` it, ``"approaching"`` it (past :data:`APPROACHING` of it, time to
 plan a move), or ``"ok"``. The command prints the warning (builder/cli); the
 way out is object storage, ``dreampool deploy s3://…`` (docs/operators.md,
-"Object storage").
+"Object storage and a CDN").
 """
 
 from __future__ import annotations

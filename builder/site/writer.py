@@ -353,6 +353,22 @@ def write_tree(out: Path, plan: Mapping[str, bytes]) -> int:
 # --- generations ----------------------------------------------------------
 
 
+def live_site(out: Path) -> tuple[Path, dict[str, Entry]] | None:
+    """The live generation's folder and its manifest (path → digest, size,
+    mtime), or None if ``out`` is not a site a build made (no link to a
+    generation, or no sound manifest for it). Used by ``dreampool deploy``:
+    the manifest, not a walk of the folder, is the list of what the build made."""
+    out = out.absolute()
+    root = builds_dir(out)
+    live = _live_generation(out, root)
+    if live is None:
+        return None
+    entries = _read_manifest(root / f"manifest-{live}")
+    if entries is None:
+        return None
+    return root / live, entries
+
+
 def _live_generation(out: Path, root: Path) -> str | None:
     """Which generation ``out`` points at; None if it is missing or not ours
     (a plain folder from an older dreampool, or a symlink elsewhere)."""

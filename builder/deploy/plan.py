@@ -1,0 +1,122 @@
+"""What a deploy uploads and deletes, and in which order (pure).
+
+A plan compares the site the build made (the live generation's manifest:
+path → digest, size) with the remote manifest (:mod:`builder.deploy.remote`:
+what the bucket holds) and splits the work into four phases, run one after
+the other:
+
+1. **new and changed objects** that do not name the new checkpoint: the log
+   (tiles, entry bundles, ``log/checkpoints/N``, consistency proofs) first,
+   then the dreams' own files, then every other page;
+2. **the checkpoint**, ``log/checkpoint``, then the changed files that name
+   it (found by content: they hold its root hash; in a built site these are
+   the home page, ``log/``, ``api/dreams.json``, ``llms.txt``, the agents'
+   digests and ``log/checkpoints/<size>``);
+3. **the remote manifest**, listing everything now in the bucket;
+4. **deletions** of what the site no longer has, then the manifest again.
+
+Why readers never see a broken state: a verifier starts from
+``log/checkpoint`` and fetches only what that checkpoint needs. Everything
+the new checkpoint needs (tiles, bundles, records, proofs) is uploaded in
+phase 1, before it is published in phase 2; a page naming the new root is
+uploaded after the checkpoint, so a reader who follows it finds that
+checkpoint live. Deletions come last, after the checkpoint that no longer
+needs the object is live, so an erased dream's record disappears only once
+the checkpoint recording its erasure is published. Nothing a published
+checkpoint needs is deleted at all (:func:`needed_by_the_log`): full tiles
+and bundles, ``log/checkpoints/N`` and ``log/consistency/M`` stay even if a
+site lost them, and a partial tile goes only once its full tile is in the
+site (C2SP tlog-tiles, "Partial Tiles": a log MAY delete a partial tile
+"once the corresponding full tile is either available").
+
+Why a deploy killed at any point and run again ends complete: the remote
+manifest only ever lists objects whose upload finished (:mod:`builder.deploy.push`
+adds a path after its PUT succeeded and writes the manifest every
+:data:`builder.deploy.push.FLUSH_EVERY` uploads and at every phase's end),
+and a deleted path leaves the manifest only after its DELETE. Run again, the
+plan compares the site with that manifest: what was uploaded is not sent
+again, what was in flight is (a PUT of the same bytes to the same key is
+harmless), deletions not yet done are done (a DELETE of a missing key
+succeeds). A manifest that cannot be read means "the bucket holds nothing
+known": everything is uploaded, and nothing is deleted (the plan cannot know
+what is there; ``--verify`` lists it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from builder.deploy import remote
+from builder.deploy.headers import RULES_VERSION
+
+CHECKPOINT = "log/checkpoint"
+Local = Mapping[str, tuple[str, int]]  # path → (hex digest, size)
+
+
+@dataclass(frozen=True)
+class Plan:
+    first: list[str]  # phase 1, in upload order
+    second: list[str]  # phase 2: the checkpoint, then the files naming it
+    delete: list[str]  # phase 4
+    kept: list[str]  # gone from the site, kept in the bucket (needed_by_the_log)
+    sizes: dict[str, int] = field(default_factory=dict)  # of every upload and deletion
+
+    @property
+    def uploads(self) -> list[str]:
+        return self.first + self.second
+
+    def upload_bytes(self) -> int:
+        return sum(self.sizes[p] for p in self.uploads)
+
+    def delete_bytes(self) -> int:
+        return sum(self.sizes[p] for p in self.delete)
+
+
+def make_plan(
+    local: Local,
+    had: Mapping[str, remote.RemoteEntry] | None,
+    names_checkpoint: Callable[[str], bool],
+) -> Plan:
+    """The plan from ``local`` to a bucket holding ``had`` (None: unknown).
+
+    ``names_checkpoint(path)`` is asked only about changed paths: whether the
+    file holds the new checkpoint's root hash (so it waits for phase 2)."""
+    had = had or {}
+    changed = [p for p, (d, size) in local.items() if had.get(p) != (d, size, RULES_VERSION)]
+    sizes = {p: local[p][1] for p in changed}
+    second = [p for p in changed if p != CHECKPOINT and names_checkpoint(p)]
+    first = [p for p in changed if p != CHECKPOINT and p not in set(second)]
+    first.sort(key=_phase_one_order)
+    second.sort()
+    if CHECKPOINT in sizes:
+        second.insert(0, CHECKPOINT)
+    delete, kept = [], []
+    for p in sorted(set(had) - set(local)):
+        if needed_by_the_log(p, local):
+            kept.append(p)
+        else:
+            delete.append(p)
+            sizes[p] = had[p][1]
+    return Plan(first, second, delete, kept, sizes)
+
+
+def _phase_one_order(path: str) -> tuple[int, str]:
+    """The log before the dreams' files, those before the pages that link them."""
+    if path.startswith("log/"):
+        return 0, path
+    if path.startswith("dreams/"):
+        return 1, path
+    return 2, path
+
+
+def needed_by_the_log(path: str, local: Local) -> bool:
+    """Whether a checkpoint once published may still need ``path``: full
+    tiles and entry bundles, signed checkpoints, consistency proofs, and a
+    partial tile whose full tile the site does not hold."""
+    if path.startswith(("log/checkpoints/", "log/consistency/")):
+        return True
+    if not path.startswith("log/tile/"):
+        return False
+    full, dot_p, _width = path.partition(".p/")
+    return not dot_p or full not in local
