@@ -68,7 +68,8 @@ _EN_FILLER = """
     making mean means minute month need needed note number old part put rate real right run
     running said say says second seem seemed set shared show showed small start started step
     sure take taken tell three time told took tried try trying turn turned want wanted week
-    went whole work worked works year
+    went whole work worked works year answer answered answering answers comment commented
+    comments fail failed failing fails write writes writing written wrote
 """
 _ZH_FUNCTION_WORDS = """
     的 了 和 是 在 我 也 就 都 而 及 与 或 一个 没有 我们 这个 可以 因为 所以 但是 如果 然后
