@@ -414,7 +414,7 @@ def _table(
     body = []
     for i, p in enumerate(rows):
         lang = ' lang="zh"' if p.lang == "zh" else ""
-        term = f'<span class="term"{lang}>{escape(p.term)}</span>'
+        term = f'<span class="term" dir="auto"{lang}>{escape(p.term)}</span>'
         if p.forms:
             term += f'<span class="forms">also {escape(", ".join(p.forms))}</span>'
         term += f'<span class="types">{escape(_types_text(p.types))}</span>'
@@ -504,8 +504,8 @@ def render_patterns_html(p: Patterns) -> str:
     parts.append('<h2 id="tag-pairs">Tags that go together</h2>')
     if p.pairs:
         items = "".join(
-            f'<li><span class="term">#{escape(q.first)}</span> + '
-            f'<span class="term">#{escape(q.second)}</span> '
+            f'<li><span class="term" dir="auto">#{escape(q.first)}</span> + '
+            f'<span class="term" dir="auto">#{escape(q.second)}</span> '
             f'<span class="counts">{_plural(q.dreams, "dream")} · '
             f"{_plural(q.authors, 'author')}</span></li>"
             for q in p.pairs
