@@ -17,6 +17,7 @@ attributes are only the fallback of a page without the stylesheet. Text is
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
@@ -149,8 +150,8 @@ def columns_svg(
     in words (``suppressed``) in the ``<desc>`` and by ``mark`` above it. ``unit`` names what is
     counted (``"dreams"``). With ``spark`` it is a sparkline: a small chart
     with no text of its own, so no text can be too small; else the counts
-    stand above the bars and the labels (first, last and as many between as
-    fit) below them."""
+    stand above the bars (each, or every n-th where they would overlap) and the
+    labels (first, last and as many between as fit) below them."""
     desc = "; ".join(
         f"{label}: {suppressed if n is None else f'{n} {unit}'}" for label, n in buckets
     )
@@ -163,6 +164,10 @@ def columns_svg(
     gap = max(1.0, slot / 5)
     peak = max((n for _, n in buckets if n), default=0)
     every = max(1, -(-count * 64 // width))  # a label every `every` slots: 64 units each
+    # A count every `counted` slots, so no two overlap: the widest count and a gap of 4
+    # units fit between two shown ones (the <desc> says every count).
+    widest = max((_text_width(mark if n is None else str(n)) for _, n in buckets), default=0)
+    counted = max(1, math.ceil((widest + 4) / slot))
     for i, (label, n) in enumerate(buckets):
         w = round(min(slot - gap, 16 if spark else 48), 1)
         x = round(i * slot + (slot - w) / 2, 1)
@@ -184,10 +189,11 @@ def columns_svg(
             continue
         mid = round(x + w / 2, 1)
         above = f"{top + plot - h - 4}"
-        out.append(
-            f'<text x="{mid}" y="{above}" text-anchor="middle" fill="currentColor">'
-            f"{esc(mark if n is None else str(n))}</text>"
-        )
+        if i % counted == 0:
+            out.append(
+                f'<text x="{mid}" y="{above}" text-anchor="middle" fill="currentColor">'
+                f"{esc(mark if n is None else str(n))}</text>"
+            )
         if i % every == 0 or (i == count - 1 and i % every >= every // 2 + 1):
             out.append(
                 f'<text x="{mid}" y="{height - 4}" text-anchor="middle" fill="currentColor">'
