@@ -93,3 +93,19 @@ def test_a_form_only_one_author_wrote_is_not_shown() -> None:
     dreams.append(D("dan", title="workers stalled"))
     p = compute_patterns(model_of(dreams))
     assert kw_terms(p)["worker"].forms == ()
+
+
+def _months(n: int) -> list[tuple[str, int | None]]:
+    return [(f"{2016 + i // 12}-{i % 12 + 1:02d}", i % 4) for i in range(n)]
+
+
+@pytest.mark.parametrize("spark", [True, False])
+def test_no_column_has_a_negative_width_in_an_old_pool(spark: bool) -> None:
+    """A column is its slot less a gap of at least 1 unit: past 96 months (a pool
+    eight years old) a 96-unit sparkline's slot is under 1 unit, so every column
+    of every trend had a negative width, an SVG error no browser draws; the
+    admissions chart did the same past 320 months."""
+    n = 120 if spark else 400
+    svg = charts.columns_svg(_months(n), chart_id="c", title="t", unit="dreams", spark=spark)
+    widths = [float(r.get("width") or 0) for r in ET.fromstring(svg).iter(f"{SVG}rect")]
+    assert widths and min(widths) > 0
