@@ -161,7 +161,9 @@ def columns_svg(
     out = _open(chart_id, "chart-spark" if spark else "chart-columns", width, height, title, desc)
     count = max(len(buckets), 1)
     slot = width / count
-    gap = max(1.0, slot / 5)
+    # A gap of 1 unit, or a fifth of a slot narrower than 5 units (a trend of more
+    # than 96 months, whose slot is under 1 unit): a column never narrower than 0.1.
+    gap = max(1.0, slot / 5) if slot >= 5 else slot / 5
     peak = max((n for _, n in buckets if n), default=0)
     every = max(1, -(-count * 64 // width))  # a label every `every` slots: 64 units each
     # A count every `counted` slots, so no two overlap: the widest count and a gap of 4
@@ -169,7 +171,7 @@ def columns_svg(
     widest = max((_text_width(mark if n is None else str(n)) for _, n in buckets), default=0)
     counted = max(1, math.ceil((widest + 4) / slot))
     for i, (label, n) in enumerate(buckets):
-        w = round(min(slot - gap, 16 if spark else 48), 1)
+        w = max(0.1, round(min(slot - gap, 16 if spark else 48), 1))
         x = round(i * slot + (slot - w) / 2, 1)
         if n is None:
             h = max(3, plot // 4)
