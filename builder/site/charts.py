@@ -135,6 +135,26 @@ def bar_chart_svg(items: Sequence[tuple[str, int]], *, title: str, chart_id: str
     )
 
 
+def _says(buckets: Sequence[tuple[str, int | None]], unit: str, suppressed: str) -> str:
+    """Every bucket in words; three or more empty ones in a row as one span
+    ("2024-02 to 2025-06: 0 dreams"), so a long empty stretch costs one phrase."""
+    parts = []
+    i = 0
+    while i < len(buckets):
+        j = i
+        while buckets[i][1] == 0 and j + 1 < len(buckets) and buckets[j + 1][1] == 0:
+            j += 1
+        if j - i >= 2:
+            parts.append(f"{buckets[i][0]} to {buckets[j][0]}: 0 {unit}")
+        else:
+            parts += [
+                f"{label}: {suppressed if n is None else f'{n} {unit}'}"
+                for label, n in buckets[i : j + 1]
+            ]
+        i = j + 1
+    return "; ".join(parts)
+
+
 def columns_svg(
     buckets: Sequence[tuple[str, int | None]],
     *,
@@ -151,10 +171,9 @@ def columns_svg(
     counted (``"dreams"``). With ``spark`` it is a sparkline: a small chart
     with no text of its own, so no text can be too small; else the counts
     stand above the bars (each, or every n-th where they would overlap) and the
-    labels (first, last and as many between as fit) below them."""
-    desc = "; ".join(
-        f"{label}: {suppressed if n is None else f'{n} {unit}'}" for label, n in buckets
-    )
+    labels (first, last and as many between as fit) below them. An empty
+    bucket draws no bar, and a run of them is one phrase of the ``<desc>``."""
+    desc = _says(buckets, unit, suppressed)
     width, height = (_SPARK_W, _SPARK_H) if spark else (WIDTH, 150)
     top, bottom = (2, 2) if spark else (_FONT_SIZE + 6, _FONT_SIZE + 8)
     plot = height - top - bottom
@@ -183,10 +202,11 @@ def columns_svg(
             h = plot * n // peak if peak else 0
             if n and not h:
                 h = 1
-            out.append(
-                f'<rect class="bar" x="{x}" y="{top + plot - h}" width="{w}" height="{h}" '
-                f'fill="{_BAR_FILL}"/>'
-            )
+            if h:  # an empty month draws nothing: a pool's span of months may be long
+                out.append(
+                    f'<rect class="bar" x="{x}" y="{top + plot - h}" width="{w}" '
+                    f'height="{h}" fill="{_BAR_FILL}"/>'
+                )
         if spark:
             continue
         mid = round(x + w / 2, 1)
