@@ -98,7 +98,9 @@ _NOISE_RE = re.compile(
     r"\]\([^)\s]*(?:\s+\"[^\"]*\")?\)"  # the target of a Markdown link: ](https://…)
     r"|(?:https?|mailto|ftp):\S+"  # autolinks and bare URLs
     r"|www\.\S+"
-    r"|\S+@\S+\.[a-z]+"  # e-mail addresses
+    # E-mail addresses, from the start of a run only: a match can start nowhere
+    # else, and without the look-behind a run of "@." backtracked in cubic time.
+    r"|(?<!\S)\S+@\S+\.[a-z]+"
     r"|&(?:#\d+|#x[0-9a-f]+|[a-z]+);"  # HTML entities
     # What redaction left in place of a value ([email], [secret], …): a marker, no topic.
     rf"|\[(?:{'|'.join(_REDACTED_KINDS)})\]",
