@@ -142,3 +142,22 @@ def test_a_dream_of_at_signs_and_dots_is_tokenized_in_linear_time() -> None:
     start = time.perf_counter()
     dream_words(m.dreams[0])
     assert time.perf_counter() - start < 0.5
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="policy: pairs follow the k rule on their own (module doc, rule 4); a residual guard "
+    "like the months' would drop pairs test_patterns.py::test_pairs_are_ranked_and_bounded shows",
+)
+def test_a_tag_less_its_pair_does_not_single_out_one_author() -> None:
+    """The months of a term are guarded so that its total less its shown months is
+    never one author's dreams; a pair is not. #db (4 dreams, 4 authors) less
+    #db + #ops (3 dreams, 3 authors) says one author, alone, wrote one dream
+    tagged db without ops: the subtraction rule 4 forbids for months."""
+    dreams = [D(a, ["db", "ops"]) for a in ("ann", "ben", "cat")] + [D("dan", ["db"])]
+    p = compute_patterns(model_of(dreams))
+    tags = {q.term: q for q in p.tags}
+    for pair in p.pairs:
+        for one in (pair.first, pair.second):
+            rest = tags[one].authors - pair.authors, tags[one].dreams - pair.dreams
+            assert rest[1] == 0 or rest[0] >= p.k, (pair, one, rest)
