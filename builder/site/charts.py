@@ -17,6 +17,7 @@ attributes are only the fallback of a page without the stylesheet. Text is
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
@@ -134,6 +135,26 @@ def bar_chart_svg(items: Sequence[tuple[str, int]], *, title: str, chart_id: str
     )
 
 
+def _says(buckets: Sequence[tuple[str, int | None]], unit: str, suppressed: str) -> str:
+    """Every bucket in words; three or more empty ones in a row as one span
+    ("2024-02 to 2025-06: 0 dreams"), so a long empty stretch costs one phrase."""
+    parts = []
+    i = 0
+    while i < len(buckets):
+        j = i
+        while buckets[i][1] == 0 and j + 1 < len(buckets) and buckets[j + 1][1] == 0:
+            j += 1
+        if j - i >= 2:
+            parts.append(f"{buckets[i][0]} to {buckets[j][0]}: 0 {unit}")
+        else:
+            parts += [
+                f"{label}: {suppressed if n is None else f'{n} {unit}'}"
+                for label, n in buckets[i : j + 1]
+            ]
+        i = j + 1
+    return "; ".join(parts)
+
+
 def columns_svg(
     buckets: Sequence[tuple[str, int | None]],
     *,
@@ -149,22 +170,27 @@ def columns_svg(
     in words (``suppressed``) in the ``<desc>`` and by ``mark`` above it. ``unit`` names what is
     counted (``"dreams"``). With ``spark`` it is a sparkline: a small chart
     with no text of its own, so no text can be too small; else the counts
-    stand above the bars and the labels (first, last and as many between as
-    fit) below them."""
-    desc = "; ".join(
-        f"{label}: {suppressed if n is None else f'{n} {unit}'}" for label, n in buckets
-    )
+    stand above the bars (each, or every n-th where they would overlap) and the
+    labels (first, last and as many between as fit) below them. An empty
+    bucket draws no bar, and a run of them is one phrase of the ``<desc>``."""
+    desc = _says(buckets, unit, suppressed)
     width, height = (_SPARK_W, _SPARK_H) if spark else (WIDTH, 150)
     top, bottom = (2, 2) if spark else (_FONT_SIZE + 6, _FONT_SIZE + 8)
     plot = height - top - bottom
     out = _open(chart_id, "chart-spark" if spark else "chart-columns", width, height, title, desc)
     count = max(len(buckets), 1)
     slot = width / count
-    gap = max(1.0, slot / 5)
+    # A gap of 1 unit, or a fifth of a slot narrower than 5 units (a trend of more
+    # than 96 months, whose slot is under 1 unit): a column never narrower than 0.1.
+    gap = max(1.0, slot / 5) if slot >= 5 else slot / 5
     peak = max((n for _, n in buckets if n), default=0)
     every = max(1, -(-count * 64 // width))  # a label every `every` slots: 64 units each
+    # A count every `counted` slots, so no two overlap: the widest count and a gap of 4
+    # units fit between two shown ones (the <desc> says every count).
+    widest = max((_text_width(mark if n is None else str(n)) for _, n in buckets), default=0)
+    counted = max(1, math.ceil((widest + 4) / slot))
     for i, (label, n) in enumerate(buckets):
-        w = round(min(slot - gap, 16 if spark else 48), 1)
+        w = max(0.1, round(min(slot - gap, 16 if spark else 48), 1))
         x = round(i * slot + (slot - w) / 2, 1)
         if n is None:
             h = max(3, plot // 4)
@@ -176,18 +202,20 @@ def columns_svg(
             h = plot * n // peak if peak else 0
             if n and not h:
                 h = 1
-            out.append(
-                f'<rect class="bar" x="{x}" y="{top + plot - h}" width="{w}" height="{h}" '
-                f'fill="{_BAR_FILL}"/>'
-            )
+            if h:  # an empty month draws nothing: a pool's span of months may be long
+                out.append(
+                    f'<rect class="bar" x="{x}" y="{top + plot - h}" width="{w}" '
+                    f'height="{h}" fill="{_BAR_FILL}"/>'
+                )
         if spark:
             continue
         mid = round(x + w / 2, 1)
         above = f"{top + plot - h - 4}"
-        out.append(
-            f'<text x="{mid}" y="{above}" text-anchor="middle" fill="currentColor">'
-            f"{esc(mark if n is None else str(n))}</text>"
-        )
+        if i % counted == 0:
+            out.append(
+                f'<text x="{mid}" y="{above}" text-anchor="middle" fill="currentColor">'
+                f"{esc(mark if n is None else str(n))}</text>"
+            )
         if i % every == 0 or (i == count - 1 and i % every >= every // 2 + 1):
             out.append(
                 f'<text x="{mid}" y="{height - 4}" text-anchor="middle" fill="currentColor">'

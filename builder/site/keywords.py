@@ -10,7 +10,8 @@ Tokens: Latin words are lowercased runs of letters and digits, at least three
 long, not pure numbers and not English stop words; Chinese runs are segmented
 by jieba and keep words of two or more characters that are not Chinese stop
 words. URLs, entities and Markdown punctuation are dropped before tokenizing,
-so link targets and ``**`` never become words.
+so link targets and ``**`` never become words; nor do the markers redaction
+leaves (``[email]``, ``[secret]``, …).
 
 The stop-word lists below are the committed ones the issue asks for: English
 function words, then generic verbs and filler that every pool's texts hold
@@ -29,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from builder.text.redact import KINDS as _REDACTED_KINDS
 from builder.text.textlang import content_lang
 
 __all__ = [
@@ -97,8 +99,12 @@ _NOISE_RE = re.compile(
     r"\]\([^)\s]*(?:\s+\"[^\"]*\")?\)"  # the target of a Markdown link: ](https://…)
     r"|(?:https?|mailto|ftp):\S+"  # autolinks and bare URLs
     r"|www\.\S+"
-    r"|\S+@\S+\.[a-z]+"  # e-mail addresses
-    r"|&(?:#\d+|#x[0-9a-f]+|[a-z]+);",  # HTML entities
+    # E-mail addresses, from the start of a run only: a match can start nowhere
+    # else, and without the look-behind a run of "@." backtracked in cubic time.
+    r"|(?<!\S)\S+@\S+\.[a-z]+"
+    r"|&(?:#\d+|#x[0-9a-f]+|[a-z]+);"  # HTML entities
+    # What redaction left in place of a value ([email], [secret], …): a marker, no topic.
+    rf"|\[(?:{'|'.join(_REDACTED_KINDS)})\]",
     re.IGNORECASE,
 )
 

@@ -165,6 +165,11 @@ def _month_span(model: SiteModel) -> tuple[str, ...]:
     return tuple(out)
 
 
+TAGS_SHOWN = 50
+"""The most tags the page charts and lists (those most dreams hold): every row
+carries a sparkline of every month of the pool, so a pool whose members share
+thousands of tags made a page of megabytes. The page says how many are shared."""
+
 MIN_TIER = "member"
 """The least trusted tier whose dreams the site's patterns count (the default of
 :func:`compute_patterns`, which the build uses)."""
@@ -414,7 +419,7 @@ def _table(
     body = []
     for i, p in enumerate(rows):
         lang = ' lang="zh"' if p.lang == "zh" else ""
-        term = f'<span class="term"{lang}>{escape(p.term)}</span>'
+        term = f'<span class="term" dir="auto"{lang}>{escape(p.term)}</span>'
         if p.forms:
             term += f'<span class="forms">also {escape(", ".join(p.forms))}</span>'
         term += f'<span class="types">{escape(_types_text(p.types))}</span>'
@@ -480,7 +485,8 @@ def render_patterns_html(p: Patterns) -> str:
 
     parts.append('<h2 id="tag-patterns">Shared tags</h2>')
     if p.tags:
-        rows = [("#" + q.term, q.types) for q in p.tags]
+        listed = p.tags[:TAGS_SHOWN]
+        rows = [("#" + q.term, q.types) for q in listed]
         svg = charts.stacked_bars_svg(
             rows,
             chart_id="chart-tag-types",
@@ -495,8 +501,13 @@ def render_patterns_html(p: Patterns) -> str:
                 "its entries in counted dreams.",
             )
         )
+        if len(p.tags) > len(listed):
+            parts.append(
+                f'<p class="patterns-note">{len(p.tags)} tags are used by at least '
+                f"{_plural(k, 'author')}: the {len(listed)} that most dreams hold are shown.</p>"
+            )
         parts.append(
-            _table(f"Tags used by at least {k} authors", "Tag", p.tags, "trend-tag", k, trends)
+            _table(f"Tags used by at least {k} authors", "Tag", listed, "trend-tag", k, trends)
         )
     else:
         parts.append(f'<p class="empty">No tag is used by {k} authors yet.</p>')
@@ -504,8 +515,8 @@ def render_patterns_html(p: Patterns) -> str:
     parts.append('<h2 id="tag-pairs">Tags that go together</h2>')
     if p.pairs:
         items = "".join(
-            f'<li><span class="term">#{escape(q.first)}</span> + '
-            f'<span class="term">#{escape(q.second)}</span> '
+            f'<li><span class="term" dir="auto">#{escape(q.first)}</span> + '
+            f'<span class="term" dir="auto">#{escape(q.second)}</span> '
             f'<span class="counts">{_plural(q.dreams, "dream")} · '
             f"{_plural(q.authors, 'author')}</span></li>"
             for q in p.pairs

@@ -28,9 +28,12 @@ def _rows(site: Path) -> dict[str, tuple[int, int]]:
     """term → (dreams, authors), as the published patterns page shows them."""
     html = (site / "patterns" / "index.html").read_text(encoding="utf-8")
     found = re.findall(
-        r'<tr><td dir="auto">([^<]*)</td><td class="num">(\d+)</td><td class="num">(\d+)</td>',
+        r'<tr><th scope="row"><span class="term"[^>]*>([^<]*)</span>.*?</th>'
+        r'<td class="num">(\d+)</td><td class="num">(\d+)</td>',
         html,
     )
+    # Every row is read, or a change of markup would make the "not in" tests vacuous.
+    assert len(found) == html.count('<tr><th scope="row">'), "patterns rows not parsed"
     return {term: (int(dreams), int(authors)) for term, dreams, authors in found}
 
 
