@@ -82,7 +82,6 @@ class Pattern:
     authors: int  # distinct counted authors (>= k); a number only, never names
     types: tuple[tuple[str, int], ...]  # entry type → count, canonical order, zeros omitted
     months: Buckets = ()  # every month of the pool, oldest first
-    forms: tuple[str, ...] = ()  # a keyword's other surface forms, folded into it
     lang: str = ""  # a keyword's language by script: "en" or "zh"
 
 
@@ -335,7 +334,6 @@ def compute_patterns(
             len(shared[r.key].authors),
             _types(shared[r.key].types),
             suppress(months, {m: (b.dreams, b.authors) for m, b in key_months[r.key].items()}, k),
-            tuple(f for f in r.forms if f != r.surface),
             lang,
         )
         for r, lang in chosen
@@ -420,8 +418,6 @@ def _table(
     for i, p in enumerate(rows):
         lang = ' lang="zh"' if p.lang == "zh" else ""
         term = f'<span class="term" dir="auto"{lang}>{escape(p.term)}</span>'
-        if p.forms:
-            term += f'<span class="forms">also {escape(", ".join(p.forms))}</span>'
         term += f'<span class="types">{escape(_types_text(p.types))}</span>'
         trend = f'<td class="trend">{_trend(p, f"{prefix}-{i}", k)}</td>' if trends else ""
         body.append(
@@ -533,7 +529,7 @@ def render_patterns_html(p: Patterns) -> str:
         '<p class="patterns-note">Ranked by TF-IDF over the counted dreams: a word many '
         "dreams use, and repeat through their entries, ranks high; one nearly every "
         "dream uses is held back. Function words and generic verbs are left out; plurals "
-        "count with their singular (shown as “also …”).</p>"
+        "count with their singular, under the form most dreams use.</p>"
     )
     for lang in ("en", "zh"):
         name, native = _LANG_NAME[lang]
