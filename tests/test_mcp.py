@@ -36,7 +36,7 @@ from builder.log import erase, logbuild
 from builder.readers.monitor import NotFoundError, SiteError
 from builder.site import patterns
 from tests.conftest import REPO
-from tests.pools import make_pool
+from tests.pools import key_id_of, make_pool
 from tests.siteapi import shard_files
 from tests.test_agents import (
     ANON_AUTHOR,
@@ -727,3 +727,25 @@ def test_bulk_check_reads_no_proof_file_but_dream_get_does(hostile: Hostile) -> 
     assert tools.dream_stats().data["failed"] == []
     with pytest.raises(mcp_server.ReaderError, match="failed verification at step 1"):
         tools.reader.verified(victim)
+
+
+def test_stats_name_as_many_tags_as_the_patterns_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """dream_stats lists the shared tags the page charts (patterns.TAGS_SHOWN, the most
+    held first) and says how many there are: thousands of shared tags made it unbounded."""
+    tp = make_pool(tmp_path / "pool")  # k = 2
+    for author in ("ada", "bob"):
+        tp.add(author, 1, tags=["alpha", "beta", "gamma"])
+    buildmod.build(tp.content, tmp_path / "site", signer=parse_private_key(tp.log_key))
+    for author in ("ada", "bob"):
+        set_tier(tp.content, key_id_of(author), "member")
+    content = tp.content
+    tools = mcp_server.Tools(mcp_server.open_reader(None, content), content=content)
+    full = tools.dream_stats()
+    shared = full.data["patterns"]["tags"]
+    assert shared == 3
+    monkeypatch.setattr(patterns, "TAGS_SHOWN", 1)
+    cut = mcp_server.Tools(mcp_server.open_reader(None, content), content=content).dream_stats()
+    assert f"the first 1 of {shared}" in cut.text and "the first" not in full.text
+    assert cut.data["patterns"]["tags"] == shared

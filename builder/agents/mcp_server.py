@@ -1072,7 +1072,9 @@ class Tools:
         else:
             counted = [d for d in views if patterns.counts(d, found.min_tier)]
             tier = agents.least_trusted(d.tier for d in counted) or "guest"
-            for what, rows in (("tags", found.tags), ("keywords", found.keywords)):
+            # As many tags as the page charts (patterns.TAGS_SHOWN), the most held first.
+            shown_tags = found.tags[: patterns.TAGS_SHOWN]
+            for what, rows in (("tags", shown_tags), ("keywords", found.keywords)):
                 rule = (
                     f"{what} that dreams of at least {found.k} distinct {found.min_tier}-or-higher "
                     "authors share, with their consent to derivatives (the patterns page's rule)"
@@ -1081,6 +1083,8 @@ class Tools:
                     segments.append(f"{rule}: none\n\n")
                     continue
                 order = "by number of dreams" if what == "tags" else "by rank (TF-IDF)"
+                if what == "tags" and len(found.tags) > len(rows):
+                    order += f", the first {len(rows)} of {len(found.tags)}"
                 segments.append(f"{rule}, {order}:\n")
                 lines = [f"{p.term}: {p.dreams} dreams, {p.authors} authors" for p in rows]
                 segments += [agents.Quoted("\n".join(lines), tier), "\n"]

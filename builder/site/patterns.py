@@ -61,6 +61,7 @@ from builder.site.keywords import tokens
 from builder.site.model import ENTRY_ORDER, TIER_RANK, DreamView, SiteModel
 
 __all__ = [
+    "TAGS_SHOWN",
     "Pair",
     "Pattern",
     "Patterns",
