@@ -28,7 +28,7 @@ def _many_shared_tags(n: int, months: int = 24) -> list[D]:
 
 
 def test_the_page_stays_small_however_many_tags_are_shared() -> None:
-    """Keywords are capped per language, tags were not ("tags are few"): every tag
+    """T88: Keywords are capped per language, tags were not ("tags are few"): every tag
     k members share got a table row, a 24-unit bar in the entry-type chart and a
     sparkline of every month of the pool. 2000 shared tags over two years made a
     6.5 MB page (21.7 MB at 3000 tags over five years), growing as tags x months."""
@@ -39,7 +39,7 @@ def test_the_page_stays_small_however_many_tags_are_shared() -> None:
 
 
 def test_counts_above_the_columns_do_not_overlap() -> None:
-    """The admissions chart writes every month's count above its column. Two years
+    """T87: The admissions chart writes every month's count above its column. Two years
     of months leave 13.3 units a column, and a count of 10 or more is 15.6 units
     wide (4 digits: 31.2), so neighbouring numbers were drawn over each other."""
     buckets = [(f"{2024 + i // 12}-{i % 12 + 1:02d}", 1000 + i) for i in range(24)]
@@ -57,7 +57,7 @@ def test_counts_above_the_columns_do_not_overlap() -> None:
 
 
 def test_right_to_left_terms_are_isolated_from_their_neighbours() -> None:
-    """Every other page isolates a tag (dir="auto": tag.html, tags.html,
+    """T87: Every other page isolates a tag (dir="auto": tag.html, tags.html,
     dream.html). Here "#A + #B 3 dreams · 3 authors" of two Hebrew tags is one
     bidi run: the "+", the "#" and the counts are reordered between the two
     tags, so the pair reads as another pair."""
@@ -69,7 +69,7 @@ def test_right_to_left_terms_are_isolated_from_their_neighbours() -> None:
 
 
 def test_redaction_markers_are_not_keywords() -> None:
-    """Redaction leaves [email], [secret], [phone], [hex] in a text; the tokenizer
+    """T90: Redaction leaves [email], [secret], [phone], [hex] in a text; the tokenizer
     drops Markdown and URL debris but kept these, so a pool whose authors had
     addresses and keys redacted listed "email" and "secret" as what they share."""
     dreams = [
@@ -82,7 +82,7 @@ def test_redaction_markers_are_not_keywords() -> None:
 
 
 def test_a_form_only_one_author_wrote_is_not_shown() -> None:
-    """A keyword is shown when k authors hold its folded word, but its "also …"
+    """T86: A keyword is shown when k authors hold its folded word, but its "also …"
     forms are every surface seen, each of which may be one author's alone: the
     page says one counted author wrote "workers", which k authors do not share."""
     dreams = [D(a, title="worker stalled") for a in ("ann", "ben", "cat")]
@@ -97,7 +97,7 @@ def _months(n: int) -> list[tuple[str, int | None]]:
 
 @pytest.mark.parametrize("spark", [True, False])
 def test_no_column_has_a_negative_width_in_an_old_pool(spark: bool) -> None:
-    """A column is its slot less a gap of at least 1 unit: past 96 months (a pool
+    """T88: A column is its slot less a gap of at least 1 unit: past 96 months (a pool
     eight years old) a 96-unit sparkline's slot is under 1 unit, so every column
     of every trend had a negative width, an SVG error no browser draws; the
     admissions chart did the same past 320 months."""
@@ -108,7 +108,7 @@ def test_no_column_has_a_negative_width_in_an_old_pool(spark: bool) -> None:
 
 
 def test_one_stray_early_date_does_not_blow_up_the_page() -> None:
-    """Every trend has a column, and its <desc> a phrase, for every month from the
+    """T88: Every trend has a column, and its <desc> a phrase, for every month from the
     pool's first dream to its last, zeros and all. One dream logged by a build run
     with SOURCE_DATE_EPOCH=0 (1970-01) before the pool's real start in 2026 made
     678 months: 5.8 MB for 60 shared tags and 40 keywords."""
@@ -129,7 +129,7 @@ def test_one_stray_early_date_does_not_blow_up_the_page() -> None:
 
 
 def test_a_dream_of_at_signs_and_dots_is_tokenized_in_linear_time() -> None:
-    """The tokenizer's e-mail pattern (``\\S+@\\S+\\.[a-z]+``) backtracks in cubic
+    """T89: The tokenizer's e-mail pattern (``\\S+@\\S+\\.[a-z]+``) backtracks in cubic
     time over a run of "@." without a space: one counted dream at the schema's
     limits (an 800-character summary, 50 entries of 300) took about 5 s to
     tokenize, each cold build and each dream_stats of a fresh MCP server."""
@@ -145,7 +145,7 @@ def test_a_dream_of_at_signs_and_dots_is_tokenized_in_linear_time() -> None:
     "like the months' would drop pairs test_patterns.py::test_pairs_are_ranked_and_bounded shows",
 )
 def test_a_tag_less_its_pair_does_not_single_out_one_author() -> None:
-    """The months of a term are guarded so that its total less its shown months is
+    """T86: The months of a term are guarded so that its total less its shown months is
     never one author's dreams; a pair is not. #db (4 dreams, 4 authors) less
     #db + #ops (3 dreams, 3 authors) says one author, alone, wrote one dream
     tagged db without ops: the subtraction rule 4 forbids for months."""
