@@ -36,6 +36,14 @@ Site = tuple[dict[str, bytes], list[str]]  # a built site's files by path, and i
 
 
 @pytest.fixture(autouse=True)
+def _archive_paged_at_both_sizes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The archive's entry page repeats its newest page's dreams once it is paged
+    # (past ARCHIVE_PAGE_SIZE): a step from one file to two, not growth. Paged at
+    # both sizes, a dream is named by as many files at SMALL as at LARGE.
+    monkeypatch.setattr(render, "ARCHIVE_PAGE_SIZE", 10)
+
+
+@pytest.fixture(autouse=True)
 def _no_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
     # Sizes, not durability, are under test: an fsync per submitted dream
     # and written page was most of these tests' time.
