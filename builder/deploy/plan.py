@@ -6,11 +6,15 @@ what the bucket holds) and splits the work into four phases, run one after
 the other:
 
 1. **new and changed objects** that do not name the new checkpoint: the log
-   (tiles, entry bundles, ``log/checkpoints/N``, consistency proofs) first,
-   then the dreams' own files, then every other page;
-2. **the checkpoint**, ``log/checkpoint``, then the changed files that name
-   it (found by content: they hold its root hash; in a built site these are
-   the home page, ``log/``, ``api/dreams.json``, ``llms.txt``, the agents'
+   (tiles, entry bundles) first, then the dreams' own files, then every other
+   page;
+2. **the checkpoint**, ``log/checkpoint``, then the consistency proofs
+   ``log/consistency/<m>`` (each proves m to the current size, so it is right
+   only beside the new checkpoint: :func:`_proves_to_now`; between the
+   checkpoint's PUT and theirs a reader's step 5 still fails, a window the
+   protocol's mutable path leaves), then the changed files that name it
+   (found by content: they hold its root hash; in a built site these are the
+   home page, ``log/``, ``api/dreams.json``, ``llms.txt``, the agents'
    digests and ``log/checkpoints/<size>``);
 3. **the remote manifest**, listing everything now in the bucket;
 4. **deletions** of what the site no longer has, then the manifest again.
@@ -85,10 +89,10 @@ def make_plan(
     had = had or {}
     changed = [p for p, (d, size) in local.items() if had.get(p) != (d, size, RULES_VERSION)]
     sizes = {p: local[p][1] for p in changed}
-    second = [p for p in changed if p != CHECKPOINT and names_checkpoint(p)]
+    second = [p for p in changed if p != CHECKPOINT and (_proves_to_now(p) or names_checkpoint(p))]
     first = [p for p in changed if p != CHECKPOINT and p not in set(second)]
     first.sort(key=_phase_one_order)
-    second.sort()
+    second.sort(key=lambda p: (not _proves_to_now(p), p))
     if CHECKPOINT in sizes:
         second.insert(0, CHECKPOINT)
     delete, kept = [], []
@@ -99,6 +103,16 @@ def make_plan(
             delete.append(p)
             sizes[p] = had[p][1]
     return Plan(first, second, delete, kept, sizes)
+
+
+def _proves_to_now(path: str) -> bool:
+    """``log/consistency/<m>``: a proof from m to *the current* size, rewritten by
+    every build under the same path. It holds no root hash, but it belongs to the
+    new checkpoint as the pages naming it do: put while the old checkpoint is
+    live, it proves m to a size that is not live, and every reader verifying a
+    proof of size m against ``log/checkpoint`` (a dream page's step 5) fails.
+    So it goes right after the checkpoint, before anything else of phase 2."""
+    return path.startswith("log/consistency/")
 
 
 def _phase_one_order(path: str) -> tuple[int, str]:
