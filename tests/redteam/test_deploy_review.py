@@ -6,14 +6,17 @@ against moto's S3 server on 127.0.0.1 through tests/test_deploy.py's fixtures.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from builder.deploy import local, push
+from builder import build as buildmod
+from builder.deploy import DeployError, local, push
 from builder.deploy.plan import CHECKPOINT
+from builder.formats.note import parse_private_key
 from tests.test_deploy import (  # noqa: F401  (pytest fixtures, used by name)
     Killed,
     Recording,
@@ -100,3 +103,75 @@ def test_a_deploy_stopped_before_its_checkpoint_leaves_every_older_proof_verifia
     assert _size(http_get(base + CHECKPOINT)) < _size((site / CHECKPOINT).read_bytes())
     result = _verify_from_bucket(tmp_path, run, base, dream, m, tp.content / "log" / "policy")
     assert result.code == 0, result.out + result.err
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="log/consistency/<m> is mutable and depends on log/checkpoint: no PUT order is atomic",
+)
+def test_a_deploy_stopped_right_after_its_checkpoint_leaves_every_older_proof_verifiable(
+    tmp_path: Path, endpoint: str, bucket: str, run: Callable[..., Any]
+) -> None:
+    """The same promise, the window that remains once the consistency proofs go
+    right after log/checkpoint: between the checkpoint's PUT and theirs the
+    bucket serves checkpoint p beside proofs m -> n. No order of PUTs closes it:
+    log/consistency/<m> is one mutable path whose right bytes depend on another
+    object (a protocol matter: an immutable log/consistency/<m>/<n>, or
+    verify.js computing the proof from the tiles as the monitor does)."""
+    tp, site, dream, m = _three_sizes(
+        tmp_path,
+        endpoint,
+        bucket,
+        lambda kind, rel: kind == "put" and rel.startswith("log/consistency/"),
+    )
+    base = f"{endpoint}/{bucket}/www/"
+    assert http_get(base + CHECKPOINT) == (site / CHECKPOINT).read_bytes()
+    result = _verify_from_bucket(tmp_path, run, base, dream, m, tp.content / "log" / "policy")
+    assert result.code == 0, result.out + result.err
+
+
+# --- a checkpoint is never replaced by one that does not extend it ----------------------
+
+
+def test_an_older_site_is_refused_not_deployed_over_a_newer_log(
+    tmp_path: Path, endpoint: str, bucket: str
+) -> None:
+    """Promise: readers never see a broken state; THREATS: the log only grows.
+
+    Broken: the deploy never reads the live log/checkpoint. A site built from
+    an older log state (an operator's stale checkout, an old `site` folder, a
+    cache restored from an earlier run) is deployed over a newer one: the
+    bucket's checkpoint goes back from size n to m (a rollback every monitor
+    and every pinned browser reports), and the newer dreams' pages and records
+    are deleted as "no longer in the site"."""
+    tp, site, _ = built_pool(tmp_path)
+    old_content = tmp_path / "old-content"
+    shutil.copytree(tp.content, old_content)
+    new_ids = tp.add("bob", 1)
+    rebuild(tp, site)
+    push.deploy(local.load(site), store_for(endpoint, bucket))
+    base = f"{endpoint}/{bucket}/www/"
+    live = http_get(base + CHECKPOINT)
+    old_site = tmp_path / "old-site"
+    buildmod.build(old_content, old_site, signer=parse_private_key(tp.log_key))
+    assert _size((old_site / CHECKPOINT).read_bytes()) < _size(live)
+    with pytest.raises(DeployError, match="smaller"):
+        push.deploy(local.load(old_site), store_for(endpoint, bucket))
+    assert http_get(base + CHECKPOINT) == live
+    assert http_get(f"{base}dreams/{new_ids[0]}/record.json")
+
+
+def test_another_log_is_refused_not_deployed_over_the_live_one(
+    tmp_path: Path, endpoint: str, bucket: str
+) -> None:
+    """The same, for a site of another log under the same origin (a pool rebuilt
+    from scratch with a new log key, or a fork): deployed over the live log, it
+    replaces a checkpoint readers have pinned with one no proof connects to it."""
+    _, site, _ = built_pool(tmp_path / "one")
+    push.deploy(local.load(site), store_for(endpoint, bucket))
+    base = f"{endpoint}/{bucket}/www/"
+    live = http_get(base + CHECKPOINT)
+    _, other, _ = built_pool(tmp_path / "two", dreams=5)
+    with pytest.raises(DeployError, match="log key"):
+        push.deploy(local.load(other), store_for(endpoint, bucket))
+    assert http_get(base + CHECKPOINT) == live
