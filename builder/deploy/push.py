@@ -18,7 +18,7 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from builder.deploy import headers, remote
+from builder.deploy import extends, headers, remote
 from builder.deploy.local import Site
 from builder.deploy.plan import Plan, make_plan
 
@@ -29,7 +29,10 @@ WORKERS = 8  # uploads in flight (object stores answer in tens of milliseconds)
 class Store(Protocol):
     """A bucket prefix (:class:`builder.deploy.s3.S3Store` in production)."""
 
+    url: str  # s3://BUCKET/PREFIX, without the last "/"
+
     def get_manifest(self) -> bytes | None: ...
+    def get_checkpoint(self) -> bytes | None: ...  # the live log/checkpoint, None if none
     def put_manifest(self, data: bytes) -> None: ...
     def put(self, rel: str, data: bytes, content_type: str, cache_control: str) -> None: ...
     def delete(self, rel: str) -> None: ...
@@ -51,6 +54,8 @@ class Report:
 
 
 def deploy(site: Site, store: Store, *, dry_run: bool = False, verify: bool = False) -> Report:
+    # Before anything else: never publish a checkpoint that does not extend the live one.
+    extends.check(site, store.get_checkpoint(), store.url)
     raw = store.get_manifest()
     had, why = (None, "") if raw is None else remote.parse(raw)
     note = f"the remote manifest {remote.NAME} was not used: {why}" if why else ""
