@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from builder import build as buildmod
-from builder.deploy import DeployError, local, push
+from builder.deploy import DeployError, local, push, remote
 from builder.deploy.plan import CHECKPOINT
 from builder.formats.note import parse_private_key
 from tests.test_deploy import (  # noqa: F401  (pytest fixtures, used by name)
@@ -23,6 +23,7 @@ from tests.test_deploy import (  # noqa: F401  (pytest fixtures, used by name)
     bucket,
     built_pool,
     endpoint,
+    erase,
     http_get,
     rebuild,
     store_for,
@@ -175,3 +176,84 @@ def test_another_log_is_refused_not_deployed_over_the_live_one(
     with pytest.raises(DeployError, match="log key"):
         push.deploy(local.load(other), store_for(endpoint, bucket))
     assert http_get(base + CHECKPOINT) == live
+
+
+@pytest.mark.parametrize("live", [b"\xff\xfe not text", b"test.example/pool\n9\nAAAA\n"])
+def test_a_live_checkpoint_that_does_not_verify_is_refused_in_one_line(
+    tmp_path: Path, endpoint: str, bucket: str, run: Callable[..., Any], live: bytes
+) -> None:
+    """The live checkpoint is untrusted bytes: garbage or an unsigned note stops
+    the deploy with a one-line error naming what to do, never a traceback, and
+    nothing is uploaded over it."""
+    _, site, _ = built_pool(tmp_path)
+    store = store_for(endpoint, bucket)
+    store.client.put_object(Bucket=bucket, Key=f"www/{CHECKPOINT}", Body=live)
+    result = run("deploy", f"s3://{bucket}/www", "--out", site, "--endpoint-url", endpoint)
+    assert result.code != 0
+    assert "Traceback" not in result.err
+    assert "not a checkpoint signed by the site's log key" in result.err
+    assert f"delete s3://{bucket}/www/{CHECKPOINT} by hand" in result.err
+    assert store.get_manifest() is None
+
+
+# --- a page is not live before what it links ------------------------------------------------
+
+
+def test_a_deploy_stopped_before_its_checkpoint_links_no_dream_page_without_its_proof(
+    tmp_path: Path, endpoint: str, bucket: str
+) -> None:
+    """Promise: readers never see a broken state, and a deploy killed at any point
+    leaves none.
+
+    Broken: a new dream's proof.tlog-proof names the new root, so it waits for
+    phase 2, but its page, and the archive, tag, author pages, feeds and sitemaps
+    linking that page, go up in phase 1. From then until phase 2 (for ever if
+    the deploy dies there) the archive links a dream page whose verification
+    panel finds no proof ("incomplete") and whose "proof" link is a 404."""
+    tp, site, _ = built_pool(tmp_path)
+    push.deploy(local.load(site), store_for(endpoint, bucket))
+    new = tp.add("bob", 1)[0]
+    rebuild(tp, site)
+    killer = Recording(
+        store_for(endpoint, bucket), lambda kind, rel: kind == "put" and rel == CHECKPOINT
+    )
+    with pytest.raises(Killed):
+        push.deploy(local.load(site), killer)
+    listed = store_for(endpoint, bucket).listing()
+    put = [rel for kind, rel in killer.ops if kind == "put"]
+    linked = [rel for rel in put if rel.endswith(".html") and f"/{new}/" in (site / rel).read_text()]
+    if f"dreams/{new}/index.html" in listed:
+        assert f"dreams/{new}/proof.tlog-proof" in listed, f"linked from {linked}"
+
+
+# --- erasure when the bucket's manifest is lost ----------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="with an unusable manifest the deploy deletes nothing, then writes a manifest "
+    "that no longer names the erased record, so no later deploy deletes it either",
+)
+def test_an_erased_record_is_deleted_even_when_the_manifest_was_lost(
+    tmp_path: Path, endpoint: str, bucket: str, run: Callable[..., Any]
+) -> None:
+    """Promise: erased dreams' objects are deleted once the checkpoint recording
+    the erasure is live (docs/protocol.md §2: erasing deletes the record and its
+    salt, so the commitment in the log "can no longer be linked to any text").
+
+    Broken: the manifest is untrusted and may be lost (damaged, deleted by a
+    lifecycle rule or by hand, a bucket first filled by `aws s3 sync`). Then
+    the deploy uploads everything, deletes nothing, and writes a fresh manifest
+    from what it uploaded: the erased dream's record.json, text and salt, stays
+    public in the bucket (served `immutable`), and no later deploy knows to
+    delete it; `--verify` only reports it as "in the bucket but neither the
+    site nor the manifest names it"."""
+    tp, site, ids = built_pool(tmp_path)
+    store = store_for(endpoint, bucket)
+    push.deploy(local.load(site), store)
+    erase(tp, ids[1], run)
+    rebuild(tp, site)
+    store.client.delete_object(Bucket=bucket, Key=f"www/{remote.NAME}")
+    push.deploy(local.load(site), store)
+    push.deploy(local.load(site), store, verify=True)
+    assert f"dreams/{ids[1]}/record.json" not in store.listing()
