@@ -25,9 +25,10 @@ Why readers never see a broken state: a verifier starts from
 the new checkpoint needs (tiles, bundles, records) is uploaded in phase 1,
 before it is published in phase 2; the proofs and pages are uploaded after
 the checkpoint, each after what it links, so a reader who follows one finds
-the checkpoint it names live, and a page linked from another is there. Deletions come last, after the checkpoint that no longer
-needs the object is live, so an erased dream's record disappears only once
-the checkpoint recording its erasure is published. Nothing a published
+the checkpoint it names live, and a page linked from another is there.
+Deletions come last, after the checkpoint that no longer needs the object is
+live, so an erased dream's record disappears only once the checkpoint
+recording its erasure is published. Nothing a published
 checkpoint needs is deleted at all (:func:`needed_by_the_log`): full tiles
 and bundles, ``log/checkpoints/N`` and ``log/consistency/M`` stay even if a
 site lost them, and a partial tile goes only once its full tile is in the

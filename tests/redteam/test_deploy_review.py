@@ -17,17 +17,20 @@ from builder import build as buildmod
 from builder.deploy import DeployError, local, push, remote
 from builder.deploy.plan import CHECKPOINT
 from builder.formats.note import parse_private_key
-from tests.test_deploy import (  # noqa: F401  (pytest fixtures, used by name)
+from tests import test_deploy
+from tests.test_deploy import (
     Killed,
     Recording,
-    bucket,
     built_pool,
-    endpoint,
     erase,
     http_get,
     rebuild,
     store_for,
 )
+
+# tests/test_deploy.py's fixtures: moto's S3 server on 127.0.0.1, a fresh public bucket.
+endpoint = test_deploy.endpoint
+bucket = test_deploy.bucket
 
 
 def _size(checkpoint: bytes) -> int:
@@ -221,7 +224,9 @@ def test_a_deploy_stopped_before_its_checkpoint_links_no_dream_page_without_its_
         push.deploy(local.load(site), killer)
     listed = store_for(endpoint, bucket).listing()
     put = [rel for kind, rel in killer.ops if kind == "put"]
-    linked = [rel for rel in put if rel.endswith(".html") and f"/{new}/" in (site / rel).read_text()]
+    linked = [
+        rel for rel in put if rel.endswith(".html") and f"/{new}/" in (site / rel).read_text()
+    ]
     if f"dreams/{new}/index.html" in listed:
         assert f"dreams/{new}/proof.tlog-proof" in listed, f"linked from {linked}"
 
