@@ -262,3 +262,32 @@ def test_an_erased_record_is_deleted_even_when_the_manifest_was_lost(
     push.deploy(local.load(site), store)
     push.deploy(local.load(site), store, verify=True)
     assert f"dreams/{ids[1]}/record.json" not in store.listing()
+
+
+def test_a_newer_checkpoint_put_by_another_deploy_during_phase_one_is_not_rolled_back(
+    tmp_path: Path, endpoint: str, bucket: str
+) -> None:
+    """Two deploys racing (an operator's laptop and the workflow): the live
+    checkpoint is read before phase 1, which may take minutes, and another
+    deploy may publish a newer checkpoint meanwhile. The one that is now older
+    must not put its checkpoint over it."""
+    tp, site, _ = built_pool(tmp_path)
+    push.deploy(local.load(site), store_for(endpoint, bucket))
+    tp.add("bob", 1)
+    rebuild(tp, site)  # size n: this deploy's site
+    tp.add("bob", 1)
+    newer = tmp_path / "newer-site"
+    buildmod.build(tp.content, newer, signer=parse_private_key(tp.log_key))  # size p > n
+    newer_checkpoint = (newer / CHECKPOINT).read_bytes()
+    store = store_for(endpoint, bucket)
+    raced = []
+
+    def race(kind: str, rel: str) -> bool:
+        if kind == "put" and not raced:  # the other deploy ends while this one is in phase 1
+            raced.append(rel)
+            store.client.put_object(Bucket=bucket, Key=f"www/{CHECKPOINT}", Body=newer_checkpoint)
+        return False
+
+    with pytest.raises(DeployError, match="smaller"):
+        push.deploy(local.load(site), Recording(store, race))
+    assert http_get(f"{endpoint}/{bucket}/www/{CHECKPOINT}") == newer_checkpoint
