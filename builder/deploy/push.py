@@ -20,7 +20,7 @@ from typing import Protocol
 
 from builder.deploy import extends, headers, remote
 from builder.deploy.local import Site
-from builder.deploy.plan import Plan, make_plan
+from builder.deploy.plan import CHECKPOINT, Plan, make_plan
 
 FLUSH_EVERY = 4096  # uploads between two writes of the remote manifest
 WORKERS = 8  # uploads in flight (object stores answer in tens of milliseconds)
@@ -120,6 +120,10 @@ class Deploy:
         if plan.first:
             self._flush()
         # Phase 2: the checkpoint, then what names it; phase 3: the manifest.
+        if plan.second[:1] == [CHECKPOINT]:
+            # Again, just before it: another deploy may have put a newer one during
+            # phase 1 (the race left is the time between this GET and the PUT).
+            extends.check(self.site, self.store.get_checkpoint(), self.store.url)
         self._upload(plan.second[:1])
         self._upload(plan.second[1:])
         if plan.second:
