@@ -291,3 +291,20 @@ def test_a_newer_checkpoint_put_by_another_deploy_during_phase_one_is_not_rolled
     with pytest.raises(DeployError, match="smaller"):
         push.deploy(local.load(site), Recording(store, race))
     assert http_get(f"{endpoint}/{bucket}/www/{CHECKPOINT}") == newer_checkpoint
+
+
+def test_a_lying_manifest_is_caught_by_verify_only(
+    tmp_path: Path, endpoint: str, bucket: str
+) -> None:
+    """Held, with a limit: a well-formed manifest that says the bucket holds the
+    site's new index.html (right digest) while the bucket holds other bytes makes
+    a plain deploy skip that object, on every run; --verify compares the
+    listing's ETag (MD5 of a single PUT) with the site's bytes and puts it back."""
+    _, site, _ = built_pool(tmp_path)
+    store = store_for(endpoint, bucket)
+    push.deploy(local.load(site), store)
+    store.client.put_object(Bucket=bucket, Key="www/index.html", Body=b"<h1>defaced</h1>")
+    assert push.deploy(local.load(site), store).uploaded == 0  # trusted, skipped
+    report = push.deploy(local.load(site), store, verify=True)
+    assert "index.html" in report.missing
+    assert http_get(f"{endpoint}/{bucket}/www/index.html") == (site / "index.html").read_bytes()
