@@ -98,8 +98,15 @@ class Recording:
             raise Killed(f"{kind} {rel}")
         self.ops.append((kind, rel))
 
+    @property
+    def url(self) -> str:
+        return self.inner.url
+
     def get_manifest(self) -> bytes | None:
         return self.inner.get_manifest()
+
+    def get_checkpoint(self) -> bytes | None:
+        return self.inner.get_checkpoint()
 
     def put_manifest(self, data: bytes) -> None:
         self._op("manifest", remote.NAME)

@@ -5,24 +5,30 @@ path → digest, size) with the remote manifest (:mod:`builder.deploy.remote`:
 what the bucket holds) and splits the work into four phases, run one after
 the other:
 
-1. **new and changed objects** that do not name the new checkpoint: the log
-   (tiles, entry bundles, ``log/checkpoints/N``, consistency proofs) first,
-   then the dreams' own files, then every other page;
-2. **the checkpoint**, ``log/checkpoint``, then the changed files that name
-   it (found by content: they hold its root hash; in a built site these are
-   the home page, ``log/``, ``api/dreams.json``, ``llms.txt``, the agents'
-   digests and ``log/checkpoints/<size>``);
+1. **new and changed objects the new checkpoint needs**
+   (:func:`_needed_first`) and that do not name it: the log (tiles, entry
+   bundles) first, then the dreams' records, then ``static/``;
+2. **the checkpoint**, ``log/checkpoint``, then the consistency proofs
+   ``log/consistency/<m>`` (each proves m to the current size, so it is right
+   only beside the new checkpoint: :func:`_proves_to_now`; between the
+   checkpoint's PUT and theirs a reader's step 5 still fails, a window the
+   protocol's mutable path leaves), then the rest of ``log/`` (what names
+   the new root: ``log/checkpoints/<size>``, ``log/``), the dreams' proofs,
+   their pages, and every other page (the home page, the archive, tags,
+   feeds, the API, ``llms.txt``, the agents' digests): a page goes up only
+   once what it links and names is live;
 3. **the remote manifest**, listing everything now in the bucket;
 4. **deletions** of what the site no longer has, then the manifest again.
 
 Why readers never see a broken state: a verifier starts from
 ``log/checkpoint`` and fetches only what that checkpoint needs. Everything
-the new checkpoint needs (tiles, bundles, records, proofs) is uploaded in
-phase 1, before it is published in phase 2; a page naming the new root is
-uploaded after the checkpoint, so a reader who follows it finds that
-checkpoint live. Deletions come last, after the checkpoint that no longer
-needs the object is live, so an erased dream's record disappears only once
-the checkpoint recording its erasure is published. Nothing a published
+the new checkpoint needs (tiles, bundles, records) is uploaded in phase 1,
+before it is published in phase 2; the proofs and pages are uploaded after
+the checkpoint, each after what it links, so a reader who follows one finds
+the checkpoint it names live, and a page linked from another is there.
+Deletions come last, after the checkpoint that no longer needs the object is
+live, so an erased dream's record disappears only once the checkpoint
+recording its erasure is published. Nothing a published
 checkpoint needs is deleted at all (:func:`needed_by_the_log`): full tiles
 and bundles, ``log/checkpoints/N`` and ``log/consistency/M`` stay even if a
 site lost them, and a partial tile goes only once its full tile is in the
@@ -44,6 +50,7 @@ what is there; ``--verify`` lists it).
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -80,15 +87,16 @@ def make_plan(
 ) -> Plan:
     """The plan from ``local`` to a bucket holding ``had`` (None: unknown).
 
-    ``names_checkpoint(path)`` is asked only about changed paths: whether the
+    ``names_checkpoint(path)`` is asked only about changed paths that would
+    otherwise go before the checkpoint (:func:`_needed_first`): whether the
     file holds the new checkpoint's root hash (so it waits for phase 2)."""
     had = had or {}
     changed = [p for p, (d, size) in local.items() if had.get(p) != (d, size, RULES_VERSION)]
     sizes = {p: local[p][1] for p in changed}
-    second = [p for p in changed if p != CHECKPOINT and names_checkpoint(p)]
-    first = [p for p in changed if p != CHECKPOINT and p not in set(second)]
+    first = [p for p in changed if _needed_first(p) and not names_checkpoint(p)]
+    second = [p for p in changed if p != CHECKPOINT and p not in set(first)]
     first.sort(key=_phase_one_order)
-    second.sort()
+    second.sort(key=_phase_two_order)
     if CHECKPOINT in sizes:
         second.insert(0, CHECKPOINT)
     delete, kept = [], []
@@ -101,13 +109,49 @@ def make_plan(
     return Plan(first, second, delete, kept, sizes)
 
 
+def _proves_to_now(path: str) -> bool:
+    """``log/consistency/<m>``: a proof from m to *the current* size, rewritten by
+    every build under the same path. It holds no root hash, but it belongs to the
+    new checkpoint as the pages naming it do: put while the old checkpoint is
+    live, it proves m to a size that is not live, and every reader verifying a
+    proof of size m against ``log/checkpoint`` (a dream page's step 5) fails.
+    So it goes right after the checkpoint, before anything else of phase 2."""
+    return path.startswith("log/consistency/")
+
+
+def _needed_first(path: str) -> bool:
+    """Whether ``path`` goes before the checkpoint: what a reader of the new
+    checkpoint fetches from it (the log's tiles and bundles, the dreams'
+    records, which a monitor reads for every leaf) and the scripts and styles
+    pages load. Nothing else: a page or a dream's proof put before the
+    checkpoint would link or name what is not live yet (a new dream's page
+    linked from the archive before its proof exists)."""
+    if path == CHECKPOINT or _proves_to_now(path) or path.endswith(".html"):
+        return False  # log/index.html is a page like any other
+    if path.startswith(("log/", "static/")):
+        return True
+    return path.startswith("dreams/") and posixpath.basename(path) == "record.json"
+
+
 def _phase_one_order(path: str) -> tuple[int, str]:
-    """The log before the dreams' files, those before the pages that link them."""
+    """The log before the dreams' records, those before the scripts and styles."""
     if path.startswith("log/"):
         return 0, path
     if path.startswith("dreams/"):
         return 1, path
     return 2, path
+
+
+def _phase_two_order(path: str) -> tuple[int, str]:
+    """After the checkpoint: the consistency proofs at once, the rest of the log,
+    the dreams' proofs, then their pages, then the pages that link them."""
+    if _proves_to_now(path):
+        return 0, path
+    if path.startswith("log/"):
+        return 1, path
+    if path.startswith("dreams/"):
+        return (2 if path.endswith(".tlog-proof") else 3), path
+    return 4, path
 
 
 def needed_by_the_log(path: str, local: Local) -> bool:

@@ -18,9 +18,9 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from builder.deploy import headers, remote
+from builder.deploy import extends, headers, remote
 from builder.deploy.local import Site
-from builder.deploy.plan import Plan, make_plan
+from builder.deploy.plan import CHECKPOINT, Plan, make_plan
 
 FLUSH_EVERY = 4096  # uploads between two writes of the remote manifest
 WORKERS = 8  # uploads in flight (object stores answer in tens of milliseconds)
@@ -29,7 +29,10 @@ WORKERS = 8  # uploads in flight (object stores answer in tens of milliseconds)
 class Store(Protocol):
     """A bucket prefix (:class:`builder.deploy.s3.S3Store` in production)."""
 
+    url: str  # s3://BUCKET/PREFIX, without the last "/"
+
     def get_manifest(self) -> bytes | None: ...
+    def get_checkpoint(self) -> bytes | None: ...  # the live log/checkpoint, None if none
     def put_manifest(self, data: bytes) -> None: ...
     def put(self, rel: str, data: bytes, content_type: str, cache_control: str) -> None: ...
     def delete(self, rel: str) -> None: ...
@@ -51,6 +54,8 @@ class Report:
 
 
 def deploy(site: Site, store: Store, *, dry_run: bool = False, verify: bool = False) -> Report:
+    # Before anything else: never publish a checkpoint that does not extend the live one.
+    extends.check(site, store.get_checkpoint(), store.url)
     raw = store.get_manifest()
     had, why = (None, "") if raw is None else remote.parse(raw)
     note = f"the remote manifest {remote.NAME} was not used: {why}" if why else ""
@@ -115,6 +120,10 @@ class Deploy:
         if plan.first:
             self._flush()
         # Phase 2: the checkpoint, then what names it; phase 3: the manifest.
+        if plan.second[:1] == [CHECKPOINT]:
+            # Again, just before it: another deploy may have put a newer one during
+            # phase 1 (the race left is the time between this GET and the PUT).
+            extends.check(self.site, self.store.get_checkpoint(), self.store.url)
         self._upload(plan.second[:1])
         self._upload(plan.second[1:])
         if plan.second:

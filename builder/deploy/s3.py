@@ -18,6 +18,8 @@ import re
 from typing import Any
 
 from builder.deploy import DeployError, remote
+from builder.deploy.plan import CHECKPOINT
+from builder.formats.note import MAX_NOTE_SIZE
 
 ATTEMPTS = 5
 INSTALL = "pip install 'dreampool[s3]'"
@@ -94,6 +96,18 @@ class S3Store:
             if int(answer.get("ContentLength", 0)) > remote.MAX_BYTES:
                 return b""  # too big to be ours: parse() refuses it
             body: bytes = answer["Body"].read(remote.MAX_BYTES + 1)
+            return body
+        except self._errors as exc:
+            if _code(exc) in ("NoSuchKey", "404"):
+                return None
+            raise self._error(f"cannot read {key}", exc) from None
+
+    def get_checkpoint(self) -> bytes | None:
+        """The live ``log/checkpoint`` (at most MAX_NOTE_SIZE + 1 bytes of it), None if none."""
+        key = self.key(CHECKPOINT)
+        try:
+            answer = self.client.get_object(Bucket=self.bucket, Key=key)
+            body: bytes = answer["Body"].read(MAX_NOTE_SIZE + 1)
             return body
         except self._errors as exc:
             if _code(exc) in ("NoSuchKey", "404"):
