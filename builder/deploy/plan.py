@@ -44,8 +44,10 @@ plan compares the site with that manifest: what was uploaded is not sent
 again, what was in flight is (a PUT of the same bytes to the same key is
 harmless), deletions not yet done are done (a DELETE of a missing key
 succeeds). A manifest that cannot be read means "the bucket holds nothing
-known": everything is uploaded, and nothing is deleted (the plan cannot know
-what is there; ``--verify`` lists it).
+known": everything is uploaded; :func:`builder.deploy.push.deploy` lists the
+bucket and gives the plan only the listed objects under ``dreams/`` that the
+site lacks (an erased dream's files), so those are deleted in phase 4 and
+nothing else unknown is.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from builder.deploy import extends, headers, remote
 from builder.deploy.local import Site
 from builder.deploy.plan import CHECKPOINT, Plan, make_plan
 
+UNKNOWN_DIGEST = "0" * 32  # a listed object's: no file's BLAKE2b digest, so never kept as is
 FLUSH_EVERY = 4096  # uploads between two writes of the remote manifest
 WORKERS = 8  # uploads in flight (object stores answer in tens of milliseconds)
 
@@ -61,8 +62,12 @@ def deploy(site: Site, store: Store, *, dry_run: bool = False, verify: bool = Fa
     note = f"the remote manifest {remote.NAME} was not used: {why}" if why else ""
     missing: list[str] = []
     unknown: list[str] = []
-    if verify:
-        had, missing, unknown = _verify(site, store, had or {})
+    if had is None:
+        # No usable manifest (a first deploy, or it was lost or is not ours): the
+        # bucket holds what nobody recorded, so it is listed, once.
+        had, unknown = _leftovers(site, store.listing())
+    elif verify:
+        had, missing, unknown = _verify(site, store.listing(), had)
     root = site.root_hash()
     plan = make_plan(site.files, had, lambda rel: root in site.read(rel))
     report = Report(plan, note, missing=missing, unknown=unknown)
@@ -73,14 +78,34 @@ def deploy(site: Site, store: Store, *, dry_run: bool = False, verify: bool = Fa
     return report
 
 
+def _leftovers(
+    site: Site, listed: dict[str, tuple[int, str]]
+) -> tuple[dict[str, remote.RemoteEntry], list[str]]:
+    """With the manifest lost or not ours: the listed objects under ``dreams/``
+    that the site does not hold, as entries the plan deletes after the checkpoint
+    (an erased dream's record, text and salt must not outlive the manifest that
+    named them: docs/protocol.md §2), and every other listed object the site
+    does not hold, reported, never deleted (it may be someone else's). Their
+    digests are unknown, so nothing listed is taken as already uploaded."""
+    had: dict[str, remote.RemoteEntry] = {}
+    unknown = []
+    for rel, (size, _) in sorted(listed.items()):
+        if rel in site.files:
+            continue
+        if rel.startswith("dreams/") and remote.plain_path(rel):
+            had[rel] = (UNKNOWN_DIGEST, size, 0)
+        else:
+            unknown.append(rel)
+    return had, unknown
+
+
 def _verify(
-    site: Site, store: Store, had: dict[str, remote.RemoteEntry]
+    site: Site, listed: dict[str, tuple[int, str]], had: dict[str, remote.RemoteEntry]
 ) -> tuple[dict[str, remote.RemoteEntry], list[str], list[str]]:
     """The manifest's entries the listing confirms (present, same size, and
     for a site file an ETag that is the MD5 of its bytes, as S3 gives for a
     single PUT); the entries it does not (to upload again); the objects
     neither the manifest nor the site names."""
-    listed = store.listing()
     confirmed: dict[str, remote.RemoteEntry] = {}
     missing = []
     for rel, entry in had.items():

@@ -234,11 +234,6 @@ def test_a_deploy_stopped_before_its_checkpoint_links_no_dream_page_without_its_
 # --- erasure when the bucket's manifest is lost ----------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="with an unusable manifest the deploy deletes nothing, then writes a manifest "
-    "that no longer names the erased record, so no later deploy deletes it either",
-)
 def test_an_erased_record_is_deleted_even_when_the_manifest_was_lost(
     tmp_path: Path, endpoint: str, bucket: str, run: Callable[..., Any]
 ) -> None:
@@ -308,3 +303,24 @@ def test_a_lying_manifest_is_caught_by_verify_only(
     report = push.deploy(local.load(site), store, verify=True)
     assert "index.html" in report.missing
     assert http_get(f"{endpoint}/{bucket}/www/index.html") == (site / "index.html").read_bytes()
+
+
+def test_a_lost_manifest_deletes_only_leftover_dream_files_and_reports_the_rest(
+    tmp_path: Path, endpoint: str, bucket: str
+) -> None:
+    """T97: with no usable manifest the deploy lists the bucket once; what it
+    does not hold under dreams/ (an erased dream's files) is deleted after the
+    checkpoint, and any other object it does not know is someone's: reported,
+    never deleted."""
+    tp, site, ids = built_pool(tmp_path)
+    store = store_for(endpoint, bucket)
+    push.deploy(local.load(site), store)
+    store.client.put_object(Bucket=bucket, Key="www/mine/notes.txt", Body=b"mine")
+    store.client.put_object(Bucket=bucket, Key="www/dreams/0000000000000000/x.json", Body=b"{}")
+    store.client.delete_object(Bucket=bucket, Key=f"www/{remote.NAME}")
+    report = push.deploy(local.load(site), store)
+    listed = store.listing()
+    assert "mine/notes.txt" in listed and report.unknown == ["mine/notes.txt"]
+    assert "dreams/0000000000000000/x.json" not in listed
+    assert report.plan.delete == ["dreams/0000000000000000/x.json"]
+    assert push.deploy(local.load(site), store).plan.uploads == []  # the manifest is back
