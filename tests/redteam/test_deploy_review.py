@@ -89,7 +89,7 @@ def _three_sizes(
 def test_a_deploy_stopped_before_its_checkpoint_leaves_every_older_proof_verifiable(
     tmp_path: Path, endpoint: str, bucket: str, run: Callable[..., Any]
 ) -> None:
-    """Promise: readers never see a broken state; a deploy killed at any point
+    """T96: Promise: readers never see a broken state; a deploy killed at any point
     leaves the bucket consistent (plan.py: everything the new checkpoint needs
     goes first, the checkpoint after it).
 
@@ -116,7 +116,7 @@ def test_a_deploy_stopped_before_its_checkpoint_leaves_every_older_proof_verifia
 def test_a_deploy_stopped_right_after_its_checkpoint_leaves_every_older_proof_verifiable(
     tmp_path: Path, endpoint: str, bucket: str, run: Callable[..., Any]
 ) -> None:
-    """The same promise, the window that remains once the consistency proofs go
+    """T96: The same promise, the window that remains once the consistency proofs go
     right after log/checkpoint: between the checkpoint's PUT and theirs the
     bucket serves checkpoint p beside proofs m -> n. No order of PUTs closes it:
     log/consistency/<m> is one mutable path whose right bytes depend on another
@@ -140,7 +140,7 @@ def test_a_deploy_stopped_right_after_its_checkpoint_leaves_every_older_proof_ve
 def test_an_older_site_is_refused_not_deployed_over_a_newer_log(
     tmp_path: Path, endpoint: str, bucket: str
 ) -> None:
-    """Promise: readers never see a broken state; THREATS: the log only grows.
+    """T98: Promise: readers never see a broken state; THREATS: the log only grows.
 
     Broken: the deploy never reads the live log/checkpoint. A site built from
     an older log state (an operator's stale checkout, an old `site` folder, a
@@ -168,7 +168,7 @@ def test_an_older_site_is_refused_not_deployed_over_a_newer_log(
 def test_another_log_is_refused_not_deployed_over_the_live_one(
     tmp_path: Path, endpoint: str, bucket: str
 ) -> None:
-    """The same, for a site of another log under the same origin (a pool rebuilt
+    """T98: The same, for a site of another log under the same origin (a pool rebuilt
     from scratch with a new log key, or a fork): deployed over the live log, it
     replaces a checkpoint readers have pinned with one no proof connects to it."""
     _, site, _ = built_pool(tmp_path / "one")
@@ -185,7 +185,7 @@ def test_another_log_is_refused_not_deployed_over_the_live_one(
 def test_a_live_checkpoint_that_does_not_verify_is_refused_in_one_line(
     tmp_path: Path, endpoint: str, bucket: str, run: Callable[..., Any], live: bytes
 ) -> None:
-    """The live checkpoint is untrusted bytes: garbage or an unsigned note stops
+    """T98: The live checkpoint is untrusted bytes: garbage or an unsigned note stops
     the deploy with a one-line error naming what to do, never a traceback, and
     nothing is uploaded over it."""
     _, site, _ = built_pool(tmp_path)
@@ -205,7 +205,7 @@ def test_a_live_checkpoint_that_does_not_verify_is_refused_in_one_line(
 def test_a_deploy_stopped_before_its_checkpoint_links_no_dream_page_without_its_proof(
     tmp_path: Path, endpoint: str, bucket: str
 ) -> None:
-    """Promise: readers never see a broken state, and a deploy killed at any point
+    """T96: Promise: readers never see a broken state, and a deploy killed at any point
     leaves none.
 
     Broken: a new dream's proof.tlog-proof names the new root, so it waits for
@@ -237,7 +237,7 @@ def test_a_deploy_stopped_before_its_checkpoint_links_no_dream_page_without_its_
 def test_an_erased_record_is_deleted_even_when_the_manifest_was_lost(
     tmp_path: Path, endpoint: str, bucket: str, run: Callable[..., Any]
 ) -> None:
-    """Promise: erased dreams' objects are deleted once the checkpoint recording
+    """T97: Promise: erased dreams' objects are deleted once the checkpoint recording
     the erasure is live (docs/protocol.md §2: erasing deletes the record and its
     salt, so the commitment in the log "can no longer be linked to any text").
 
@@ -262,7 +262,7 @@ def test_an_erased_record_is_deleted_even_when_the_manifest_was_lost(
 def test_a_newer_checkpoint_put_by_another_deploy_during_phase_one_is_not_rolled_back(
     tmp_path: Path, endpoint: str, bucket: str
 ) -> None:
-    """Two deploys racing (an operator's laptop and the workflow): the live
+    """T98: Two deploys racing (an operator's laptop and the workflow): the live
     checkpoint is read before phase 1, which may take minutes, and another
     deploy may publish a newer checkpoint meanwhile. The one that is now older
     must not put its checkpoint over it."""
@@ -291,7 +291,7 @@ def test_a_newer_checkpoint_put_by_another_deploy_during_phase_one_is_not_rolled
 def test_a_lying_manifest_is_caught_by_verify_only(
     tmp_path: Path, endpoint: str, bucket: str
 ) -> None:
-    """Held, with a limit: a well-formed manifest that says the bucket holds the
+    """T94: Held, with a limit: a well-formed manifest that says the bucket holds the
     site's new index.html (right digest) while the bucket holds other bytes makes
     a plain deploy skip that object, on every run; --verify compares the
     listing's ETag (MD5 of a single PUT) with the site's bytes and puts it back."""
