@@ -9,15 +9,17 @@ calls both with one key; ``update`` is both), the MCP half serves hostile sites.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from builder import build as buildmod
+from builder.agents import mcp_server
 from builder.content import pool
 from builder.errors import DreampoolError, LogError
 from builder.formats.note import Signer, generate_key, parse_private_key
-from builder.log import logbuild, logstate
+from builder.log import erase, logbuild, logstate
 from tests.pools import ORIGIN, PoolFixture, make_pool
 from tests.redteam import build, signed, submit, tree
 from tests.redteam.test_shortcut_review import FORGED, _append_forged_leaf_under_a_second_key
@@ -150,13 +152,15 @@ def test_plan_writes_nothing_on_a_first_build(tmp_path: Path) -> None:
     assert (tp.content / "log" / "policy").read_text() == planned.policy_text
 
 
-@pytest.mark.parametrize("where", ["after the policy", "after the salts", "after the leaves"])
+@pytest.mark.parametrize(
+    "where", ["after the policy", "after the salts", "before the leaves", "after the leaves"]
+)
 def test_an_interrupted_apply_leaves_a_state_the_next_build_accepts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
-    """apply stopped at each of its writes on a first build (policy, salts, leaves;
-    T40 kills at random moments): the next build with the key goes on, and its
-    log is the one a whole build makes."""
+    """apply stopped at each of its writes on a first build (the policy, the salts
+    not yet synced, the leaves, the checkpoint; T40 kills at random moments): the
+    next build with the key goes on, and its log is the one a whole build makes."""
     tp = make_pool(tmp_path / "pool")
     tp.add("ada", 2)
     signer = parse_private_key(tp.log_key)
@@ -167,13 +171,21 @@ def test_an_interrupted_apply_leaves_a_state_the_next_build_accepts(
     def stop(*_: object, **__: object) -> None:
         raise Killed
 
+    write = logbuild.atomic_write
+
+    def no_salt(path: Path, data: bytes, **kw: bool) -> None:
+        if path.suffix == ".salt":
+            raise Killed
+        write(path, data, **kw)
+
     target = {
-        "after the policy": (logbuild, "sync_filesystem"),
-        "after the salts": (logstate, "append"),
-        "after the leaves": (logbuild, "sign_checkpoint"),
+        "after the policy": (logbuild, "atomic_write", no_salt),
+        "after the salts": (logbuild, "sync_filesystem", stop),
+        "before the leaves": (logstate, "append", stop),
+        "after the leaves": (logbuild, "sign_checkpoint", stop),
     }[where]
     with monkeypatch.context() as m:
-        m.setattr(*target, stop)
+        m.setattr(*target)
         with pytest.raises(Killed):
             buildmod.build(tp.content, tmp_path / "site", signer=signer)
     assert (tp.content / "log" / "policy").exists()
@@ -205,3 +217,139 @@ def test_with_two_log_lines_the_checkpoint_names_the_origin(
     buildmod.build(tp.content, site, signer=new, base_url="https://pool.example/")
     lines = [x for x in policy.read_text().splitlines() if x.startswith("log ")]
     assert len(lines) == 2 and all(x.endswith(" https://pool.example/log/") for x in lines)
+
+
+# --- MCP: the bulk check (dream_list, dream_stats, dream_digest) ------------------------
+
+
+def _bulk(tools: mcp_server.Tools) -> dict[str, dict[str, object]]:
+    """What the three bulk tools return, as data."""
+    return {
+        "list": tools.dream_list(limit=100).data,
+        "stats": tools.dream_stats().data,
+        "digest": tools.dream_digest().data,
+    }
+
+
+def _shown(data: dict[str, object]) -> list[str]:
+    """The ids a tool shows (dream_stats shows none by id: its count is checked apart)."""
+    dreams = data.get("dreams")
+    return [d["id"] for d in dreams] if isinstance(dreams, list) else []
+
+
+def _live(site: Path) -> Path:
+    return site.resolve()
+
+
+@pytest.fixture
+def three(tmp_path: Path) -> tuple[PoolFixture, list[str], Path]:
+    """ada's three dreams, logged and published."""
+    tp = make_pool(tmp_path / "pool")
+    ids = submit(tp, *(signed("ada", title=f"Ada's lesson {n}") for n in range(3)))
+    site = tmp_path / "pool" / "site"
+    build(tp, site)
+    return tp, ids, site
+
+
+def test_an_erased_dreams_record_left_on_the_site_is_never_shown_or_counted(
+    three: tuple[PoolFixture, list[str], Path],
+) -> None:
+    """The site keeps (or puts back) record.json of a dream the log erased: it
+    recomputes its own leaf exactly, so only the log's erasure leaf can keep it out.
+    Under its own id and under another dream's, no bulk tool shows or counts it."""
+    tp, ids, site = three
+    erased = ids[0]
+    record = (_live(site) / "dreams" / erased / "record.json").read_bytes()
+    erase.erase(tp.content, erased, "legal", None)
+    build(tp, site)
+    (_live(site) / "dreams" / erased / "record.json").write_bytes(record)
+    tools = mcp_server.Tools(mcp_server.open_reader(str(site), None))
+    out = _bulk(tools)
+    assert all(erased not in _shown(d) for d in out.values())
+    assert out["stats"]["dreams"] == 2 and out["stats"]["erased"] == 1
+    assert out["list"]["matched"] == 2 and out["list"]["failed"] == []
+    with pytest.raises(mcp_server.ReaderError, match="not in the log"):
+        tools.reader.checked(erased)
+    (_live(site) / "dreams" / ids[1] / "record.json").write_bytes(record)  # under another id
+    again = _bulk(mcp_server.Tools(mcp_server.open_reader(str(site), None)))
+    assert [f["id"] for f in again["stats"]["failed"]] == [ids[1]]  # type: ignore[index]
+    assert "Ada's lesson 0" not in json.dumps(again)
+
+
+@pytest.mark.parametrize("leaf", ["key", "erasure", "past the tree"])
+def test_a_record_whose_index_names_a_key_or_erasure_leaf_is_refused(
+    three: tuple[PoolFixture, list[str], Path], leaf: str
+) -> None:
+    """A logged dream's record, unchanged but for its index, made to name the key
+    leaf, the erasure leaf or an index past the tree: refused by every bulk tool."""
+    tp, ids, site = three
+    erase.erase(tp.content, ids[0], "legal", None)
+    build(tp, site)
+    kinds = _kinds(tp)
+    index = {"key": 0, "erasure": kinds.index("erasure"), "past the tree": len(kinds)}[leaf]
+    path = _live(site) / "dreams" / ids[1] / "record.json"
+    obj = json.loads(path.read_bytes())
+    obj["index"] = index
+    path.write_text(json.dumps(obj, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    out = _bulk(mcp_server.Tools(mcp_server.open_reader(str(site), None)))
+    for data in out.values():
+        assert ids[1] not in _shown(data)
+        assert [f["id"] for f in data["failed"]] == [ids[1]]  # type: ignore[attr-defined, index]
+
+
+def test_a_site_swapped_for_a_fork_after_the_refresh_shows_only_what_the_read_log_commits(
+    tmp_path: Path,
+) -> None:
+    """Snapshot consistency: the reader reads log A; the served folder then points
+    at a fork B the pool's key also signed (same size, other dreams). Records are
+    fetched after the refresh, from B: each must recompute A's leaf, so a dream of
+    B alone is never shown, and the next refresh reports the fork and shows nothing,
+    cached dreams included."""
+    base = make_pool(tmp_path / "a" / "pool")
+    submit(base, *(signed("ada", title=f"Ada's lesson {n}") for n in range(2)))
+    build(base, tmp_path / "a" / "pool" / "site")
+    shutil.copytree(tmp_path / "a", tmp_path / "b", symlinks=True)
+    fork = PoolFixture(tmp_path / "b" / "pool" / "content", base.log_key, base.vkey)
+    [honest] = submit(base, signed("bob", title="Bob's honest lesson"))
+    [forked] = submit(fork, signed("bob", title="Bob's forked lesson"))
+    build(base, tmp_path / "a" / "pool" / "site")
+    build(fork, tmp_path / "b" / "site")
+    served = tmp_path / "served"
+    served.symlink_to(_live(tmp_path / "a" / "pool" / "site"))
+    reader = mcp_server.open_reader(str(served), None)
+    tools = mcp_server.Tools(reader)
+    snap = reader.snapshot
+    assert honest in snap.dreams and forked not in snap.dreams
+    served.unlink()
+    served.symlink_to(_live(tmp_path / "b" / "site"))
+    for dream_id in snap.dreams:  # checked against A's leaves, fetched from B
+        if dream_id == honest:
+            with pytest.raises(mcp_server.ReaderError):
+                reader.checked(dream_id)
+        else:
+            assert reader.checked(dream_id).body["title"].startswith("Ada's lesson")
+    for call in (lambda: tools.dream_list(limit=100), tools.dream_stats, tools.dream_digest):
+        with pytest.raises(mcp_server.ReaderError, match="fork"):
+            call()
+
+
+def test_a_checkout_edited_after_the_first_read_is_refused_not_shown(
+    three: tuple[PoolFixture, list[str], Path],
+) -> None:
+    """--content: the bulk tools cached ada's dreams; then a logged dream's file is
+    edited in the checkout (its signature kept). The checkout is built again on the
+    next call, which refuses it (the file no longer commits to its leaf) rather
+    than show the edit or answer from the cache."""
+    tp, ids, _ = three
+    tools = mcp_server.Tools(mcp_server.open_reader(None, tp.content), content=tp.content)
+    assert len(_shown(tools.dream_list(limit=100).data)) == 3
+    path = tp.content / "dreams" / f"{ids[0]}.json"
+    obj = json.loads(path.read_bytes())
+    obj["title"] = FORGED
+    path.write_text(json.dumps(obj, ensure_ascii=False), encoding="utf-8")
+    for call in (lambda: tools.dream_list(limit=100), tools.dream_stats, tools.dream_digest):
+        try:
+            out = call()
+        except DreampoolError:
+            continue
+        assert FORGED not in json.dumps(out.data, ensure_ascii=False) + out.text
