@@ -353,3 +353,27 @@ def test_a_checkout_edited_after_the_first_read_is_refused_not_shown(
         except DreampoolError:
             continue
         assert FORGED not in json.dumps(out.data, ensure_ascii=False) + out.text
+
+
+def test_a_plan_made_stale_by_another_apply_does_not_sign_a_fork(
+    published: tuple[PoolFixture, Path],
+) -> None:
+    """Two plans of one log state (two proves of the same checkout, one process: the
+    pool lock, poollock, is per build, not per plan), each applied once. The second
+    apply writes its leaves after the leaves *it* read, over the first's, rewrites
+    history.jsonl from its own, and signs a checkpoint of the same size with another
+    root: the pool's key signs a fork (the first checkpoint may be published by
+    then). apply must refuse a plan whose log state is no longer the one on disk."""
+    tp, _ = published
+    submit(tp, signed("bob", title="Bob's dream"))
+    signer = parse_private_key(tp.log_key)
+    first = _plan(tp, signer, prove_with=signer)
+    second = _plan(tp, signer, prove_with=signer)
+    log = logbuild.apply(tp.content, first, signer=signer)
+    assert log.checkpoint is not None
+    signed_first = (tp.content / "log" / "checkpoints" / str(log.tree.size)).read_bytes()
+    with pytest.raises(LogError):
+        logbuild.apply(tp.content, second, signer=signer)
+    size = log.tree.size
+    assert (tp.content / "log" / "checkpoints" / str(size)).read_bytes() == signed_first
+    assert _kinds(tp) == ["key", "dream", "dream", "key", "dream"]
