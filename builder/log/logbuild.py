@@ -422,6 +422,14 @@ def apply(
             "the log key given to apply is not the one the plan was proven and made with",
             hint="prove and plan the log again with the key that will sign",
         )
+    stale = logstate.changed(content, state)
+    if stale is not None:
+        # Another writer appended or signed since the plan read the state: going on
+        # would write after the leaves it read, over the others, and sign a fork.
+        raise LogError(
+            f"the log state changed since it was planned ({stale}); nothing was written",
+            hint="prove and plan the log again (one build of a pool at a time)",
+        )
     if planned.policy_text is not None:
         atomic_write(logstate.log_dir(content) / "policy", planned.policy_text.encode())
         state.policy = planned.policy_text
