@@ -60,7 +60,7 @@ def published(tmp_path: Path) -> tuple[PoolFixture, Path]:
 def test_a_plan_applied_twice_logs_its_leaves_once(
     published: tuple[PoolFixture, Path], tmp_path: Path
 ) -> None:
-    """apply twice with one plan (a retry after an error, a caller's loop): the
+    """T25: apply twice with one plan (a retry after an error, a caller's loop): the
     second appends the same key and dream leaves again and the pool's key signs
     them. The log then holds bob's keyId and dream id twice (docs/protocol.md §3:
     each at most once, a site verifier refuses it), his second key leaf retires
@@ -111,7 +111,7 @@ def test_apply_signs_only_with_the_key_the_plan_was_proven_with(
 def test_apply_refuses_a_log_key_named_for_another_origin_before_writing(
     published: tuple[PoolFixture, Path], tmp_path: Path
 ) -> None:
-    """A rotation whose new key was made with a mistyped origin: the policy names
+    """T52: A rotation whose new key was made with a mistyped origin: the policy names
     it (a `log` line of its own name beside the origin's), so plan and apply's key
     check pass; apply then writes salts and leaves and only the signature refuses
     the key (the checkpoint's origin is pool.yaml's, the key's name another). The
@@ -132,7 +132,7 @@ def test_apply_refuses_a_log_key_named_for_another_origin_before_writing(
 
 
 def test_plan_writes_nothing_on_a_first_build(tmp_path: Path) -> None:
-    """The first build's policy (and its log URL) is apply's to write, not plan's."""
+    """T40: The first build's policy (and its log URL) is apply's to write, not plan's."""
     tp = make_pool(tmp_path / "pool")
     tp.add("ada", 1)
     signer = parse_private_key(tp.log_key)
@@ -198,7 +198,7 @@ def test_an_interrupted_apply_leaves_a_state_the_next_build_accepts(
 def test_with_two_log_lines_the_checkpoint_names_the_origin(
     published: tuple[PoolFixture, Path], tmp_path: Path
 ) -> None:
-    """docs/operators.md "Rotate the log key": the new key's line after the old one,
+    """T32: docs/operators.md "Rotate the log key": the new key's line after the old one,
     both of the origin. The next build signs with the new key a checkpoint of the
     origin (not of either key's line), the old checkpoints still verify, and the
     log URL is added to both lines."""
@@ -254,7 +254,7 @@ def three(tmp_path: Path) -> tuple[PoolFixture, list[str], Path]:
 def test_an_erased_dreams_record_left_on_the_site_is_never_shown_or_counted(
     three: tuple[PoolFixture, list[str], Path],
 ) -> None:
-    """The site keeps (or puts back) record.json of a dream the log erased: it
+    """T17, T84: The site keeps (or puts back) record.json of a dream the log erased: it
     recomputes its own leaf exactly, so only the log's erasure leaf can keep it out.
     Under its own id and under another dream's, no bulk tool shows or counts it."""
     tp, ids, site = three
@@ -280,7 +280,7 @@ def test_an_erased_dreams_record_left_on_the_site_is_never_shown_or_counted(
 def test_a_record_whose_index_names_a_key_or_erasure_leaf_is_refused(
     three: tuple[PoolFixture, list[str], Path], leaf: str
 ) -> None:
-    """A logged dream's record, unchanged but for its index, made to name the key
+    """T30, T84: A logged dream's record, unchanged but for its index, made to name the key
     leaf, the erasure leaf or an index past the tree: refused by every bulk tool."""
     tp, ids, site = three
     erase.erase(tp.content, ids[0], "legal", None)
@@ -300,7 +300,7 @@ def test_a_record_whose_index_names_a_key_or_erasure_leaf_is_refused(
 def test_a_site_swapped_for_a_fork_after_the_refresh_shows_only_what_the_read_log_commits(
     tmp_path: Path,
 ) -> None:
-    """Snapshot consistency: the reader reads log A; the served folder then points
+    """T28, T84: Snapshot consistency: the reader reads log A; the served folder then points
     at a fork B the pool's key also signed (same size, other dreams). Records are
     fetched after the refresh, from B: each must recompute A's leaf, so a dream of
     B alone is never shown, and the next refresh reports the fork and shows nothing,
@@ -336,7 +336,7 @@ def test_a_site_swapped_for_a_fork_after_the_refresh_shows_only_what_the_read_lo
 def test_a_checkout_edited_after_the_first_read_is_refused_not_shown(
     three: tuple[PoolFixture, list[str], Path],
 ) -> None:
-    """--content: the bulk tools cached ada's dreams; then a logged dream's file is
+    """T78, T84: --content: the bulk tools cached ada's dreams; then a logged dream's file is
     edited in the checkout (its signature kept). The checkout is built again on the
     next call, which refuses it (the file no longer commits to its leaf) rather
     than show the edit or answer from the cache."""
@@ -358,7 +358,7 @@ def test_a_checkout_edited_after_the_first_read_is_refused_not_shown(
 def test_a_plan_made_stale_by_another_apply_does_not_sign_a_fork(
     published: tuple[PoolFixture, Path],
 ) -> None:
-    """Two plans of one log state (two proves of the same checkout, one process: the
+    """T28: Two plans of one log state (two proves of the same checkout, one process: the
     pool lock, poollock, is per build, not per plan), each applied once. The second
     apply writes its leaves after the leaves *it* read, over the first's, rewrites
     history.jsonl from its own, and signs a checkpoint of the same size with another
