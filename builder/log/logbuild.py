@@ -422,7 +422,8 @@ def apply(
             "the log key given to apply is not the one the plan was proven and made with",
             hint="prove and plan the log again with the key that will sign",
         )
-    stale = logstate.changed(content, state)
+    writes = planned.policy_text is not None or new_leaves or len(leaves) > state.signed_size
+    stale = logstate.changed(content, state) if writes else None
     if stale is not None:
         # Another writer appended or signed since the plan read the state: going on
         # would write after the leaves it read, over the others, and sign a fork.
