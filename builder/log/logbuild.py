@@ -116,6 +116,11 @@ class LogPlan:
     present: dict[str, ScannedDream]
     salt_of: dict[str, str]
     logged: _Logged
+    # The log key the plan's proof trusted leaves by (None: none given), which alone
+    # may sign it (docs/protocol.md §3.1, T78); and whether apply has taken it:
+    # a plan is carried out once, as a ProvenLog is planned once.
+    vkey: str | None = None
+    applied: bool = False
 
 
 SET_ASIDE = "retired key; remove the file (the log retired its key, so no build will log it): "
@@ -160,7 +165,7 @@ class ProvenLog:
     appends to them), so nothing is read again between the proof and its use.
     """
 
-    __slots__ = ("_committed", "_logged", "_spent", "checkpoint", "state", "tree")
+    __slots__ = ("_committed", "_logged", "_spent", "checkpoint", "state", "tree", "vkey")
 
     def __init__(
         self,
@@ -170,9 +175,11 @@ class ProvenLog:
         checkpoint: Checkpoint | None,
         logged: _Logged,
         trusted_size: int,
+        vkey: str | None = None,
     ) -> None:
         if token is not _PROVEN:
             raise TypeError("a ProvenLog is made only by builder.log.logbuild.prove")
+        self.vkey = vkey  # the log key the proof trusted leaves by; None: no key given
         self.state = state
         self.tree = tree
         self.checkpoint = checkpoint
@@ -230,7 +237,7 @@ def prove(
     trusted = state.signed_size
     if state.policy is not None:
         policy = _stored_policy(content, state.policy, origin)
-        _check_signer(content, policy, signer)
+        _check_signer(content, policy, signer, origin)
         checkpoint, by_key = _prove_append_only(state, tree, policy, opened)
         if signer is not None:  # docs/protocol.md §3.1: the leaves this key signed
             trusted = by_key.get(signer.verifier.vkey, 0)
@@ -239,7 +246,8 @@ def prove(
         raise LogError(f"{path} is missing but checkpoints were signed; restore it from git")
     # Only the signed leaves: an unsigned tail is judged by update() before it is read.
     signed = _read_leaves(state.leaves[: state.signed_size])
-    return ProvenLog(_PROVEN, state, tree, checkpoint, signed, trusted)
+    vkey = None if signer is None else signer.verifier.vkey
+    return ProvenLog(_PROVEN, state, tree, checkpoint, signed, trusted, vkey)
 
 
 def update(
@@ -313,6 +321,12 @@ def plan(
             canonical_shards=canonical_shards,
             opened=opened,
         )
+    if (None if signer is None else signer.verifier.vkey) != proven.vkey:
+        # The proof decided which leaves to trust by its key (§3.1): only that key plans.
+        raise LogError(
+            "the log was proven with another log key than the one the plan is given",
+            hint="prove the log with the key that will sign (logbuild.prove(signer=…))",
+        )
     logged = proven._take()
     state, tree = proven.state, proven.tree
     notes: list[str] = []
@@ -379,7 +393,9 @@ def plan(
         logged.dreams[d.id] = len(leaves) + len(new_leaves)
         new_leaves.append(leaffmt.encode(leaffmt.DreamLeaf(d.id, commitment(d.body, salt))))
         log.admitted_now.append(d.id)
-    return LogPlan(log, origin, new_leaves, new_salts, policy_text, present, salt_of, logged)
+    return LogPlan(
+        log, origin, new_leaves, new_salts, policy_text, present, salt_of, logged, proven.vkey
+    )
 
 
 def apply(
@@ -392,10 +408,29 @@ def apply(
     salt, synced before any leaf commits to it, the leaves, and a checkpoint signed
     with ``signer`` over the new tree; a tree that did not grow is not signed again.
     Returns the log as it now stands."""
+    if planned.applied:
+        # Its leaves are in the state already (or half written): again would log them twice.
+        raise RuntimeError("a LogPlan is applied once; prove and plan the log again")
+    planned.applied = True
     log = planned.log
     state, tree, leaves = log.state, log.tree, log.state.leaves
     new_leaves, new_salts = planned.new_leaves, planned.new_salts
-    _check_signer(content, log.policy, signer)  # the key the plan was checked with, or another
+    _check_signer(content, log.policy, signer, planned.origin)
+    if (None if signer is None else signer.verifier.vkey) != planned.vkey:
+        # Only the key the plan's proof trusted leaves by signs it (§3.1, T78).
+        raise LogError(
+            "the log key given to apply is not the one the plan was proven and made with",
+            hint="prove and plan the log again with the key that will sign",
+        )
+    writes = planned.policy_text is not None or new_leaves or len(leaves) > state.signed_size
+    stale = logstate.changed(content, state) if writes else None
+    if stale is not None:
+        # Another writer appended or signed since the plan read the state: going on
+        # would write after the leaves it read, over the others, and sign a fork.
+        raise LogError(
+            f"the log state changed since it was planned ({stale}); nothing was written",
+            hint="prove and plan the log again (one build of a pool at a time)",
+        )
     if planned.policy_text is not None:
         atomic_write(logstate.log_dir(content) / "policy", planned.policy_text.encode())
         state.policy = planned.policy_text
@@ -877,11 +912,12 @@ def _policy(
                 hint="make one with `dreampool log-keygen --origin ORIGIN` and pass it with "
                 "DREAMPOOL_LOG_KEY or --log-key FILE",
             )
+        _check_name(signer, origin)
         # tlog-policy: `log <vkey> [<url>]`; `quorum none` with no witnesses.
         policy = Policy((PolicyLog(signer.verifier, log_url),), (), (), "none")
         return policy, format_policy(policy)
     policy = _stored_policy(content, state.policy, origin)
-    _check_signer(content, policy, signer)
+    _check_signer(content, policy, signer, origin)
     if log_url is not None:
         text = _with_log_url(state.policy, origin, log_url)
         if text != state.policy:
@@ -899,13 +935,27 @@ def _stored_policy(content: Path, text: str, origin: str) -> Policy:
     return policy
 
 
-def _check_signer(content: Path, policy: Policy, signer: Signer | None) -> None:
-    """A log key given to the build must be one of the stored policy's."""
+def _check_signer(content: Path, policy: Policy, signer: Signer | None, origin: str) -> None:
+    """A log key given to the build must be one of the stored policy's, named by
+    the origin (the checkpoints it signs are the origin's: docs/protocol.md §4)."""
     if signer is not None and signer.verifier.vkey not in {v.vkey for v in policy.log_verifiers}:
         path = logstate.log_dir(content) / "policy"
         raise LogError(
             f"the log key given ({signer.verifier.vkey}) is not the one in {path}",
             hint="use the pool's log key, or rotate the log key as docs/operators.md describes",
+        )
+    _check_name(signer, origin)
+
+
+def _check_name(signer: Signer | None, origin: str) -> None:
+    """Before anything is written: :func:`sign_checkpoint` refuses a key not named
+    by the origin, which after the salts and leaves would leave an unsigned tail."""
+    if signer is not None and signer.name != origin:
+        raise LogError(
+            f"the log key given is named {signer.name!r}, not the pool's origin {origin!r}: "
+            "it cannot sign this log's checkpoints (docs/protocol.md §4)",
+            hint="generate the log key with `dreampool log-keygen --origin ORIGIN`, the "
+            "origin of content/pool.yaml",
         )
 
 

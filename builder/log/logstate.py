@@ -207,6 +207,35 @@ def leaf_date(history: list[HistoryEntry], index: int) -> str | None:
     return entry.time if entry is not None else None
 
 
+def changed(content: Path, state: LogState) -> str | None:
+    """What in ``content/log`` is no longer ``state`` as it was read (None: nothing):
+    the policy, history.jsonl, the number of leaf shards or the last shard, which
+    every append rewrites. A writer that read ``state`` appends after its leaves and
+    rewrites the history from its own; had another appended and signed meanwhile, that
+    would sign a second tree of one size: a fork (builder.log.logbuild.apply)."""
+    root = log_dir(content)
+    policy = root / "policy"
+    text = read_regular(policy).decode("utf-8") if policy.exists() else None
+    if text != state.policy:
+        return f"{policy} changed"
+    if _load_history(root / "history.jsonl") != state.history:
+        return f"{root}/history.jsonl changed"
+    try:
+        names = sorted(n for n in os.listdir(root / "leaves") if not n.startswith("."))
+    except FileNotFoundError:
+        names = []
+    if len(names) != -(-len(state.leaves) // SHARD):
+        return (
+            f"{root}/leaves: {len(names)} shard(s), the state read had {len(state.leaves)} leaves"
+        )
+    if names:
+        last = (len(names) - 1) * SHARD
+        data = read_regular_big(root / "leaves" / names[-1])
+        if data != b"".join(line + b"\n" for line in state.leaves[last:]):
+            return f"{root}/leaves/{names[-1]} changed"
+    return None
+
+
 def append(content: Path, state: LogState, new_leaves: list[bytes]) -> None:
     """Write ``new_leaves`` after the existing ones (shard files replaced atomically)."""
     root = log_dir(content) / "leaves"
