@@ -312,7 +312,7 @@ def test_a_lost_manifest_deletes_only_leftover_dream_files_and_reports_the_rest(
     does not hold under dreams/ (an erased dream's files) is deleted after the
     checkpoint, and any other object it does not know is someone's: reported,
     never deleted."""
-    tp, site, ids = built_pool(tmp_path)
+    _, site, _ = built_pool(tmp_path)
     store = store_for(endpoint, bucket)
     push.deploy(local.load(site), store)
     store.client.put_object(Bucket=bucket, Key="www/mine/notes.txt", Body=b"mine")
