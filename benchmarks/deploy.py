@@ -100,9 +100,14 @@ def main() -> None:
 class MemoryStore:
     """A bucket prefix as a dict: :class:`builder.deploy.push.Store` with no network."""
 
+    url = "memory://bench"
+
     def __init__(self) -> None:
         self.objects: dict[str, bytes] = {}
         self.manifest: bytes | None = None
+
+    def get_checkpoint(self) -> bytes | None:
+        return self.objects.get("log/checkpoint")
 
     def get_manifest(self) -> bytes | None:
         return self.manifest
