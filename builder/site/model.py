@@ -46,6 +46,16 @@ _RESERVED = frozenset(
 )
 
 
+def month_span(first: str, last: str) -> tuple[str, ...]:
+    """Every month ``YYYY-MM`` from ``first`` to ``last``, both included, oldest first."""
+    year, month = int(first[:4]), int(first[5:7])
+    out = []
+    while (current := f"{year:04d}-{month:02d}") <= last:
+        out.append(current)
+        year, month = (year + 1, 1) if month == 12 else (year, month + 1)
+    return tuple(out)
+
+
 def slug(name: str) -> str:
     """A URL path segment for a name: the name itself when it is a plain
     lowercase ASCII word, else ``x-`` and 12 hex of its SHA-256."""

@@ -58,7 +58,7 @@ from builder.content import anonymity
 from builder.site import charts, keywords
 from builder.site.charts import bar_chart_svg
 from builder.site.keywords import tokens
-from builder.site.model import ENTRY_ORDER, TIER_RANK, DreamView, SiteModel
+from builder.site.model import ENTRY_ORDER, TIER_RANK, DreamView, SiteModel, month_span
 
 __all__ = [
     "TAGS_SHOWN",
@@ -155,14 +155,7 @@ def suppress(months: Sequence[str], found: Mapping[str, tuple[int, set[str]]], k
 def _month_span(model: SiteModel) -> tuple[str, ...]:
     """Every month from the pool's first dream's to its last's, oldest first."""
     months = sorted({d.month for d in model.dreams if len(d.month) == 7})
-    if not months:
-        return ()
-    (y, m), end = map(int, months[0].split("-")), months[-1]
-    out = []
-    while (month := f"{y:04d}-{m:02d}") <= end:
-        out.append(month)
-        y, m = (y + 1, 1) if m == 12 else (y, m + 1)
-    return tuple(out)
+    return month_span(months[0], months[-1]) if months else ()
 
 
 TAGS_SHOWN = 50

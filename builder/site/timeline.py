@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from markupsafe import Markup, escape
 
-from builder.site.model import SiteModel
+from builder.site.model import SiteModel, month_span
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,11 +39,6 @@ class Month:
     authors: int  # named authors whose first listed dream is of this month
     total_authors: int
     log_size: int  # the size of the last checkpoint signed by the end of the month
-
-
-def _next_month(month: str) -> str:
-    year, mm = int(month[:4]), int(month[5:7])
-    return f"{year + mm // 12:04d}-{mm % 12 + 1:02d}"
 
 
 def months(model: SiteModel) -> list[Month]:
@@ -63,14 +58,12 @@ def months(model: SiteModel) -> list[Month]:
                 first_seen[d.author] = month
     new_authors = Counter(first_seen.values())
     rows: list[Month] = []
-    month, last = model.history[0].date[:7], max(sizes)
     total_d = total_a = size = 0
-    while month <= last:
+    for month in month_span(model.history[0].date[:7], max(sizes)):
         total_d += new_dreams[month]
         total_a += new_authors[month]
         size = sizes.get(month, size)
         rows.append(Month(month, new_dreams[month], total_d, new_authors[month], total_a, size))
-        month = _next_month(month)
     return rows
 
 
