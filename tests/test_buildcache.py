@@ -30,12 +30,16 @@ def _reload(folder: Path, name: str) -> dict[object, object]:
     return BuildCache(folder)[name]
 
 
-def _unit(i: int, tag: str = "key") -> tuple[str, tuple[bytes, ...], tuple[tuple[str, bytes], ...]]:
-    return (
-        f"{tag}{i}",
-        (b"card", units.squeeze(b"diary"), b"entry", b"search"),
-        ((f"dreams/{i:016x}/index.html", bytes(16)),),
-    )
+def _unit(i: int, tag: str = "key") -> tuple[str, tuple[tuple[str, bytes], ...]]:
+    return (f"{tag}{i}", ((f"dreams/{i:016x}/index.html", bytes(16)),))
+
+
+def _key(i: int) -> str:
+    """A unit's key, as the fragments section is keyed (builder.site.units.Units.key)."""
+    return f"{i:032x}"
+
+
+FRAGMENTS = (b"card", units.squeeze(b"diary"), b"entry", b"search")
 
 
 def _fill(folder: Path, n: int) -> dict[object, object]:
@@ -71,6 +75,7 @@ SAMPLES: dict[str, tuple[object, object]] = {
     "shards": (bytes(range(32)), True),
     "notes": (bytes(32), Checkpoint("example.org/pool", 7, bytes(32), ("ext",))),
     "units": ("0123456789abcdef", _unit(5)),
+    "fragments": (_key(5), FRAGMENTS),
     "pages": ("tags/a/index.html", ("key", bytes(16))),
     "words": ("0123456789abcdef", (("parser", "tokens"), (("fact", ("parser",)),))),
 }
@@ -99,6 +104,8 @@ def test_the_store_holds_data_only(tmp_path: Path) -> None:
         for (v,) in _db(tmp_path).execute(f'SELECT v FROM "{name}"'):
             if name == "units":  # lengths, then the bytes they count
                 assert buildcache._unit_in(v) == SAMPLES["units"][1]
+            elif name == "fragments":
+                assert buildcache._fragments_in(v) == SAMPLES["fragments"][1]
             else:
                 json.loads(v)
     assert b"\x80\x05" not in (tmp_path / buildcache.STORE).read_bytes()  # pickle's protocol 5
@@ -326,11 +333,77 @@ def test_a_garbled_byte_in_a_section_builds_what_a_cold_build_does(
 def test_a_unit_row_reads_back_and_any_cut_of_it_is_refused(
     key: str, fragments: list[bytes], files: list[tuple[str, bytes]]
 ) -> None:
-    """The binary unit record: what is written reads back equal; a record cut
-    anywhere, or grown by a byte, never decodes into an entry."""
-    unit = (key, tuple(fragments), tuple(files))
+    """The binary unit and fragments records: what is written reads back
+    equal; a record cut anywhere, or grown by a byte, never decodes."""
+    unit = (key, tuple(files))
     data = buildcache._unit_out(unit)
     assert buildcache._unit_in(data) == unit
     for cut in (data[:-1], data + b"x", data[: len(data) // 2]):
         with pytest.raises((ValueError, UnicodeDecodeError, struct.error)):
             buildcache._unit_in(cut)
+    data = buildcache._fragments_out(tuple(fragments))
+    assert buildcache._fragments_in(data) == tuple(fragments)
+    for cut in (data[:-1], data + b"x", data[: len(data) // 2]):
+        with pytest.raises((ValueError, struct.error)):
+            buildcache._fragments_in(cut)
+
+
+# --- Rows: a section read and written a row at a time ------------------------
+
+
+def test_rows_read_back_what_was_put_and_retain_drops_the_rest(tmp_path: Path) -> None:
+    rows = BuildCache(tmp_path).rows("fragments")
+    for i in range(5):
+        rows.put(_key(i), (b"card%d" % i, b"", b"", b""))
+    assert rows.get(_key(3))[0] == b"card3"  # from the buffer, before any flush
+    rows.flush()
+    rows.retain([_key(1), _key(3)])
+    rows.close()
+    again = BuildCache(tmp_path).rows("fragments")
+    assert again.get(_key(1))[0] == b"card1" and again.get(_key(3))[0] == b"card3"
+    assert again.get(_key(0)) is None and again.get(_key(4)) is None
+    again.close()
+    # T48: the deleted rows' text is nowhere in the file (secure_delete).
+    assert b"card0" not in (tmp_path / buildcache.STORE).read_bytes()
+
+
+def test_rows_are_written_in_batches_not_held(tmp_path: Path) -> None:
+    rows = BuildCache(tmp_path).rows("fragments")
+    for i in range(buildcache.Rows.FLUSH + 1):
+        rows.put(_key(i), FRAGMENTS)
+    assert len(rows._pending) == 1  # the first FLUSH rows went to the store
+    stored = _db(tmp_path).execute('SELECT count(*) FROM "fragments"').fetchone()[0]
+    assert stored == buildcache.Rows.FLUSH
+
+
+def test_a_damaged_row_is_a_miss_and_counted(tmp_path: Path) -> None:
+    rows = BuildCache(tmp_path).rows("fragments")
+    rows.put(_key(1), FRAGMENTS)
+    rows.put(_key(2), FRAGMENTS)
+    rows.flush()
+    db = _db(tmp_path)
+    db.execute('UPDATE "fragments" SET v = ? WHERE k = ?', (b"\0" * 20, _key(1)))
+    db.close()
+    again = BuildCache(tmp_path).rows("fragments")
+    assert again.get(_key(1)) is None and again.damaged == 1
+    assert again.get(_key(2)) == FRAGMENTS
+    again.close()
+
+
+def test_rows_without_a_store_stay_in_memory(tmp_path: Path) -> None:
+    rows = BuildCache(None).rows("fragments")
+    for i in range(buildcache.Rows.FLUSH + 5):
+        rows.put(_key(i), FRAGMENTS)
+    assert rows.get(_key(0)) == FRAGMENTS
+
+
+def test_rows_of_a_store_that_fails_keep_what_was_put(tmp_path: Path) -> None:
+    cache = BuildCache(tmp_path)
+    rows = cache.rows("fragments")
+    rows.put(_key(1), FRAGMENTS)
+    (tmp_path / buildcache.STORE).unlink(missing_ok=True)
+    (tmp_path / buildcache.STORE).mkdir()  # the store's path is now a folder: sqlite fails
+    cache._ready = True  # as after the build's first use of the folder
+    rows.flush()
+    assert rows.get(_key(1)) == FRAGMENTS
+    assert any("afresh" in n or "busy" in n for n in cache.notes), cache.notes

@@ -207,7 +207,7 @@ def test_a_cosignature_added_later_reaches_every_proof_against_that_checkpoint(
 
 def test_deflated_fragments_change_no_byte(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Pools above units.SQUEEZE_ABOVE keep cards, diary lines, feed and search
-    entries deflated in memory and in the cache. A pool that grows past it
+    entries deflated in the store. A pool that grows past it
     keeps its raw ones beside new deflated ones; none of it shows in a byte."""
     tp = make_pool(tmp_path)
     signer = parse_private_key(tp.log_key)
@@ -218,9 +218,11 @@ def test_deflated_fragments_change_no_byte(tmp_path: Path, monkeypatch: pytest.M
     squeezed = tp.add("墨子", 2, tags=["shared"])
     report = buildmod.build(tp.content, site, signer=signer)
     assert report.rendered == 2  # the twelve raw units are kept, fragments and all
-    kept = BuildCache(tmp_path / ".site.builds" / "cache")["units"]
-    assert {kept[i][1][0][:1] for i in raw} != {units.SQUEEZED}
-    assert {f[:1] for i in squeezed for f in kept[i][1]} == {units.SQUEEZED}
+    cache = BuildCache(tmp_path / ".site.builds" / "cache")
+    kept, rows = cache["units"], cache.rows("fragments")
+    assert {rows.get(kept[i][0])[0][:1] for i in raw} != {units.SQUEEZED}
+    assert {f[:1] for i in squeezed for f in rows.get(kept[i][0])} == {units.SQUEEZED}
+    rows.close()
     cold_squeezed = tmp_path / "cold-squeezed"
     buildmod.build(tp.content, cold_squeezed, signer=None)
     monkeypatch.undo()

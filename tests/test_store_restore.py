@@ -162,6 +162,29 @@ def test_a_deleted_or_damaged_store_builds_what_a_cold_build_does(
     assert again.verified + again.committed == 0  # and the store was made whole again
 
 
+def test_damaged_fragments_are_rendered_again_and_change_no_byte(tmp_path: Path) -> None:
+    """A list page reads each card, diary line, feed and search entry from the
+    store by its unit's key (builder.buildcache.Rows): one whose row fails its
+    digest is rendered again, and the site is what a cold build makes."""
+    _, origin = _published(tmp_path)
+    clone = _fresh_clone(tmp_path, origin)
+    store = _store(clone / "site")
+    db = sqlite3.connect(store, isolation_level=None)
+    rows = db.execute('SELECT k, v FROM "fragments"').fetchall()
+    assert len(rows) == 5
+    for k, v in rows:  # the card's text: what a forged or rotted row would show
+        i = 20
+        db.execute(
+            'UPDATE "fragments" SET v = ? WHERE k = ?', (v[:i] + bytes([v[i] ^ 1]) + v[i + 1 :], k)
+        )
+    db.close()
+    report = buildmod.build(clone / "content", clone / "site", signer=None)
+    assert any("fragments had 5 damaged row(s)" in n for n in report.notes), report.notes
+    assert site_files(clone / "site") == _cold(clone / "content", tmp_path)
+    again = buildmod.build(clone / "content", clone / "site", signer=None)
+    assert not any("fragments" in n for n in again.notes)  # made whole again
+
+
 @pytest.mark.parametrize("what", ["code", "format"])
 def test_a_store_of_another_builder_version_is_not_used(
     tmp_path: Path, what: str, monkeypatch: pytest.MonkeyPatch

@@ -15,7 +15,7 @@ one silently win.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from builder import parallel
 from builder.buildcache import BuildCache
@@ -23,7 +23,7 @@ from builder.log import logbuild
 from builder.site import agentdocs as agents
 from builder.site import feeds, patterns, writer
 from builder.site import render as renderer
-from builder.site.model import SiteModel
+from builder.site.model import DreamView, SiteModel
 from builder.site.page import Page
 from builder.site.units import Units
 from builder.site.writer import SiteWriter
@@ -55,12 +55,22 @@ def write_site(log: logbuild.Log, model: SiteModel, w: SiteWriter, cache: BuildC
         )
         feed_pages = feeds.feed_pages(model, units.feed_entry_for, units.key_for)
         agent_pages = agents.agent_pages(model, units.key_for)
-        _write_pages(itertools.chain(feed_pages, agent_pages, pages), w, cache)
+        try:
+            _write_pages(itertools.chain(feed_pages, agent_pages, pages), w, cache, units.prefetch)
+            units.finish()
+        finally:
+            units.close()
     return rendered
 
 
-def _write_pages(pages: Iterable[Page], w: SiteWriter, cache: BuildCache) -> None:
-    """Render each page, or keep its file when its key is the last build's."""
+def _write_pages(
+    pages: Iterable[Page],
+    w: SiteWriter,
+    cache: BuildCache,
+    prefetch: Callable[[Sequence[DreamView]], None],
+) -> None:
+    """Render each page, or keep its file when its key is the last build's;
+    the fragments a page repeats are read in one go before it is rendered."""
     old = cache["pages"]
     new: dict[str, tuple[str, bytes]] = {}
     for page in pages:
@@ -68,6 +78,8 @@ def _write_pages(pages: Iterable[Page], w: SiteWriter, cache: BuildCache) -> Non
         if hit is not None and hit[0] == page.key and w.keep_all(((page.path, hit[1]),)):
             new[page.path] = hit
             continue
+        if page.shows:
+            prefetch(page.shows)
         d = w.add(page.path, page.render())
         if page.key is not None:
             new[page.path] = (page.key, d)

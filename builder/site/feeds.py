@@ -234,13 +234,13 @@ def _feed_page(
         return _feed(model, path=path, title=title, page=page, key=key, dreams=shown, entry=entry)
 
     if entry_key is None:
-        return Page(path, None, render)
+        return Page(path, None, render, shown)
     # Everything _feed reads: the feed's own strings, the site's (links,
     # tag URIs with the first checkpoint's year), its date and its entries.
     year = model.history[0].date if model.history else None
     site = (model.base_url, model.origin, year)
     parts = (path, title, page, key, site, _updated(model, shown), [entry_key(d) for d in shown])
-    return Page(path, key_of(parts), render)
+    return Page(path, key_of(parts), render, shown)
 
 
 def _feed(

@@ -10,19 +10,27 @@ when the key is the one recorded for it then (:mod:`builder.buildcache`,
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from builder.site.model import DreamView
 
 
 @dataclass(frozen=True, slots=True)
 class Page:
     """A file to make: ``render()`` gives its bytes. ``key``, when not None,
     names everything the bytes depend on, so a build that finds the same key
-    from the last one may keep that file."""
+    from the last one may keep that file. ``shows`` names the dreams whose
+    fragments (cards, diary lines, feed or search entries) it repeats, so
+    they can be read from the store in one query before it is rendered
+    (:meth:`builder.site.units.Units.prefetch`)."""
 
     path: str
     key: str | None
     render: Callable[[], bytes]
+    shows: Sequence[DreamView] = ()
 
 
 def key_of(parts: object) -> str:

@@ -647,6 +647,7 @@ def _diary_pages(
         "diary.html",
         "authors",
         key=key_of_page(a, size, pages, dreams=newest),
+        shows=newest,
         author=a,
         name=a.name,
         slug=a.slug,
@@ -669,6 +670,7 @@ def _diary_pages(
             "diary.html",
             "authors",
             key=key_of_page(a.name, a.slug, a.tier, number, size, full, dreams=listed),
+            shows=listed,
             author=None,
             name=a.name,
             slug=a.slug,
@@ -710,6 +712,7 @@ def _tag_pages(
         "tag.html",
         "tags",
         key=key_of_page(t.name, t.slug, count, size, pages, dreams=newest),
+        shows=newest,
         name=t.name,
         slug=t.slug,
         count=count,
@@ -729,6 +732,7 @@ def _tag_pages(
             "tag.html",
             "tags",
             key=key_of_page(t.name, t.slug, number, size, full, dreams=listed),
+            shows=listed,
             name=t.name,
             slug=t.slug,
             count=None,
@@ -802,6 +806,7 @@ def _archive_pages(
         "archive.html",
         "archive",
         key=key_of_page("archive", count, size, pages, index, dreams=newest),
+        shows=newest,
         count=count,
         shown=len(newest),
         groups=by_month(newest),
@@ -821,6 +826,7 @@ def _archive_pages(
             "archive.html",
             "archive",
             key=key_of_page("archive", number, size, full, dreams=listed),
+            shows=listed,
             count=None,
             shown=len(listed),
             groups=by_month(listed),
@@ -857,9 +863,16 @@ def list_pages(
     their dreams' keys.
     """
 
-    def page(path: str, template: str, nav: str, key: str | None = None, **context: Any) -> Page:
+    def page(
+        path: str,
+        template: str,
+        nav: str,
+        key: str | None = None,
+        shows: Sequence[DreamView] = (),
+        **context: Any,
+    ) -> Page:
         context.setdefault("card_html", card_html)
-        return Page(path, key, lambda: _page(model, path, template, nav, **context))
+        return Page(path, key, lambda: _page(model, path, template, nav, **context), shows)
 
     def key_of_page(*parts: Any, dreams: Sequence[DreamView]) -> str | None:
         if dream_key is None:
@@ -867,7 +880,8 @@ def list_pages(
         site = (model.title, model.origin, model.base_url)
         return key_of((site, parts, [dream_key(d) for d in dreams]))
 
-    yield page("index.html", "home.html", "home", latest=model.dreams[:LATEST])
+    latest = model.dreams[:LATEST]
+    yield page("index.html", "home.html", "home", shows=latest, latest=latest)
     yield from _archive_pages(model, ARCHIVE_PAGE_SIZE, page, key_of_page)
     for e in model.erased:
         yield page(f"dreams/{e.id}/index.html", "erased.html", "", gone=e)
@@ -913,6 +927,7 @@ def list_pages(
             f"search/shard-{number}.json",
             key_of_page("search", number, dreams=listed),
             functools.partial(search_shard, listed, search_entry),
+            listed,
         )
     static = resources.files("builder.templates") / "static"
     for name in STATIC:

@@ -34,11 +34,16 @@ in per page by :meth:`Units.card_for` and :meth:`Units.diary_item_for`.
 Neither can occur in rendered text: autoescape turns every ``<`` of user
 data into ``&lt;``.
 
-Fragments live in memory until the list pages are written, ≈3.8 KB a dream:
-almost 4 GB at a million dreams. Above :data:`SQUEEZE_ABOVE` dreams each is
-kept deflated (:func:`squeeze`), ≈1.4 KB a dream, for ≈90 µs of CPU a dream
-on the workers and ≈5 µs each time a list page reads one back (measured on
-the benchmark pool's fragments).
+Fragments are kept in the build's store under their unit's key
+(:class:`builder.buildcache.Rows`), not in memory: they are ≈3.8 KB a dream, and
+holding them all until the list pages were written was the largest part of a
+build's memory (37 MB of 147 at 10k dreams, almost 4 GB at a million). A
+rendered unit's fragments are written as they arrive; a list page reads the
+ones it shows, one query each, so a build after one new dream reads only
+those of the pages it renders again. Above :data:`SQUEEZE_ABOVE` dreams each
+is stored deflated (:func:`squeeze`), ≈1.4 KB a dream, for ≈90 µs of CPU a
+dream on the workers and ≈5 µs each time a list page reads one back
+(measured on the benchmark pool's fragments).
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from markupsafe import Markup
@@ -69,9 +75,9 @@ FILES = ("index.html", "record.json", "proof.tlog-proof")
 BODY_FIELDS = frozenset({"title", "summary", "entries"})
 VIEW_FIELDS = tuple(f.name for f in dataclasses.fields(DreamView) if f.name not in BODY_FIELDS)
 
-# Pools above this many dreams keep their fragments deflated: from there on,
-# memory and not time is what runs out (as builder.site's
-# BACKGROUND_PATTERNS_LIMIT); below it, deflating would add ≈4% to a build.
+# Pools above this many dreams store their fragments deflated: from there on,
+# the store's size (≈3.8 GB of fragments at a million dreams) and not time is
+# what runs out; below it, deflating would add ≈4% to a build.
 SQUEEZE_ABOVE = 200_000
 SQUEEZED = b"\0"  # first byte of a deflated fragment; a rendered one never starts with NUL
 # A preset dictionary of the fragments' markup (zlib's deflateSetDictionary;
@@ -135,7 +141,9 @@ class Units:
         self.log = log
         self.model = model
         self.cache = cache
-        self.fragments: dict[str, Fragments] = {}
+        # Fragments by unit key, in the store (module doc); read back for list pages.
+        self._rows = cache.rows("fragments")
+        self._near: dict[str, Fragments | None] = {}  # the current page's (prefetch)
         self.squeeze = len(model.dreams) > SQUEEZE_ABOVE
         self._writer: SiteWriter | None = None
         self._local: SiteModel | None = None
@@ -173,13 +181,12 @@ class Units:
     def write(self, w: SiteWriter) -> int:
         """Keep or render every unit into ``w``; returns how many were rendered."""
         old = self.cache["units"]
-        new: dict[str, tuple[str, Fragments, tuple[tuple[str, bytes], ...]]] = {}
+        new: dict[str, tuple[str, tuple[tuple[str, bytes], ...]]] = {}
         dirty: list[Item] = []
         for d in self.model.dreams:
             key = self.keys[d.id] = self.key(d)
             hit = old.get(d.id)
-            if hit is not None and hit[0] == key and w.keep_all(hit[2]):
-                self.fragments[d.id] = hit[1]
+            if hit is not None and hit[0] == key and w.keep_all(hit[1]):
                 new[d.id] = hit
             else:
                 # The admitted dream and the views its page names (parent,
@@ -197,10 +204,26 @@ class Units:
         for unit in parallel.imap_ordered(self._render, dirty):
             for path, entry, changed in unit.files:
                 w.record(path, entry, changed)
-            self.fragments[unit.id] = unit.fragments
-            new[unit.id] = (unit.key, unit.fragments, tuple((p, e[0]) for p, e, _ in unit.files))
+            self._rows.put(unit.key, unit.fragments)
+            new[unit.id] = (unit.key, tuple((p, e[0]) for p, e, _ in unit.files))
+        self._rows.flush()
         self.cache.sections["units"] = new
         return len(dirty)
+
+    def finish(self) -> None:
+        """After the list pages: the store keeps the fragments of this build's
+        units and no others (an erased dream's are deleted: THREATS.md T48)."""
+        self._rows.retain(self.keys.values())
+        if self._rows.damaged:
+            self.cache.notes.append(
+                f"the build store's fragments had {self._rows.damaged} damaged row(s); "
+                "rendered them again"
+            )
+
+    def close(self) -> None:
+        """Close the store's reading connection (before the build forks again)."""
+        self._near = {}
+        self._rows.close()
 
     def paths(self, d: DreamView) -> list[str]:
         # The record and proof are published only under a signed checkpoint.
@@ -245,10 +268,21 @@ class Units:
         card, diary, entry, search = made
         return squeeze(card), squeeze(diary), squeeze(entry), squeeze(search)
 
+    def prefetch(self, dreams: Sequence[DreamView]) -> None:
+        """Read the fragments of ``dreams`` from the store in one query, for the
+        page about to be rendered (:attr:`builder.site.page.Page.shows`); those of
+        the page before are let go, so at most a page's are held."""
+        keys = [self.key_for(d) for d in dreams]
+        found = self._rows.get_many(keys)
+        self._near = {k: found.get(k) for k in keys}
+
     def _of(self, d: DreamView) -> Fragments:
-        if d.id not in self.fragments:  # before write(), or a dream it did not see
-            self.fragments[d.id] = self._fragments(d)
-        return self.fragments[d.id]
+        key = self.key_for(d)
+        found = self._near[key] if key in self._near else self._rows.get(key)
+        if found is None:  # a damaged row, or a dream write() did not see
+            found = self._fragments(d)
+            self._rows.put(key, found)
+        return found
 
     def card_for(self, d: DreamView, level: int, root: str) -> Markup:
         card = unsqueeze(self._of(d)[0]).decode()

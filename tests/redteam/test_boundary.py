@@ -257,13 +257,12 @@ def _store_text(root: Path) -> bytes:
         finally:
             db.close()
     cache = buildcache.BuildCache(root / ".site.builds" / "cache")
+    from builder.site.units import unsqueeze
+
     for name in cache.SECTIONS:
         out.append(repr(cache[name]).encode())
-        for value in cache[name].values():
-            if isinstance(value, tuple) and len(value) == 3 and isinstance(value[1], tuple):
-                from builder.site.units import unsqueeze
-
-                out += [unsqueeze(f) for f in value[1]]
+        if name == "fragments":  # card, diary line, feed and search entry, maybe deflated
+            out += [unsqueeze(f) for value in cache[name].values() for f in value]
     return b"\n".join(out)
 
 
