@@ -66,6 +66,7 @@ import stat
 import struct
 import sys
 import unicodedata
+import weakref
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from importlib import metadata, resources
@@ -595,12 +596,28 @@ class BuildCache:
         self._loaded[name] = dict(section)
 
 
+# Every Rows with a reading connection open: closed before any fork
+# (os.register_at_fork below), so no SQLite connection is ever copied into a
+# child, whichever code forks (the patterns' keyword workers above
+# BACKGROUND_PATTERNS_LIMIT fork while list pages are being rendered).
+_OPEN: weakref.WeakSet[Rows] = weakref.WeakSet()
+
+
+def _close_before_fork() -> None:
+    for rows in list(_OPEN):
+        rows.close()
+
+
+os.register_at_fork(before=_close_before_fork)
+
+
 class Rows:
     """One section of the store read and written a row at a time.
 
     :meth:`get` queries one key through a connection opened on the first
-    read and kept until :meth:`close`; the caller closes it before it forks
-    again (an SQLite connection must never cross a fork). :meth:`put` buffers
+    read and kept until :meth:`close`, or until the process forks (an SQLite
+    connection must never cross a fork: it is closed first, and the next read
+    opens another). :meth:`put` buffers
     rows and writes them every :data:`FLUSH` rows, a batch per transaction, so
     what a build renders is never all in memory at once. Rows are checked and
     decoded as :meth:`BuildCache._load` does: a damaged one is a miss. Without
@@ -628,6 +645,7 @@ class Rows:
         try:
             if self._db is None:
                 self._db = self._cache._open()
+                _OPEN.add(self)
             row = self._db.execute(f'SELECT v, d FROM "{self._name}" WHERE k = ?', (k,)).fetchone()
         except sqlite3.Error as exc:
             self._fail(exc, "read this build")
@@ -647,6 +665,7 @@ class Rows:
         try:
             if self._db is None:
                 self._db = self._cache._open()
+                _OPEN.add(self)
             for i in range(0, len(names), self._BATCH):
                 batch = names[i : i + self._BATCH]
                 marks = ",".join("?" * len(batch))
@@ -718,6 +737,7 @@ class Rows:
         if self._db is not None:
             self._db.close()
             self._db = None
+            _OPEN.discard(self)
 
     def _fail(self, exc: sqlite3.Error, doing: str) -> None:
         """As :meth:`BuildCache._damaged`; from here on the rows stay in memory."""

@@ -407,3 +407,21 @@ def test_rows_of_a_store_that_fails_keep_what_was_put(tmp_path: Path) -> None:
     rows.flush()
     assert rows.get(_key(1)) == FRAGMENTS
     assert any("afresh" in n or "busy" in n for n in cache.notes), cache.notes
+
+
+def test_no_reading_connection_crosses_a_fork(tmp_path: Path) -> None:
+    """An SQLite connection must never be copied into a forked child: Rows
+    closes its own before any fork, and the next read opens another."""
+    rows = BuildCache(tmp_path).rows("fragments")
+    rows.put(_key(1), FRAGMENTS)
+    rows.flush()
+    assert rows.get_many([_key(1)]) == {_key(1): FRAGMENTS}
+    assert rows._db is not None
+    pid = os.fork()
+    if pid == 0:  # the child: nothing open was inherited
+        os._exit(0 if rows._db is None else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert rows._db is None
+    assert rows.get(_key(1)) == FRAGMENTS  # and reading goes on
+    rows.close()
