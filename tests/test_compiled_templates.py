@@ -45,7 +45,9 @@ def test_the_committed_modules_are_what_the_script_makes() -> None:
     assert sorted(committed) == sorted(made), run
     for name, text in made.items():
         assert committed[name] == text, f"{name} is stale: {run}"
-    assert len(made) == 1 + len(list((REPO / "templates").glob("*.html")))  # and __init__.py
+    templates = [p for p in (REPO / "templates").iterdir() if render.is_template(p.name)]
+    assert {p.suffix for p in templates} == set(render.TEMPLATE_SUFFIXES)
+    assert len(made) == 1 + len(templates)  # and __init__.py
 
 
 def test_every_module_says_it_is_generated_and_how() -> None:
@@ -93,3 +95,24 @@ def test_another_jinja_or_other_settings_compile_from_source(
     monkeypatch.setitem(render.JINJA_OPTIONS, "lstrip_blocks", False)
     env, compiled = render._environment()
     assert not compiled and isinstance(env.loader, jinja2.PackageLoader)
+
+
+def test_autoescape_is_by_extension_and_in_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """HTML and XML templates escape what they print, plain text (robots.txt)
+    does not; which extensions escape is part of the compiled modules' key,
+    since Jinja compiles it in."""
+    assert [render.autoescape(n) for n in ("a.html", "feed.xml", "robots.txt", None)] == [
+        True,
+        True,
+        False,
+        True,
+    ]
+    loc = "https://ex.org/?a=1&b=<2>"
+    robots = render.render_template("robots.txt", sitemap=loc)
+    assert robots.endswith(f"Sitemap: {loc}\n")
+    urlset = render.render_template("urlset.xml", urls=[(loc, None)])
+    assert "<loc>https://ex.org/?a=1&amp;b=&lt;2&gt;</loc>" in urlset
+    env = render.environment(render.source_loader())
+    assert render.compiled_key(env) == templates_compiled.SOURCE_KEY
+    monkeypatch.setattr(render, "ESCAPED_SUFFIXES", (".html",))
+    assert render.compiled_key(env) != templates_compiled.SOURCE_KEY
