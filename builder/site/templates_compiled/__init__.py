@@ -8,7 +8,7 @@ templates and Jinja (else it compiles the templates from source).
 """
 
 JINJA_VERSION = '3.1.6'
-SOURCE_KEY = 'c3ffa7f3551efc5da7a62f9c95b6550edd98909e958eab5b93be6bfb26a92ea9'
+SOURCE_KEY = '79979371957c8e023629dd359d5e3d925265390bbe1059daad1f38cb320fadf8'
 # template name: its module
 MODULES = {
     '404.html': 'tmpl_12bf52c5b60772bbf201ffb05d6bb178c1bf9a28',

@@ -45,13 +45,8 @@ def root(context, missing=missing):
     yield '"/>\n  <link rel="alternate" type="text/html" href="'
     yield escape(t_1((undefined(name='page_href') if l_0_page_href is missing else l_0_page_href), True))
     yield '"/>\n  <generator>dreampool</generator>\n'
-    for l_1_entry in (undefined(name='entries') if l_0_entries is missing else l_0_entries):
-        _loop_vars = {}
-        pass
-        yield escape(l_1_entry)
-        yield '\n'
-    l_1_entry = missing
+    yield escape((undefined(name='entries') if l_0_entries is missing else l_0_entries))
     yield '</feed>\n'
 
 blocks = {}
-debug_info = '5=31&6=37&7=39&8=41&9=43&10=45&12=47&13=50'
+debug_info = '6=31&7=37&8=39&9=41&10=43&11=45&13=47'
