@@ -11,8 +11,10 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import sys
+from collections import ChainMap
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import jinja2
 import pytest
@@ -116,3 +118,21 @@ def test_autoescape_is_by_extension_and_in_the_key(monkeypatch: pytest.MonkeyPat
     assert render.compiled_key(env) == templates_compiled.SOURCE_KEY
     monkeypatch.setattr(render, "ESCAPED_SUFFIXES", (".html",))
     assert render.compiled_key(env) != templates_compiled.SOURCE_KEY
+
+
+def test_render_template_gives_what_jinja_render_gives() -> None:
+    """render.render_template passes the globals as the context's own
+    (render._render); that holds only while no template has globals of its
+    own, and must give Template.render's bytes."""
+    names = filter(render.is_template, render.source_loader().list_templates())
+    for page in [*map(render._ENV.get_template, names), render._CARD]:
+        assert isinstance(page.globals, ChainMap) and page.globals.maps[0] == {}, page.name
+        assert page.globals.maps[1] is render._ENV.globals
+    cases: dict[str, dict[str, Any]] = {
+        "_nav.html": {"root": "../", "nav": "tags"},
+        "robots.txt": {"sitemap": "https://ex.org/sitemap.xml"},
+        "urlset.xml": {"urls": [("a&b", "2026-01-01T00:00:00Z"), ("c", None)]},
+    }
+    for name, context in cases.items():
+        expected = render._ENV.get_template(name).render(**context)
+        assert render.render_template(name, **context) == expected

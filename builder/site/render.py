@@ -548,7 +548,23 @@ def render_template(template: str, **context: Any) -> str:
     and fragments here, its Atom feeds, sitemaps and robots.txt in
     :mod:`builder.site.feeds`; with the build's environment (the compiled
     modules, or the sources: :func:`_environment`)."""
-    return _ENV.get_template(template).render(**context)
+    return _render(_ENV.get_template(template), context)
+
+
+def _render(page: jinja2.Template, context: dict[str, Any]) -> str:
+    """As :meth:`jinja2.Template.render`, but the context is made with one dict
+    merge of the globals and ``context``, passed as the context's own
+    (``new_context(shared=True)``, Jinja's documented way to pass data "as
+    is"): ``render`` copies the globals, a :class:`collections.ChainMap`, key
+    by key into each render's context, 20 µs of a 28 µs render of an empty
+    template, which is most of a feed entry's or a card's. The context holds
+    the same names either way, since a template of the site has no globals of
+    its own (tests/test_compiled_templates.py)."""
+    scope = page.new_context({**_ENV.globals, **context}, shared=True)
+    try:
+        return _ENV.concat(page.root_render_func(scope))
+    except Exception:
+        _ENV.handle_exception()  # Jinja's traceback, as render gives
 
 
 def _root(depth: int) -> str:
@@ -644,7 +660,8 @@ def dream_page(
 
 def card_template(model: SiteModel, d: DreamView, root: str, level: Any) -> str:
     """A dream's card; :mod:`builder.site.units` passes placeholders for root and level."""
-    return _CARD.render(d=d, level=level, root=root, site=model, erased=model.erased_ids)
+    context = {"d": d, "level": level, "root": root, "site": model, "erased": model.erased_ids}
+    return _render(_CARD, context)
 
 
 def diary_item_template(model: SiteModel, d: DreamView, root: str) -> str:
