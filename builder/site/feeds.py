@@ -157,8 +157,7 @@ def feed_pages(
             entry=entry,
             entry_key=entry_key,
         )
-    for path, data in _sitemaps(model).items():
-        yield Page(path, None, functools.partial(bytes, data))
+    yield from sitemap_files(model, keyed=entry_key is not None)
     yield Page("robots.txt", None, lambda: _robots(model))
     yield from api_pages(model, entry_key)
 
@@ -342,14 +341,19 @@ def sitemap_archive(model: SiteModel) -> list[tuple[int, list[tuple[str, str | N
     return sorted(shards.items())
 
 
-def _sitemaps(model: SiteModel) -> dict[str, bytes]:
+def sitemap_files(model: SiteModel, *, keyed: bool = False) -> Iterator[Page]:
     """``sitemap.xml``, an index (sitemaps.org, "Using Sitemap index files")
     of ``sitemap-dreams-<k>.xml`` (append-stable shards by log leaf, see the
     module docstring), ``sitemap-archive-<k>.xml`` (the archive's numbered
     pages, append-stable too: :func:`sitemap_archive`) and
     ``sitemap-pages-<j>.xml`` (the other pages, :data:`SITEMAP_LIMIT` a file).
     They sit at the root, beside the index: a sitemap may only list URLs under
-    its own folder."""
+    its own folder.
+
+    With ``keyed`` (the build) each sitemap but the index carries a key of
+    what it lists, so a build keeps the shards the log has moved past instead
+    of making every one again (each build made all of them: 0.1 s CPU at 10k
+    dreams, 2,048 URLs a shard)."""
     assert SHARD_LEAVES <= SITEMAP_LIMIT  # one dream a leaf at most
     parts: list[tuple[str, list[tuple[str, str | None]]]] = [
         (f"sitemap-dreams-{k}.xml", part) for k, part in sitemap_dreams(model)
@@ -358,14 +362,20 @@ def _sitemaps(model: SiteModel) -> dict[str, bytes]:
     pages = sitemap_pages(model)
     for number, start in enumerate(range(0, len(pages), SITEMAP_LIMIT), 1):
         parts.append((f"sitemap-pages-{number}.xml", pages[start : start + SITEMAP_LIMIT]))
-    plan: dict[str, bytes] = {}
-    index: list[tuple[str, str | None]] = []
-    for path, part in parts:
-        plan[path] = _file("urlset.xml", urls=[(_href(model, p), mod) for p, mod in part])
+    index = [
         # Its newest page's date (RFC 3339 UTC strings of one shape sort as times).
-        newest = max((lastmod for _, lastmod in part if lastmod), default=None)
-        index.append((_href(model, path), newest))
-    return {"sitemap.xml": _file("sitemap-index.xml", sitemaps=index), **plan}
+        (_href(model, path), max((lastmod for _, lastmod in part if lastmod), default=None))
+        for path, part in parts
+    ]
+    yield Page("sitemap.xml", None, lambda: _file("sitemap-index.xml", sitemaps=index))
+    for path, part in parts:
+        # Everything a sitemap shows: its folders and dates, and the links' base.
+        key = key_of(("sitemap", path, model.base_url, part)) if keyed else None
+        yield Page(path, key, functools.partial(_urlset, model, part))
+
+
+def _urlset(model: SiteModel, part: Sequence[tuple[str, str | None]]) -> bytes:
+    return _file("urlset.xml", urls=[(_href(model, p), mod) for p, mod in part])
 
 
 def _robots(model: SiteModel) -> bytes:
