@@ -10,7 +10,8 @@ parsing live only in :mod:`builder.cli`:
               the Unicode policy (§1.1), the pool's YAML subset. The light client
               needs nothing else.
     text      what a reader sees of a text: the one Markdown renderer, the reader's
-              view, the redaction rules, the language a text is written in
+              view, the redaction rules, the language a text is written in,
+              text as XML character data
     content   a pool checkout: content/ (config, key directory, dreams), anonymity
               (§1.2), git, the pull-request gate, the pool lock, ``init``'s
               scaffold, the author's private key store

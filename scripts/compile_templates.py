@@ -1,6 +1,7 @@
 """Compile the site's templates ahead of time, into builder/site/templates_compiled/.
 
-Run it after editing a template (``templates/*.html``), changing the Jinja
+Run it after editing a template (``templates/*.html``, ``*.xml``, ``*.txt``:
+:func:`builder.site.render.is_template`), changing the Jinja
 environment's settings, filters or tests (:func:`builder.site.render.environment`)
 or installing another Jinja, and commit what it writes::
 
@@ -49,7 +50,7 @@ COMMAND = "python scripts/compile_templates.py"
 
 _INIT = '''\
 {header}
-"""The site's templates (templates/*.html), compiled ahead of time by Jinja.
+"""The site's templates (templates/: pages, feeds, sitemaps, robots.txt), compiled by Jinja.
 
 One module per template, ``tmpl_<SHA-1 of its name>.py``, which
 :mod:`builder.site.render` loads with :class:`jinja2.ModuleLoader` when
@@ -85,7 +86,7 @@ def generate(templates: Path = TEMPLATES) -> dict[str, str]:
         f"    {name!r}: {jinja2.ModuleLoader.get_template_key(name)!r},\n" for name in names
     )
     files["__init__.py"] = _INIT.format(
-        header=header("templates/*.html"),
+        header=header("templates/"),
         version=jinja2.__version__,
         key=render.compiled_key(env),
         modules=modules,

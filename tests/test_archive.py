@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -245,7 +246,7 @@ def _model(dreams: list[DreamView], history: list[tuple[int, str]]) -> SiteModel
     )
 
 
-def test_the_pool_by_month_on_a_small_fixture() -> None:
+def _small_pool() -> SiteModel:
     # Leaves 0 and 1 are keys; a dream's date is its first checkpoint's time.
     # Checkpoints: size 4 in 2025-11, sizes 6 and 7 in 2026-01, size 9 in 2026-02;
     # nothing is signed in 2025-12. Leaf 5 (a dream by carol) was erased: the
@@ -265,7 +266,11 @@ def test_the_pool_by_month_on_a_small_fixture() -> None:
         _dream(7, "2026-02-01T00:00:00Z", "dan"),
         _dream(8, "2026-02-01T00:00:00Z", "bob"),
     ]
-    rows = timeline.months(_model(dreams, history))
+    return _model(dreams, history)
+
+
+def test_the_pool_by_month_on_a_small_fixture() -> None:
+    rows = timeline.months(_small_pool())
     M = timeline.Month
     assert rows == [
         M("2025-11", dreams=2, total_dreams=2, authors=2, total_authors=2, log_size=4),
@@ -276,23 +281,35 @@ def test_the_pool_by_month_on_a_small_fixture() -> None:
     assert timeline.months(_model([], [])) == []
 
 
-def test_a_chart_draws_every_month_in_proportion_and_escapes_its_labels() -> None:
-    rows = [("2025-11", 2), ("2025-12", 0), ("<b>&", 4)]
-    svg = str(timeline.bar_chart("c", "Dreams <x>", 'say "hi" & <go>', rows, "dreams"))
-    assert svg.startswith('<svg class="timeline-chart" id="c" viewBox="0 0 360 200" role="img"')
-    assert '<title id="c-t">Dreams &lt;x&gt;</title>' in svg
-    assert '<desc id="c-d">say &#34;hi&#34; &amp; &lt;go&gt;</desc>' in svg
-    assert "<b>" not in svg and "&lt;b&gt;&amp;" in svg
-    heights = [
-        float(h) for h in re.findall(r'<rect class="timeline-bar"[^>]* height="([\d.]+)"', svg)
+def test_the_log_page_charts_are_column_charts_of_the_totals() -> None:
+    """The log page draws each total with the site's one column chart
+    (builder.site.charts.columns_svg): named, described month by month, a
+    bar a month in proportion to the total."""
+    rows, drawn = timeline.charts(_small_pool())
+    assert [caption for caption, _ in drawn] == [
+        "Dreams in the pool",
+        "Authors with a dream",
+        "Log entries",
     ]
-    plot = timeline.HEIGHT - 24 - 26
-    assert heights == [plot / 2, 0.0, plot]
-    assert "4 dreams" in svg  # the largest value names the scale
-    assert (
-        timeline.describe(rows[:2], "dreams")
-        == "From 2 dreams in 2025-11 to 0 in 2025-12, month by month."
+    totals = (
+        [r.total_dreams for r in rows],
+        [r.total_authors for r in rows],
+        [r.log_size for r in rows],
     )
+    assert totals == ([2, 2, 4, 6], [2, 2, 2, 3], [4, 4, 7, 9])
+    svg_ns = "{http://www.w3.org/2000/svg}"
+    for (caption, svg), values, unit in zip(
+        drawn, totals, ("dreams", "authors", "log entries"), strict=True
+    ):
+        root = ET.fromstring(str(svg))
+        assert root.get("role") == "img" and "chart-columns" in (root.get("class") or "")
+        assert root.findtext(svg_ns + "title") == f"{caption}, by month"
+        months = [r.month for r in rows]
+        says = "; ".join(f"{m}: {v} {unit}" for m, v in zip(months, values, strict=True))
+        assert root.findtext(svg_ns + "desc") == says
+        bars = [int(r.get("height") or 0) for r in root.iter(svg_ns + "rect")]
+        plot = 150 - 19 - 21  # columns_svg: height, top and bottom margins
+        assert bars == [plot * v // max(values) for v in values]
 
 
 def test_the_log_page_shows_the_pool_by_month_as_charts_and_a_table(
@@ -301,7 +318,8 @@ def test_the_log_page_shows_the_pool_by_month_as_charts_and_a_table(
     site = tmp_path / "site"
     buildmod.build(sample, site, signer=None)
     html = (site / "log/index.html").read_text(encoding="utf-8")
-    assert html.count('<svg class="timeline-chart"') == 3 and html.count('role="img"') == 3
+    assert html.count('<svg xmlns="http://www.w3.org/2000/svg" class="chart chart-columns"') == 3
+    assert html.count('role="img"') == 3
     # The sample's two checkpoints are both of 2026-11: 45 dreams (one erased), 9
     # named authors, 58 log entries.
     row = re.search(r'<tr><th scope="row"><time datetime="2026-11">.*?</tr>', html)

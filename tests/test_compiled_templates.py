@@ -11,8 +11,10 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import sys
+from collections import ChainMap
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import jinja2
 import pytest
@@ -45,7 +47,9 @@ def test_the_committed_modules_are_what_the_script_makes() -> None:
     assert sorted(committed) == sorted(made), run
     for name, text in made.items():
         assert committed[name] == text, f"{name} is stale: {run}"
-    assert len(made) == 1 + len(list((REPO / "templates").glob("*.html")))  # and __init__.py
+    templates = [p for p in (REPO / "templates").iterdir() if render.is_template(p.name)]
+    assert {p.suffix for p in templates} == set(render.TEMPLATE_SUFFIXES)
+    assert len(made) == 1 + len(templates)  # and __init__.py
 
 
 def test_every_module_says_it_is_generated_and_how() -> None:
@@ -93,3 +97,42 @@ def test_another_jinja_or_other_settings_compile_from_source(
     monkeypatch.setitem(render.JINJA_OPTIONS, "lstrip_blocks", False)
     env, compiled = render._environment()
     assert not compiled and isinstance(env.loader, jinja2.PackageLoader)
+
+
+def test_autoescape_is_by_extension_and_in_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """HTML and XML templates escape what they print, plain text (robots.txt)
+    does not; which extensions escape is part of the compiled modules' key,
+    since Jinja compiles it in."""
+    assert [render.autoescape(n) for n in ("a.html", "feed.xml", "robots.txt", None)] == [
+        True,
+        True,
+        False,
+        True,
+    ]
+    loc = "https://ex.org/?a=1&b=<2>"
+    robots = render.render_template("robots.txt", sitemap=loc)
+    assert robots.endswith(f"Sitemap: {loc}\n")
+    urlset = render.render_template("urlset.xml", urls=[(loc, None)])
+    assert "<loc>https://ex.org/?a=1&amp;b=&lt;2&gt;</loc>" in urlset
+    env = render.environment(render.source_loader())
+    assert render.compiled_key(env) == templates_compiled.SOURCE_KEY
+    monkeypatch.setattr(render, "ESCAPED_SUFFIXES", (".html",))
+    assert render.compiled_key(env) != templates_compiled.SOURCE_KEY
+
+
+def test_render_template_gives_what_jinja_render_gives() -> None:
+    """render.render_template passes the globals as the context's own
+    (render._render); that holds only while no template has globals of its
+    own, and must give Template.render's bytes."""
+    names = filter(render.is_template, render.source_loader().list_templates())
+    for page in [*map(render._ENV.get_template, names), render._CARD]:
+        assert isinstance(page.globals, ChainMap) and page.globals.maps[0] == {}, page.name
+        assert page.globals.maps[1] is render._ENV.globals
+    cases: dict[str, dict[str, Any]] = {
+        "_nav.html": {"root": "../", "nav": "tags"},
+        "robots.txt": {"sitemap": "https://ex.org/sitemap.xml"},
+        "urlset.xml": {"urls": [("a&b", "2026-01-01T00:00:00Z"), ("c", None)]},
+    }
+    for name, context in cases.items():
+        expected = render._ENV.get_template(name).render(**context)
+        assert render.render_template(name, **context) == expected

@@ -19,7 +19,6 @@ from builder.site.patterns import (
     Pair,
     Pattern,
     Patterns,
-    bar_chart_svg,
     compute_patterns,
     render_patterns_html,
     suppress,
@@ -315,6 +314,12 @@ def test_html_has_no_scripts_styles_or_handlers_and_is_well_formed() -> None:
     assert all(svg.get("role") in ("img", None) for svg in root.iter(f"{SVG}svg"))
 
 
+def bar_chart_svg(items: list[tuple[str, int]], *, title: str) -> str:
+    """One plain bar a label: stacked_bars_svg with a single series."""
+    rows = [(label, (("n", n),)) for label, n in items]
+    return charts.stacked_bars_svg(rows, chart_id="chart", title=title)
+
+
 def test_svg_is_well_formed_and_escapes_labels() -> None:
     evil = '<script>&"'
     svg = bar_chart_svg([(evil, 3), ("ok", 1), ("", 0)], title="Top <b> & 'more'")
@@ -328,8 +333,10 @@ def test_svg_is_well_formed_and_escapes_labels() -> None:
     assert evil in (root.findtext(f"{SVG}desc") or "")
 
 
-def test_svg_drops_characters_xml_forbids_and_survives_empty_input() -> None:
-    ET.fromstring(bar_chart_svg([("a\x01b", 1)], title="t\x0c"))
+def test_svg_replaces_characters_xml_forbids_and_survives_empty_input() -> None:
+    root = ET.fromstring(bar_chart_svg([("a\x01b\ufffe", 1)], title="t\x0c"))
+    assert root.findtext(f"{SVG}title") == "t\ufffd"
+    assert "a\ufffdb\ufffd" in [t.text for t in root.iter(f"{SVG}text")]
     empty = ET.fromstring(bar_chart_svg([], title="nothing"))
     assert "no data" in [t.text for t in empty.iter(f"{SVG}text")]
 

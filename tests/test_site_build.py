@@ -295,6 +295,41 @@ def test_only_the_search_shards_that_change_are_made_again(
     assert tree(site) == tree(cold)
 
 
+def test_only_the_sitemaps_that_change_are_made_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each sitemap but the index carries a key (builder.site.feeds.sitemap_files):
+    a new dream makes its leaf shard's sitemap again, and keeps the shards the
+    log has moved past."""
+    monkeypatch.setattr(feeds, "SHARD_LEAVES", 4)
+    tp = make_pool(tmp_path)
+    signer = parse_private_key(tp.log_key)
+    tp.add("ada", 10)
+    site = tmp_path / "site"
+    buildmod.build(tp.content, site, signer=signer)
+    made: list[list[tuple[str, str | None]]] = []
+    urlset = feeds._urlset
+
+    def counted(model: Any, part: list[tuple[str, str | None]]) -> bytes:
+        made.append(part)
+        return urlset(model, part)
+
+    monkeypatch.setattr(feeds, "_urlset", counted)
+    tp.add("ada", 1)
+    buildmod.build(tp.content, site, signer=signer)
+    # Leaves: ada's key, then the dreams; the new dream is leaf 11, in shard 2
+    # with leaves 8 to 10. sitemap-pages-1 (it starts with the home page) is
+    # made again only if the pool's date moved (two builds in one second).
+    dreams = [part for part in made if part[0][0].startswith("dreams/")]
+    assert [len(part) for part in dreams] == [4]
+    assert all(part[0][0] == "" for part in made if part not in dreams)
+    assert len(made) <= 2
+    assert len(list(site.glob("sitemap-dreams-*.xml"))) == 3
+    cold = tmp_path / "cold"
+    buildmod.build(tp.content, cold, signer=None)
+    assert tree(site) == tree(cold)
+
+
 def test_the_favicon_is_drawn_once_and_then_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -168,7 +168,8 @@ def installed(python: Path, env: dict[str, str], cwd: Path) -> dict[str, str | N
     found: dict[str, str | None] = json.loads(_run([python, "-I", "-c", code], env, cwd).stdout)
     lines = str(found["record"]).splitlines()
     found["files"] = "\n".join(sorted(line for line in lines if not line.startswith("../")))
-    assert "builder/templates/dream.html," in found["files"]
+    for template in ("dream.html", "feed.xml", "_entry.xml", "urlset.xml", "robots.txt"):
+        assert f"builder/templates/{template}," in found["files"]
     assert "builder/site/templates_compiled/__init__.py," in found["files"]
     assert found.pop("compiled") == "True"
     return found

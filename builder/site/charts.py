@@ -13,6 +13,18 @@ Colours come from classes the stylesheet maps to custom properties, per
 theme (``.bar``, ``.seg-<series>``, ``.suppressed``); the ``fill``
 attributes are only the fallback of a page without the stylesheet. Text is
 ``currentColor``, the page's own text colour.
+
+Two charts, one of each shape: :func:`columns_svg` (a count per month, on
+the patterns page and, for the pool's totals, the log page:
+:mod:`builder.site.timeline`) and :func:`stacked_bars_svg` (a row per tag).
+
+Python, not template macros (``templates/_macros.html``): a chart is a
+fragment computed from numbers (slot widths, rounding that tiles a bar,
+labels cut to fit, which counts have room to show), arithmetic a template
+language would only hide; as functions they are pure and tested as such
+(tests/test_patterns.py). The page around a chart is still its template's;
+the chart's own text is escaped here (:func:`esc`), and the page places the
+result as trusted markup.
 """
 
 from __future__ import annotations
@@ -24,22 +36,23 @@ from collections.abc import Mapping, Sequence
 
 from markupsafe import escape
 
-__all__ = ["WIDTH", "bar_chart_svg", "columns_svg", "esc", "stacked_bars_svg"]
+from builder.text.xmltext import xml_safe
+
+__all__ = ["WIDTH", "columns_svg", "esc", "stacked_bars_svg"]
 
 WIDTH = 320
 _FONT_SIZE = 13
 _SPARK_W, _SPARK_H = 96, 28
-# Characters XML 1.0 forbids even as references; a label holding one would
-# make the SVG unparseable, so they are dropped rather than escaped.
-_XML_INVALID_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 _ID_RE = re.compile(r"[a-z][a-z0-9-]*")
 _BAR_FILL = "#3346b8"
 _MUTED_FILL = "#6b7280"
 
 
 def esc(text: str) -> str:
-    """Text safe inside an SVG (or HTML) element or attribute."""
-    return str(escape(_XML_INVALID_RE.sub("", text)))
+    """Text safe inside an SVG (or HTML) element or attribute: escaped, and
+    characters XML 1.0 forbids (which would make the SVG unparseable) as
+    U+FFFD, as in the feeds (:func:`builder.text.xmltext.xml_safe`)."""
+    return str(escape(xml_safe(text)))
 
 
 def _text_width(text: str, size: int = _FONT_SIZE) -> int:
@@ -126,13 +139,6 @@ def stacked_bars_svg(
         out.append("</g>")
     out.append("</svg>")
     return "".join(out)
-
-
-def bar_chart_svg(items: Sequence[tuple[str, int]], *, title: str, chart_id: str = "chart") -> str:
-    """One plain bar a label: :func:`stacked_bars_svg` with a single series."""
-    return stacked_bars_svg(
-        [(label, (("n", n),)) for label, n in items], chart_id=chart_id, title=title
-    )
 
 
 def _says(buckets: Sequence[tuple[str, int | None]], unit: str, suppressed: str) -> str:

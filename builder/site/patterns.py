@@ -56,7 +56,6 @@ from markupsafe import Markup, escape
 from builder import parallel
 from builder.content import anonymity
 from builder.site import charts, keywords
-from builder.site.charts import bar_chart_svg
 from builder.site.keywords import tokens
 from builder.site.model import ENTRY_ORDER, TIER_RANK, DreamView, SiteModel, month_span
 
@@ -65,7 +64,6 @@ __all__ = [
     "Pair",
     "Pattern",
     "Patterns",
-    "bar_chart_svg",
     "compute_patterns",
     "render_patterns_html",
     "suppress",

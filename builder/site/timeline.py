@@ -16,18 +16,18 @@ Every month from the first checkpoint's to the last one's is a row, so the
 chart's axis is linear in time; a month with no checkpoint repeats the totals
 before it. Erased dreams are not counted (their leaves are: the log size).
 
-:func:`bar_chart` draws one series as an SVG made by the build (no script),
-sized by its ``viewBox`` to its container, every label escaped here.
+:func:`charts` draws the totals as :func:`builder.site.charts.columns_svg`,
+the column chart the patterns page draws too (the site has one).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-from markupsafe import Markup, escape
+from markupsafe import Markup
 
+from builder.site.charts import columns_svg
 from builder.site.model import SiteModel, month_span
 
 
@@ -67,73 +67,11 @@ def months(model: SiteModel) -> list[Month]:
     return rows
 
 
-# The chart's user units: 360 wide, so text of 13 units is 12.9 CSS px at
-# 390 px (a 358 px column): style.css keeps a chart at most 24rem wide, so
-# it never grows past 1.07x either.
-WIDTH, HEIGHT = 360, 200
-FONT = 13
-_LEFT, _RIGHT, _TOP, _BOTTOM = 6, 6, 24, 26
-
-
-def bar_chart(
-    chart_id: str, title: str, desc: str, rows: Sequence[tuple[str, int]], unit: str
-) -> Markup:
-    """A bar a row (label, value), oldest first; the axis names the first and
-    last month and the largest value. ``role="img"`` with a ``<title>`` and a
-    ``<desc>`` (the values in words); the page's table is the full text."""
-    e = escape
-    top = max((v for _, v in rows), default=0)
-    plot_w, plot_h = WIDTH - _LEFT - _RIGHT, HEIGHT - _TOP - _BOTTOM
-    base = HEIGHT - _BOTTOM
-    out = [
-        f'<svg class="timeline-chart" id="{e(chart_id)}" viewBox="0 0 {WIDTH} {HEIGHT}" '
-        f'role="img" aria-labelledby="{e(chart_id)}-t {e(chart_id)}-d" '
-        f'xmlns="http://www.w3.org/2000/svg">',
-        f'<title id="{e(chart_id)}-t">{e(title)}</title>',
-        f'<desc id="{e(chart_id)}-d">{e(desc)}</desc>',
-        f'<text class="timeline-max" x="{_LEFT}" y="{FONT + 2}" font-size="{FONT}">'
-        f"{e(f'{top:,} {unit}')}</text>",
-    ]
-    if rows:
-        step = plot_w / len(rows)
-        bar = min(max(step * 0.8, 1.0), 48.0)
-        for i, (label, value) in enumerate(rows):
-            h = plot_h * value / top if top else 0.0
-            x = _LEFT + i * step + (step - bar) / 2
-            out.append(
-                f'<rect class="timeline-bar" x="{x:.2f}" y="{base - h:.2f}" '
-                f'width="{bar:.2f}" height="{h:.2f}"><title>{e(label)}: {value:,}</title></rect>'
-            )
-        y = HEIGHT - 8
-        first = e(rows[0][0])
-        out.append(
-            f'<text class="timeline-axis" x="{_LEFT}" y="{y}" font-size="{FONT}">{first}</text>'
-        )
-        if len(rows) > 1:
-            out.append(
-                f'<text class="timeline-axis" x="{WIDTH - _RIGHT}" y="{y}" font-size="{FONT}" '
-                f'text-anchor="end">{e(rows[-1][0])}</text>'
-            )
-    out.append(
-        f'<line class="timeline-base" x1="{_LEFT}" y1="{base}" x2="{WIDTH - _RIGHT}" y2="{base}"/>'
-    )
-    out.append("</svg>")
-    return Markup("".join(out))
-
-
-def describe(rows: Sequence[tuple[str, int]], what: str) -> str:
-    """A chart's ``<desc>``: the span and the first and last values, in words."""
-    if not rows:
-        return f"No {what} yet."
-    (first, a), (last, b) = rows[0], rows[-1]
-    if len(rows) == 1:
-        return f"{b:,} {what} in {last}."
-    return f"From {a:,} {what} in {first} to {b:,} in {last}, month by month."
-
-
 def charts(model: SiteModel) -> tuple[list[Month], list[tuple[str, Markup]]]:
     """The rows and the three charts of the log page, each with its caption:
-    dreams, authors and log entries at the end of each month."""
+    dreams, authors and log entries at the end of each month. Each chart's
+    ``<desc>`` says every month's total; the page's table beside them is the
+    same in full."""
     rows = months(model)
     series = (
         ("chart-dreams", "Dreams in the pool", "dreams", [(r.month, r.total_dreams) for r in rows]),
@@ -146,6 +84,7 @@ def charts(model: SiteModel) -> tuple[list[Month], list[tuple[str, Markup]]]:
         ("chart-log", "Log entries", "log entries", [(r.month, r.log_size) for r in rows]),
     )
     return rows, [
-        (title, bar_chart(cid, f"{title}, by month", describe(points, unit), points, unit))
+        # Trusted markup: columns_svg escapes every label it draws.
+        (title, Markup(columns_svg(points, chart_id=cid, title=f"{title}, by month", unit=unit)))
         for cid, title, unit, points in series
     ]

@@ -210,7 +210,7 @@ def test_every_svg_is_named_described_and_readable_at_390_px(
     # The charts' text alternative in full: the table beside them, a row a month.
     narrow.goto(long_words.url + "log/")
     rows = narrow.locator("table.timeline-table tbody tr").count()
-    bars = narrow.locator("#chart-dreams rect.timeline-bar").count()
+    bars = narrow.locator('svg[aria-labelledby="chart-dreams-title"] rect.bar').count()
     assert rows == bars == 4
     assert not problems, "\n".join(problems)
 
