@@ -135,7 +135,7 @@ class Unit:
 
 
 class Units:
-    """Renders or keeps every dream's unit; holds the cards for list pages."""
+    """Renders or keeps every dream's unit; hands list pages the fragments, from the store."""
 
     def __init__(self, log: logbuild.Log, model: SiteModel, cache: BuildCache) -> None:
         self.log = log
