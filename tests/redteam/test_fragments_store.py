@@ -1,0 +1,83 @@
+"""Red-team review of the ``fragments`` section of the build store
+(builder.buildcache.Rows, builder.site.units): what the store keeps and what
+readers are shown must be what was signed, redacted and logged, and an erased
+dream's text must leave the store (THREATS.md T48)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from builder import build as buildmod
+from builder import buildcache
+from builder.formats.note import parse_private_key
+from builder.log import erase
+from builder.site import units as unitsmod
+from tests.pools import PoolFixture, make_pool
+from tests.redteam import signed, submit, tree
+from tests.redteam.test_boundary import _store_text
+
+CANARY = "fragmentsstorecanary"
+
+
+def _pool_with_canary(tmp_path: Path) -> tuple[PoolFixture, str, Path]:
+    tp = make_pool(tmp_path)
+    (gone,) = submit(tp, signed("ada", title=f"The {CANARY}", summary="Short."))
+    submit(tp, signed("bob", title="Bob stays"))
+    site = tmp_path / "site"
+    buildmod.build(tp.content, site, signer=parse_private_key(tp.log_key))
+    for path in tmp_path.glob("in-*.json"):
+        path.unlink()  # the submitted copies, outside the pool
+    return tp, gone, site
+
+
+def _short_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store's 60 s busy timeout, made short so a held lock is 'busy' at once."""
+    connect = sqlite3.connect
+
+    def quick(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        kwargs["timeout"] = 0.05
+        return connect(*args, **kwargs)
+
+    monkeypatch.setattr(buildcache.sqlite3, "connect", quick)
+
+
+def test_a_store_busy_only_during_the_list_pages_keeps_no_erased_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """T48: another process holds the store while the list pages are written
+    (Rows.retain finds it busy and gives up), then lets go: the build's own
+    save at the end succeeds, yet the erased dream's card, feed and search
+    entries stay in the store. Before fragments were a section of their own,
+    the units section that held them was rewritten by that same save."""
+    tp, gone, site = _pool_with_canary(tmp_path)
+    store = tmp_path / ".site.builds" / "cache" / buildcache.STORE
+    _short_timeout(monkeypatch)
+    holder: list[sqlite3.Connection] = []
+    write, close = unitsmod.Units.write, unitsmod.Units.close
+
+    def write_then_lock(self: unitsmod.Units, w: Any) -> int:
+        n = write(self, w)
+        db = sqlite3.connect(store, isolation_level=None)
+        db.execute("BEGIN EXCLUSIVE")
+        holder.append(db)
+        return n
+
+    def unlock_then_close(self: unitsmod.Units) -> None:
+        for db in holder:
+            db.execute("ROLLBACK")
+            db.close()
+        holder.clear()
+        close(self)
+
+    monkeypatch.setattr(unitsmod.Units, "write", write_then_lock)
+    monkeypatch.setattr(unitsmod.Units, "close", unlock_then_close)
+    erase.erase(tp.content, gone, "author-request")
+    report = buildmod.build(tp.content, site, signer=parse_private_key(tp.log_key))
+    assert any("busy" in n for n in report.notes), report.notes
+    monkeypatch.undo()
+    assert [p for p, data in tree(tmp_path).items() if CANARY.encode() in data] == []
+    assert CANARY.encode() not in _store_text(tmp_path)
