@@ -420,6 +420,8 @@ class BuildCache:
         self._loaded: dict[str, dict[Any, Any]] = {}
         self.notes: list[str] = []
         self._ready = False
+        # Rows sections whose Rows.retain could not delete: name -> the keys to keep.
+        self._retain: dict[str, set[str]] = {}
 
     def __getitem__(self, name: str) -> dict[Any, Any]:
         if name not in CODECS:
@@ -564,10 +566,15 @@ class BuildCache:
         if self.folder is None:
             return
         todo = [n for n in (names or tuple(self.sections)) if n in self.sections]
-        if not todo:
+        if not todo and not self._retain:
             return
         try:
             with self._connect() as db:
+                # Before any section: a build that cannot delete what a Rows
+                # section no longer names leaves the last build's rows whole.
+                for name, wanted in self._retain.items():
+                    _delete_except(db, name, wanted)
+                self._retain.clear()
                 for name in todo:
                     self._save(db, name)
         except sqlite3.Error as exc:
@@ -594,6 +601,15 @@ class BuildCache:
             db.executemany(f'INSERT OR REPLACE INTO "{name}" VALUES (?, ?, ?)', upsert)
             db.execute("COMMIT")
         self._loaded[name] = dict(section)
+
+
+def _delete_except(db: sqlite3.Connection, name: str, wanted: Collection[str]) -> None:
+    """Delete every row of section ``name`` whose key is not in ``wanted``."""
+    stale = [(k,) for (k,) in db.execute(f'SELECT k FROM "{name}"') if k not in wanted]
+    if stale:
+        db.execute("BEGIN IMMEDIATE")
+        db.executemany(f'DELETE FROM "{name}" WHERE k = ?', stale)
+        db.execute("COMMIT")
 
 
 # Every Rows with a reading connection open: closed before any fork
@@ -717,19 +733,20 @@ class Rows:
         """Delete every row whose key is not in ``keys`` (flushing first): what no
         current entry names leaves no row (an erased dream's text, THREATS.md T48)."""
         self.flush()
-        if self._failed:
-            return
         wanted = {self._codec.key_out(k) for k in keys}
+        if self._failed:
+            # Busy (or started afresh) earlier in this build: the store may
+            # still hold rows no entry names, an erased dream's text among
+            # them. BuildCache.save deletes them with the sections it writes,
+            # or writes nothing (T48).
+            if self._cache.folder is not None:
+                self._cache._retain[self._name] = wanted
+            return
         try:
             with self._cache._connect() as db:
-                stale = [
-                    (k,) for (k,) in db.execute(f'SELECT k FROM "{self._name}"') if k not in wanted
-                ]
-                if stale:
-                    db.execute("BEGIN IMMEDIATE")
-                    db.executemany(f'DELETE FROM "{self._name}" WHERE k = ?', stale)
-                    db.execute("COMMIT")
+                _delete_except(db, self._name, wanted)
         except sqlite3.Error as exc:
+            self._cache._retain[self._name] = wanted
             self._fail(exc, "written this build")
 
     def close(self) -> None:
