@@ -45,25 +45,33 @@ def _short_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(buildcache.sqlite3, "connect", quick)
 
 
-def test_a_store_busy_only_during_the_list_pages_keeps_no_erased_text(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("since", ["list pages", "units"])
+def test_a_store_busy_only_during_the_site_stage_keeps_no_erased_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, since: str
 ) -> None:
     """T48: another process holds the store while the list pages are written
-    (Rows.retain finds it busy and gives up), then lets go: the build's own
-    save at the end succeeds, yet the erased dream's card, feed and search
-    entries stay in the store. Before fragments were a section of their own,
-    the units section that held them was rewritten by that same save."""
+    (Rows.retain finds it busy and gives up), or from the units on (Rows
+    fails at its first flush and retain no longer tries), then lets go: the
+    build's own save at the end succeeds, yet the erased dream's card, feed
+    and search entries stay in the store. Before fragments were a section of
+    their own, the units section that held them was rewritten by that save."""
     tp, gone, site = _pool_with_canary(tmp_path)
     store = tmp_path / ".site.builds" / "cache" / buildcache.STORE
     _short_timeout(monkeypatch)
     holder: list[sqlite3.Connection] = []
     write, close = unitsmod.Units.write, unitsmod.Units.close
 
-    def write_then_lock(self: unitsmod.Units, w: Any) -> int:
-        n = write(self, w)
+    def lock() -> None:
         db = sqlite3.connect(store, isolation_level=None)
         db.execute("BEGIN EXCLUSIVE")
         holder.append(db)
+
+    def write_then_lock(self: unitsmod.Units, w: Any) -> int:
+        if since == "units":
+            lock()
+        n = write(self, w)
+        if since == "list pages":
+            lock()
         return n
 
     def unlock_then_close(self: unitsmod.Units) -> None:
