@@ -389,6 +389,15 @@ CODECS: dict[str, Codec] = {
 }
 
 
+def _table_sql(name: str) -> str:
+    # A rowid table, not WITHOUT ROWID: SQLite stores a WITHOUT ROWID
+    # row whole in its B-tree, and rows of kilobytes (dreams,
+    # fragments) then filled half the file with overflow pages. Measured
+    # at 10k dreams: the file 121 MB against 55, and a fragment read
+    # by key 39 µs against 8.
+    return f'CREATE TABLE "{name}" (k TEXT PRIMARY KEY, v BLOB NOT NULL, d BLOB NOT NULL)'
+
+
 def _row_digest(k: str, v: bytes) -> bytes:
     h = hashlib.blake2b(digest_size=_DIGEST)
     h.update(len(k.encode()).to_bytes(8, "big"))
@@ -420,6 +429,8 @@ class BuildCache:
         self._loaded: dict[str, dict[Any, Any]] = {}
         self.notes: list[str] = []
         self._ready = False
+        # Rows sections whose Rows.retain could not delete: name -> the keys to keep.
+        self._retain: dict[str, set[str]] = {}
 
     def __getitem__(self, name: str) -> dict[Any, Any]:
         if name not in CODECS:
@@ -514,19 +525,18 @@ class BuildCache:
     def _ensure_schema(self, db: sqlite3.Connection) -> None:
         db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
         meta = dict(db.execute("SELECT name, value FROM meta").fetchall())
-        if meta == {"format": FORMAT, "code": code_digest()}:
+        # The tables too, not only the meta row: a section of another shape
+        # (columns in another order, say) would read every row as damaged and
+        # write it back the same way, build after build.
+        tables = dict(db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'"))
+        if meta == {"format": FORMAT, "code": code_digest()} and all(
+            tables.get(name) == _table_sql(name) for name in CODECS
+        ):
             return
         db.execute("BEGIN IMMEDIATE")
         for name in CODECS:
             db.execute(f'DROP TABLE IF EXISTS "{name}"')
-            # A rowid table, not WITHOUT ROWID: SQLite stores a WITHOUT ROWID
-            # row whole in its B-tree, and rows of kilobytes (dreams,
-            # fragments) then filled half the file with overflow pages. Measured
-            # at 10k dreams: the file 121 MB against 55, and a fragment read
-            # by key 39 µs against 8.
-            db.execute(
-                f'CREATE TABLE "{name}" (k TEXT PRIMARY KEY, v BLOB NOT NULL, d BLOB NOT NULL)'
-            )
+            db.execute(_table_sql(name))
         db.execute("DELETE FROM meta")
         db.executemany(
             "INSERT INTO meta VALUES (?, ?)", [("format", FORMAT), ("code", code_digest())]
@@ -564,10 +574,15 @@ class BuildCache:
         if self.folder is None:
             return
         todo = [n for n in (names or tuple(self.sections)) if n in self.sections]
-        if not todo:
+        if not todo and not self._retain:
             return
         try:
             with self._connect() as db:
+                # Before any section: a build that cannot delete what a Rows
+                # section no longer names leaves the last build's rows whole.
+                for name, wanted in self._retain.items():
+                    _delete_except(db, name, wanted)
+                self._retain.clear()
                 for name in todo:
                     self._save(db, name)
         except sqlite3.Error as exc:
@@ -594,6 +609,15 @@ class BuildCache:
             db.executemany(f'INSERT OR REPLACE INTO "{name}" VALUES (?, ?, ?)', upsert)
             db.execute("COMMIT")
         self._loaded[name] = dict(section)
+
+
+def _delete_except(db: sqlite3.Connection, name: str, wanted: Collection[str]) -> None:
+    """Delete every row of section ``name`` whose key is not in ``wanted``."""
+    stale = [(k,) for (k,) in db.execute(f'SELECT k FROM "{name}"') if k not in wanted]
+    if stale:
+        db.execute("BEGIN IMMEDIATE")
+        db.executemany(f'DELETE FROM "{name}" WHERE k = ?', stale)
+        db.execute("COMMIT")
 
 
 # Every Rows with a reading connection open: closed before any fork
@@ -717,19 +741,20 @@ class Rows:
         """Delete every row whose key is not in ``keys`` (flushing first): what no
         current entry names leaves no row (an erased dream's text, THREATS.md T48)."""
         self.flush()
-        if self._failed:
-            return
         wanted = {self._codec.key_out(k) for k in keys}
+        if self._failed:
+            # Busy (or started afresh) earlier in this build: the store may
+            # still hold rows no entry names, an erased dream's text among
+            # them. BuildCache.save deletes them with the sections it writes,
+            # or writes nothing (T48).
+            if self._cache.folder is not None:
+                self._cache._retain[self._name] = wanted
+            return
         try:
             with self._cache._connect() as db:
-                stale = [
-                    (k,) for (k,) in db.execute(f'SELECT k FROM "{self._name}"') if k not in wanted
-                ]
-                if stale:
-                    db.execute("BEGIN IMMEDIATE")
-                    db.executemany(f'DELETE FROM "{self._name}" WHERE k = ?', stale)
-                    db.execute("COMMIT")
+                _delete_except(db, self._name, wanted)
         except sqlite3.Error as exc:
+            self._cache._retain[self._name] = wanted
             self._fail(exc, "written this build")
 
     def close(self) -> None:
