@@ -49,7 +49,7 @@ def _short_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_store_busy_only_during_the_site_stage_keeps_no_erased_text(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, since: str
 ) -> None:
-    """T48: another process holds the store while the list pages are written
+    """T48, T104: another process holds the store while the list pages are written
     (Rows.retain finds it busy and gives up), or from the units on (Rows
     fails at its first flush and retain no longer tries), then lets go: the
     build's own save at the end succeeds, yet the erased dream's card, feed
@@ -94,7 +94,7 @@ def test_a_store_busy_only_during_the_site_stage_keeps_no_erased_text(
 def test_a_fragments_table_of_another_shape_is_made_again_not_missed_forever(
     tmp_path: Path,
 ) -> None:
-    """A store whose ``fragments`` table has its columns in another order (its
+    """T105: a store whose ``fragments`` table has its columns in another order (its
     meta row intact: a bug of some other build, or rot of the schema) puts
     each row's digest where its value belongs: every row reads as damaged, is
     rendered again on one core and written back the same way, build after
@@ -126,6 +126,7 @@ def test_a_fragments_table_of_another_shape_is_made_again_not_missed_forever(
 def test_fragments_stay_bounded_in_memory_when_the_store_is_busy(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """T106 (accepted risk): a Rows whose store is busy holds what it is given."""
     cache = buildcache.BuildCache(tmp_path)
     rows = cache.rows("fragments")
     rows.put("0" * 32, (b"a", b"b", b"c", b"d"))
