@@ -749,3 +749,64 @@ def test_stats_name_as_many_tags_as_the_patterns_page(
     cut = mcp_server.Tools(mcp_server.open_reader(None, content), content=content).dream_stats()
     assert f"the first 1 of {shared}" in cut.text and "the first" not in full.text
     assert cut.data["patterns"]["tags"] == shared
+
+
+# --- a checkout's logged dreams: taken by their commitment, as the build takes them ---
+
+
+def test_bulk_tools_over_a_checkout_take_logged_dreams_by_their_commitment(
+    hostile: Hostile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over --content the bulk tools take each logged dream as content_plan took it:
+    its file and salt commit to its proven leaf (docs/protocol.md §3.1), so its
+    record is neither made nor parsed and its signature is not verified again (at
+    100k dreams that was over 1 ms a dream, and dream_stats outlasted an MCP
+    client's timeout). What they return is what the site's records say."""
+    content = hostile.tp.content
+    # The same tools with each record made, parsed and verified (as over a site).
+    slow = mcp_server.Tools(mcp_server.open_reader(None, content), content=content)
+    slow.reader._admitted = None
+    want = (slow.dream_list(limit=100).data, slow.dream_stats().data, slow.dream_digest().data)
+    tools = mcp_server.Tools(mcp_server.open_reader(None, content), content=content)
+    records: list[str] = []
+    real_record = logbuild.record_bytes
+
+    def record_bytes(admitted: logbuild.Admitted) -> bytes:
+        records.append(admitted.dream.id)
+        return real_record(admitted)
+
+    monkeypatch.setattr(logbuild, "record_bytes", record_bytes)
+    calls = Calls(monkeypatch)
+    got = (tools.dream_list(limit=100).data, tools.dream_stats().data, tools.dream_digest().data)
+    assert (calls.verify, records) == (0, [])
+    assert got == want
+    assert got[1]["failed"] == [] and got[1]["dreams"] == len(got[0]["dreams"]) > 5
+    # One dream read alone still runs the light client on its record and proof.
+    some = hostile.maintainer[0]
+    assert len(tools.dream_get(some).data["steps"]) == 5
+    assert records == [some] and calls.verify == 1
+
+
+def test_a_checkout_dream_is_taken_only_as_the_leaf_the_reader_proved(
+    hostile: Hostile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checkout's dream is taken only if its leaf is the very leaf at its index
+    in the tree the reader proved; otherwise its record is checked against that
+    leaf, as over a site. Here the checkout answers for the victim with another
+    logged dream: the victim is still shown as its own record says."""
+    content = hostile.tp.content
+    victim, other = hostile.maintainer[0], hostile.maintainer[1]
+    real = mcp_server.ContentSite.admitted
+
+    def swapped(self: mcp_server.ContentSite, dream_id: str) -> Any:
+        return real(self, other if dream_id == victim else dream_id)
+
+    monkeypatch.setattr(mcp_server.ContentSite, "admitted", swapped)
+    tools = mcp_server.Tools(mcp_server.open_reader(None, content), content=content)
+    calls = Calls(monkeypatch)
+    listed = tools.dream_list(limit=100).data
+    assert calls.verify == 1 and listed["failed"] == []
+    titles = {d["id"]: d["text"] for d in listed["dreams"]}
+    own = json.loads(_record(hostile.site, victim).read_text(encoding="utf-8"))["dream"]["title"]
+    theirs = json.loads(_record(hostile.site, other).read_text(encoding="utf-8"))["dream"]["title"]
+    assert own in titles[victim] and theirs not in titles[victim]

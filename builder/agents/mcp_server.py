@@ -47,6 +47,9 @@ in the background; the first call waits for it (:meth:`PoolReader.warm`).
    ``dream_digest``) check each in bulk (:meth:`PoolReader.checked`): its record must
    recompute the leaf at its index in the tree of step 3, which proves its inclusion
    as a proof would, and its signature must verify; its proof file is not read.
+   Over a checkout, a logged dream whose leaf is that very leaf is taken as
+   :func:`content_plan` took it (its file and salt commit to the proven leaf, the
+   build's rule of docs/protocol.md §3.1), without making its record again.
 
 **Trust: agents get only what is signed, or quoted.** The log signs which dreams
 exist and what they say, never a tier, a date or the pool's title. So:
@@ -229,6 +232,14 @@ class LogSite:
             return logbuild.proof_bytes(self._log.state, self._log.tree, admitted.index)
         return None
 
+    def admitted(self, dream_id: str) -> tuple[logbuild.Admitted, bytes] | None:
+        """The logged dream ``dream_id`` as the plan took it, and the leaf the log
+        holds at its index; None if the log holds no such dream."""
+        admitted = self._log.dreams.get(dream_id)
+        if admitted is None or admitted.index >= len(self._log.state.leaves):
+            return None
+        return admitted, self._log.state.leaves[admitted.index]
+
 
 class ContentSite:
     """The log files of a pool checkout, built in memory, and what the checkout says
@@ -256,6 +267,10 @@ class ContentSite:
 
     def fetch(self, path: str, limit: int) -> bytes:
         return self._current()[0].fetch(path, limit)
+
+    def admitted(self, dream_id: str) -> tuple[logbuild.Admitted, bytes] | None:
+        """:meth:`LogSite.admitted` of the checkout as last reloaded."""
+        return self._current()[0].admitted(dream_id)
 
     def reload(self) -> None:
         with self._lock:
@@ -425,8 +440,11 @@ class PoolReader:
         link_base: str | None = None,
         trusted: Callable[[], Trusted] | None = None,
         origin: str | None = None,
+        admitted: Callable[[str], tuple[logbuild.Admitted, bytes] | None] | None = None,
     ) -> None:
         self.site = site
+        # A checkout's logged dreams as content_plan took them (checked)
+        self._admitted = admitted
         self.kind = kind
         self.location = location
         self.link_base = link_base
@@ -650,6 +668,10 @@ class PoolReader:
             cached = self._verified.get(dream_id) or self._checked.get(dream_id)
             if cached is not None:
                 return cached
+            taken = self._from_checkout(dream_id, index, snap)
+            if taken is not None:
+                self._checked[dream_id] = taken
+                return taken
             try:
                 record = self.site.fetch(f"dreams/{dream_id}/record.json", MAX_RECORD_SIZE)
                 dream = verify_logged_record(record, index, snap.leaves[index])
@@ -667,6 +689,33 @@ class PoolReader:
             checked = Verified(dream_id, index, dream.key_id, dict(dream.body), steps)
             self._checked[dream_id] = checked
             return checked
+
+    def _from_checkout(self, dream_id: str, index: int, snap: Snapshot) -> Verified | None:
+        """Over a checkout, the logged dream as :func:`content_plan` took it, or None.
+
+        content_plan proved the log against its signed checkpoints and took each
+        logged dream only if its file and salt commit to its proven leaf (or failed
+        whole): docs/protocol.md §3.1, the build's own rule, under which the record
+        made from it recomputes that leaf and its signature was verified when the log
+        admitted it. So the record need not be made, parsed and verified again, which
+        cost over 1 ms a dream. It is taken only if the leaf its log holds at ``index``
+        is byte for byte leaf ``index`` of the tree this reader proved (step 3);
+        otherwise None, and :meth:`checked` checks its record as over a site."""
+        if self._admitted is None:
+            return None
+        found = self._admitted(dream_id)
+        if found is None:
+            return None
+        admitted, leaf = found
+        if admitted.index != index or admitted.dream.id != dream_id or leaf != snap.leaves[index]:
+            return None
+        steps = (
+            Step(1, STEP_TITLES[1], True, f"checkpoint size {snap.size} verified"),
+            Step(2, STEP_TITLES[2], True, f"the checkout's file and salt commit to leaf {index}"),
+            Step(3, STEP_TITLES[3], True, f"the log's {snap.size} leaves hash to its root"),
+            Step(4, STEP_TITLES[4], True, "dream schema verified; signature verified on admission"),
+        )
+        return Verified(dream_id, index, admitted.dream.key_id, dict(admitted.dream.body), steps)
 
     def view(self, v: Verified) -> DreamView:
         """A verified dream as the site model shows it, with its tier and date."""
@@ -1444,6 +1493,7 @@ def open_reader(
             reload=source.reload,
             trusted=source.trusted,
             origin=pool.load_config(content).origin if lazy else None,
+            admitted=source.admitted,
         )
     assert site is not None
     remote = site.startswith(("http://", "https://"))
