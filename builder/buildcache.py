@@ -66,6 +66,7 @@ import stat
 import struct
 import sys
 import unicodedata
+import urllib.parse
 import weakref
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
@@ -524,14 +525,7 @@ class BuildCache:
 
     def _ensure_schema(self, db: sqlite3.Connection) -> None:
         db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        meta = dict(db.execute("SELECT name, value FROM meta").fetchall())
-        # The tables too, not only the meta row: a section of another shape
-        # (columns in another order, say) would read every row as damaged and
-        # write it back the same way, build after build.
-        tables = dict(db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'"))
-        if meta == {"format": FORMAT, "code": code_digest()} and all(
-            tables.get(name) == _table_sql(name) for name in CODECS
-        ):
+        if _of_this_code(db):
             return
         db.execute("BEGIN IMMEDIATE")
         for name in CODECS:
@@ -609,6 +603,77 @@ class BuildCache:
             db.executemany(f'INSERT OR REPLACE INTO "{name}" VALUES (?, ?, ?)', upsert)
             db.execute("COMMIT")
         self._loaded[name] = dict(section)
+
+
+def _of_this_code(db: sqlite3.Connection) -> bool:
+    """Whether the store was made by this code: its format and code digest,
+    and every section's table as this code makes it. The tables too, not only
+    the meta row: a section of another shape (columns in another order, say)
+    would read every row as damaged and be written back the same way, build
+    after build."""
+    tables = dict(db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'"))
+    if "meta" not in tables:
+        return False
+    meta = dict(db.execute("SELECT name, value FROM meta").fetchall())
+    return meta == {"format": FORMAT, "code": code_digest()} and all(
+        tables.get(name) == _table_sql(name) for name in CODECS
+    )
+
+
+class StoreReader(BuildCache):
+    """The store as a process other than the build reads it: never changed.
+
+    ``dreampool mcp --content`` reads the sections of the build beside the
+    checkout (:func:`builder.site.derived.store_to_read` says whether it may),
+    so that it need not verify, commit and find the keywords of every dream
+    again. The rules are the build's (module doc): a row whose digest fails
+    is a miss, a file that is a link or not plain is not opened. A store
+    that is missing, of other code or another shape, busy or damaged reads
+    as empty, so every lookup misses and the caller computes; unlike the
+    build, the reader removes, remakes and writes nothing, not even a
+    damaged store, which is the build's to replace."""
+
+    def _load(self, name: str) -> dict[Any, Any]:
+        self._prepare()
+        return super()._load(name)
+
+    def _prepare(self) -> None:
+        if self._ready or self.folder is None:
+            return
+        self._ready = True
+        path = self.folder / STORE
+        try:
+            st = os.lstat(path)
+        except OSError:
+            st = None
+        if not _plain(self.folder, stat.S_ISDIR) or st is None or not stat.S_ISREG(st.st_mode):
+            self.folder = None  # nothing to read (or a link): every section is empty
+        elif st.st_nlink != 1:
+            self.notes.append(f"{path} is hard-linked, not the build's own file; not read")
+            self.folder = None
+
+    def _open(self) -> sqlite3.Connection:
+        assert self.path is not None
+        # Read-only: SQLite opens no journal of its own and refuses any write.
+        uri = f"file:{urllib.parse.quote(str(self.path))}?mode=ro"
+        db = sqlite3.connect(uri, uri=True, timeout=5, isolation_level=None)
+        try:
+            if not _of_this_code(db):
+                raise sqlite3.DatabaseError("it was made by another version of dreampool")
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _damaged(self, exc: sqlite3.Error, doing: str) -> None:
+        self.notes.append(f"the build store {self.path} was not read ({exc}); did without it")
+        self.folder = None  # one note, and no other section tried
+
+    def save(self, *names: str) -> None:
+        raise TypeError("a StoreReader never writes the build's store")
+
+    def rows(self, name: str) -> Rows:
+        raise TypeError("a StoreReader reads whole sections only")
 
 
 def _delete_except(db: sqlite3.Connection, name: str, wanted: Collection[str]) -> None:

@@ -11,6 +11,7 @@ import shutil
 import sqlite3
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -425,3 +426,79 @@ def test_no_reading_connection_crosses_a_fork(tmp_path: Path) -> None:
     assert rows._db is None
     assert rows.get(_key(1)) == FRAGMENTS  # and reading goes on
     rows.close()
+
+
+# --- StoreReader: the store as another process reads it ----------------------------
+
+
+def _state(folder: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file of the store folder: its bytes and mtime."""
+    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(folder.iterdir())}
+
+
+def test_a_store_reader_reads_what_the_build_stored_and_changes_nothing(tmp_path: Path) -> None:
+    stored = _fill(tmp_path, 3)
+    before = _state(tmp_path)
+    reader = buildcache.StoreReader(tmp_path)
+    assert reader["units"] == stored and reader["scan"] == {} and reader.notes == []
+    with pytest.raises(TypeError, match="never writes"):
+        reader.save()
+    assert _state(tmp_path) == before
+
+
+@pytest.mark.parametrize("kind", ["other code", "garbage", "other shape", "busy"])
+def test_a_store_reader_reads_a_store_it_cannot_use_as_empty_and_leaves_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """Where a build would start the store afresh (BuildCache._discard), a reader
+    reads nothing and removes nothing: the store is the build's to replace."""
+    _fill(tmp_path, 3)
+    if kind == "other code":
+        monkeypatch.setattr(buildcache, "code_digest", lambda: "0" * 64)
+    elif kind == "garbage":
+        (tmp_path / buildcache.STORE).write_bytes(b"SQLite format 3\x00" + bytes(4000))
+    elif kind == "other shape":
+        with _db(tmp_path) as db:
+            db.execute('ALTER TABLE "units" ADD COLUMN x TEXT')
+    before = _state(tmp_path)
+    holder = _db(tmp_path)
+    if kind == "busy":
+        holder.execute("BEGIN EXCLUSIVE")
+        monkeypatch.setattr(sqlite3, "connect", _quick(sqlite3.connect))
+    try:
+        reader = buildcache.StoreReader(tmp_path)
+        assert reader["units"] == {} and reader["pages"] == {}
+        assert len(reader.notes) == 1 and "did without it" in reader.notes[0]
+    finally:
+        holder.close()
+    assert _state(tmp_path) == before
+
+
+def _quick(connect: Any) -> Any:
+    def quick(*args: Any, **kw: Any) -> Any:
+        kw["timeout"] = 0.1
+        return connect(*args, **kw)
+
+    return quick
+
+
+@pytest.mark.parametrize("kind", ["link", "hard link", "missing", "folder link"])
+def test_a_store_reader_opens_no_link_and_no_file_it_did_not_find(
+    tmp_path: Path, kind: str
+) -> None:
+    real = tmp_path / "real"
+    stored = _fill(real, 2)
+    folder = tmp_path / "cache"
+    if kind == "folder link":
+        folder.symlink_to(real)
+    else:
+        folder.mkdir()
+        if kind == "link":
+            (folder / buildcache.STORE).symlink_to(real / buildcache.STORE)
+        elif kind == "hard link":
+            os.link(real / buildcache.STORE, folder / buildcache.STORE)
+    reader = buildcache.StoreReader(folder)
+    assert reader["units"] == {} != stored
+    assert sorted(p.name for p in real.iterdir()) == [buildcache.STORE]
+    if kind == "missing":
+        assert list(folder.iterdir()) == []  # nothing made

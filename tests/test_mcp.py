@@ -26,6 +26,7 @@ from mcp.client.stdio import stdio_client
 from mcp.types import CallToolResult, TextContent
 
 from builder import build as buildmod
+from builder import buildcache
 from builder.agents import mcp_server
 from builder.content import keystore
 from builder.errors import PoolError
@@ -34,7 +35,7 @@ from builder.formats.checkpoint import Checkpoint
 from builder.formats.note import parse_private_key
 from builder.log import erase, logbuild
 from builder.readers.monitor import NotFoundError, SiteError
-from builder.site import patterns
+from builder.site import derived, patterns
 from tests.conftest import REPO
 from tests.pools import key_id_of, make_pool
 from tests.siteapi import shard_files
@@ -575,9 +576,9 @@ def test_a_checkout_is_read_on_the_first_call_not_before(
     plans: list[Path] = []
     real_plan = mcp_server.content_plan
 
-    def counted(path: Path) -> Any:
+    def counted(path: Path, store: Any = None) -> Any:
         plans.append(path)
-        return real_plan(path)
+        return real_plan(path, store)
 
     monkeypatch.setattr(mcp_server, "content_plan", counted)
     reader = mcp_server.open_reader(None, content, lazy=True)
@@ -810,3 +811,59 @@ def test_a_checkout_dream_is_taken_only_as_the_leaf_the_reader_proved(
     own = json.loads(_record(hostile.site, victim).read_text(encoding="utf-8"))["dream"]["title"]
     theirs = json.loads(_record(hostile.site, other).read_text(encoding="utf-8"))["dream"]["title"]
     assert own in titles[victim] and theirs not in titles[victim]
+
+
+def test_a_checkout_reader_uses_the_build_store_and_never_writes_it(
+    hostile: Hostile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the built site beside the checkout, its store lends what the build found
+    (dreams by their bytes, commitments, keywords), read-only: the tools say exactly
+    what they say without it, the store's files are not touched, and no keyword the
+    build stored is found again (jieba, ≈0.4 ms a dream)."""
+    content = hostile.tp.content
+    cache = hostile.site.parent / f".{hostile.site.name}.builds" / "cache"
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in cache.iterdir()}
+
+    def answers(out: Path | None) -> tuple[Any, ...]:
+        tools = mcp_server.Tools(mcp_server.open_reader(None, content, out=out), content=content)
+        return (
+            tools.dream_list(limit=100).data,
+            tools.dream_stats().data,
+            tools.dream_digest().data,
+        )
+
+    without = answers(None)
+    found: list[str] = []
+    real = patterns.dream_words
+
+    def dream_words(d: Any) -> Any:
+        found.append(d.id)
+        return real(d)
+
+    monkeypatch.setattr(patterns, "dream_words", dream_words)
+    assert answers(hostile.site) == without
+    assert found == [] and without[1]["patterns"]["counted_dreams"] > 0
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in cache.iterdir()} == before
+    # A store of other code is not read (nor removed): the words are found again.
+    monkeypatch.setattr(buildcache, "code_digest", lambda: "0" * 64)
+    assert answers(hostile.site) == without and found
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in cache.iterdir()} == before
+
+
+def test_a_store_git_tracks_or_a_linked_cache_is_not_read(tmp_path: Path) -> None:
+    """derived.store_to_read: the build's rules (builder.site.derived.secure), checked
+    without discarding anything."""
+    out = tmp_path / "site"
+    cache = tmp_path / ".site.builds" / "cache"
+    cache.mkdir(parents=True)
+    assert derived.store_to_read(out) == cache
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    assert derived.store_to_read(out) == cache  # git tracks nothing of it
+    (cache / "store.sqlite").write_bytes(b"planted")
+    subprocess.run(["git", "-C", str(tmp_path), "add", "-f", ".site.builds"], check=True)
+    assert derived.store_to_read(out) is None
+    assert (cache / "store.sqlite").read_bytes() == b"planted"  # left for the build
+    subprocess.run(["git", "-C", str(tmp_path), "rm", "-q", "-r", "--cached", "."], check=True)
+    shutil.rmtree(cache)
+    cache.symlink_to(tmp_path)
+    assert derived.store_to_read(out) is None

@@ -3,7 +3,7 @@
 ::
 
     dreampool mcp --site DIR_OR_URL [--policy POLICY]
-    dreampool mcp --content DIR
+    dreampool mcp --content DIR [--out SITE]
 
 Agents learn from each other's dreams through six tools (the official ``mcp`` SDK's
 :class:`~mcp.server.mcpserver.MCPServer`, stdio transport). The SDK is the optional
@@ -26,7 +26,9 @@ it, and :mod:`builder.agents.mcp_sdk`, imported only to serve, declares the tool
 **What is read, and what is verified.** One code path reads a built site (a
 directory, or an http(s) URL) through :class:`builder.readers.monitor.Site`. ``--content DIR``
 reads a pool checkout as ``dreampool build`` does (the log proven first, a logged dream
-taken by its leaf's commitment: docs/protocol.md §3.1), lays out the site's log files in
+taken by its leaf's commitment: docs/protocol.md §3.1; the store of the site built beside
+it, ``--out``, lends what that build found, read-only:
+:class:`builder.buildcache.StoreReader`), lays out the site's log files in
 memory (logged dreams only, a dream's files when they are read; nothing is written) and
 reads those the same way. A checkout is read after the server answers ``initialize``,
 in the background; the first call waits for it (:meth:`PoolReader.warm`).
@@ -90,7 +92,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from builder.content import anonymity, keystore, pool
+from builder import buildcache
+from builder.content import anonymity, filekeys, keystore, pool
 from builder.errors import DreampoolError, InputError, LogError, PoolError, printable
 from builder.formats import dream as dreamfmt
 from builder.formats import leaf as leaffmt
@@ -118,7 +121,7 @@ from builder.readers.monitor import (
     open_site,
 )
 from builder.site import agentdocs as agents
-from builder.site import model, patterns
+from builder.site import derived, model, patterns
 from builder.site.model import TIER_RANK, DreamView, EntryView, ErasedView, SiteModel, TagRef
 from builder.text import readerview, redact
 
@@ -253,13 +256,16 @@ class ContentSite:
     ``initialize`` at once; :meth:`reload` rebuilds when the checkout changed.
     """
 
-    __slots__ = ("_content", "_fingerprint", "_lock", "_site", "_trusted")
+    __slots__ = ("_content", "_fingerprint", "_lock", "_out", "_site", "_trusted", "_words")
 
-    def __init__(self, content: Path) -> None:
+    def __init__(self, content: Path, out: Path | None = None) -> None:
         self._content = content
+        # The built site whose store is read (derived.store_to_read), if any.
+        self._out = out
         self._fingerprint: tuple[Any, ...] | None = None
         self._site: LogSite | None = None
         self._trusted: Trusted | None = None
+        self._words: dict[str, patterns.DreamWords] = {}
         self._lock = threading.RLock()
 
     def describe(self, path: str) -> str:
@@ -276,9 +282,19 @@ class ContentSite:
         with self._lock:
             fingerprint = _fingerprint(self._content)
             if self._site is None or fingerprint != self._fingerprint:
-                log, self._trusted = content_plan(self._content)
+                folder = None if self._out is None else derived.store_to_read(self._out)
+                store = None if folder is None else buildcache.StoreReader(folder)
+                log, self._trusted = content_plan(self._content, store)
+                self._words = {} if store is None else dict(store["words"])
                 self._site = LogSite(log, str(self._content))
                 self._fingerprint = fingerprint
+
+    def stored_words(self) -> Mapping[str, patterns.DreamWords]:
+        """The keywords of each dream (by id) the build's store held at the last
+        reload (:func:`builder.site.patterns.dream_words`): a dream's words depend on
+        its id alone (module doc of :mod:`builder.site.patterns`)."""
+        with self._lock:
+            return self._words  # replaced, never changed, by reload
 
     def trusted(self) -> Trusted:
         """Tiers, dates, title and k of the checkout as last reloaded."""
@@ -322,7 +338,9 @@ class Trusted:
     dates: Mapping[str, str]  # dream id → date
 
 
-def content_plan(content: Path) -> tuple[logbuild.Log, Trusted]:
+def content_plan(
+    content: Path, store: buildcache.BuildCache | None = None
+) -> tuple[logbuild.Log, Trusted]:
     """The log of the checkout's logged dreams, whose files :class:`LogSite` lays
     out (``log/…`` and ``dreams/<id>/…``), and what the checkout says of them
     (:class:`Trusted`).
@@ -335,23 +353,43 @@ def content_plan(content: Path) -> tuple[logbuild.Log, Trusted]:
     if the pool or its log is broken or has pending work. Writes nothing: only
     already logged dreams are passed to :func:`builder.log.logbuild.update`, with no
     signer, so it has nothing to add.
+
+    ``store`` (a :class:`builder.buildcache.StoreReader` of the build beside the
+    checkout) lends its sections as the build uses them: a file git vouches for
+    unchanged is taken as the build verified it, its commitment as the build
+    computed it. It is read, never written.
     """
     config = pool.load_config(content)
-    directory, problems = pool.load_keys(content)
+    keys = None if store is None else filekeys.load(content)
+    section = (lambda name: None) if store is None else store.__getitem__
+    directory, problems = pool.load_keys(content, cache=section("keys"), keys=keys)
     if problems:
         raise InputError(
             problems, hint="fix the key directory (content/keys); see `dreampool check`"
         )
     try:
-        proven = logbuild.prove(content, origin=config.origin, signer=None)
+        shards = None if store is None else set(store["shards"])
+        proven = logbuild.prove(
+            content,
+            origin=config.origin,
+            signer=None,
+            canonical_shards=shards,
+            opened=section("notes"),
+        )
         if proven.state.policy is None:
             raise PoolError(
                 f"{content} has no log yet",
                 hint="build the pool once with its log key (`dreampool build`), then serve it",
             )
-        commitments: dict[Any, Any] = {}  # the scan's, so the log stage need not redo them
+        # The scan's, so the log stage need not redo them (with a store, the build's too).
+        commitments: dict[Any, Any] = {} if store is None else store["commit"]
         scanned, _refused = pool.scan_dreams(
-            content, directory, proven=proven, commitments=commitments
+            content,
+            directory,
+            cache=section("scan"),
+            proven=proven,
+            commitments=commitments,
+            keys=keys,
         )
         logged = set(logbuild.logged_dreams(proven.state.leaves))
         log = logbuild.update(
@@ -360,7 +398,9 @@ def content_plan(content: Path) -> tuple[logbuild.Log, Trusted]:
             origin=config.origin,
             signer=None,
             commitments=commitments,
+            salts=section("salts"),
             proven=proven,
+            keys=keys,
         )
     except LogError as exc:
         raise LogError(
@@ -441,7 +481,10 @@ class PoolReader:
         trusted: Callable[[], Trusted] | None = None,
         origin: str | None = None,
         admitted: Callable[[str], tuple[logbuild.Admitted, bytes] | None] | None = None,
+        stored_words: Callable[[], Mapping[str, patterns.DreamWords]] | None = None,
     ) -> None:
+        # A checkout's build store's keywords by dream id (Tools._patterns)
+        self.stored_words = stored_words
         self.site = site
         # A checkout's logged dreams as content_plan took them (checked)
         self._admitted = admitted
@@ -1074,6 +1117,10 @@ class Tools:
             bodies=bodies,
         )
         with self._words_lock:
+            if self.reader.stored_words is not None:
+                # Those the build found and stored: each depends on its dream's id alone.
+                for dream_id, words in self.reader.stored_words().items():
+                    self._words.setdefault(dream_id, words)
             # The words not known yet on every core, as the build finds them (jieba).
             found = patterns.compute_patterns(
                 view, limit=STATS_KEYWORDS, words=self._words, spread=True
@@ -1469,12 +1516,19 @@ def build_server(tools: Tools) -> MCPServer[Any]:
 
 
 def open_reader(
-    site: str | None, content: Path | None, policy: Path | None = None, *, lazy: bool = False
+    site: str | None,
+    content: Path | None,
+    policy: Path | None = None,
+    *,
+    lazy: bool = False,
+    out: Path | None = None,
 ) -> PoolReader:
     """A :class:`PoolReader` over ``site`` (a directory or http(s) URL) or ``content``.
 
     With ``lazy``, a checkout is not read (only its ``pool.yaml``, for the origin)
-    until the reader's first call or :meth:`PoolReader.warm`; a site is read at once."""
+    until the reader's first call or :meth:`PoolReader.warm`; a site is read at once.
+    ``out`` is the checkout's built site, whose store (beside it) a checkout's reader
+    reads, never writes (:class:`builder.buildcache.StoreReader`)."""
     if (site is None) == (content is None):
         raise PoolError("give exactly one of --site DIR_OR_URL and --content DIR")
     pinned = None
@@ -1484,7 +1538,7 @@ def open_reader(
         except OSError as exc:
             raise PoolError(f"policy {policy}: {exc.strerror or exc}") from None
     if content is not None:
-        source = ContentSite(content)
+        source = ContentSite(content, out)
         return PoolReader(
             source,
             kind="content",
@@ -1494,6 +1548,7 @@ def open_reader(
             trusted=source.trusted,
             origin=pool.load_config(content).origin if lazy else None,
             admitted=source.admitted,
+            stored_words=source.stored_words,
         )
     assert site is not None
     remote = site.startswith(("http://", "https://"))
@@ -1501,13 +1556,15 @@ def open_reader(
     return PoolReader(open_site(site), kind="site", location=site, policy=pinned, link_base=base)
 
 
-def run(site: str | None, content: Path | None, policy: Path | None = None) -> None:
+def run(
+    site: str | None, content: Path | None, policy: Path | None = None, out: Path | None = None
+) -> None:
     """Serve the pool over stdio until the client closes it. Errors before serving
     (unreadable site, bad checkpoint; a checkout's ``pool.yaml``) raise
     :class:`DreampoolError`. A checkout is read in the background while the server
     answers ``initialize``; a call that comes first waits for it, and a broken
     checkout is reported by every call (:func:`error_text`)."""
-    reader = open_reader(site, content, policy, lazy=content is not None)
+    reader = open_reader(site, content, policy, lazy=content is not None, out=out)
     server = build_server(Tools(reader, content=content))
     if content is not None:
         reader.warm()

@@ -23,7 +23,7 @@ from typing import NoReturn
 
 from builder import __version__
 from builder.content import anonymity, keystore, pool
-from builder.errors import DreampoolError, InputError, Problem, printable
+from builder.errors import DreampoolError, InputError, PoolError, Problem, printable
 from builder.formats import dream as dreamfmt
 from builder.formats import statement
 from builder.formats.b64 import b64url_encode
@@ -499,7 +499,12 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from builder.agents import mcp_server
 
     mcp_server.require_sdk()  # before reading the pool: say at once what is missing
-    mcp_server.run(args.site, args.content, args.policy)
+    if args.out is not None and args.content is None:
+        raise PoolError("--out names a checkout's built site: give it with --content")
+    out = args.out
+    if out is None and args.content is not None:
+        out = args.content.absolute().parent / "site"  # where `dreampool build` puts it
+    mcp_server.run(args.site, args.content, args.policy, out)
     return 0
 
 
@@ -795,6 +800,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="POLICY",
         help="pin this log policy (default: the source's log/policy, trusted on first use)",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="with --content: the built site whose build store is read, never written, "
+        "so dreams need not be checked again (default: site beside DIR's folder)",
     )
 
     p = add("import", cmd_import, "turn another system's dream into a draft dream")

@@ -78,6 +78,21 @@ def secure(out: Path) -> list[str]:
     return notes
 
 
+def store_to_read(out: Path) -> Path | None:
+    """The folder of the store of the build of ``out``, for a process that only
+    reads it (:class:`builder.buildcache.StoreReader`), or None if it may not be
+    read: the rules of :func:`secure`, checked without discarding anything (that
+    is the build's to do). So None if git tracks any path of the build's state or
+    cannot say, or if the builds folder or its ``cache/`` is not a plain folder."""
+    out = out.absolute()
+    root = builds_dir(out)
+    if gitrepo.tracked(out.parent, [out.name, root.name]) != []:
+        return None
+    if _kind(root) != "dir" or _kind(root / "cache") != "dir":
+        return None
+    return root / "cache"
+
+
 def new_folders(out: Path) -> list[Path]:
     """The folders a build of ``out`` would make and that do not exist yet, deepest
     first: ``.<out>.builds/`` and each missing parent (``--out new/dir/site``)."""
