@@ -9,6 +9,7 @@ what the published record, checked by the light client, would not.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -16,7 +17,10 @@ import pytest
 
 from builder.agents import mcp_server
 from builder.errors import DreampoolError
-from tests.pools import PoolFixture, make_pool
+from builder.formats import merkle
+from builder.formats.checkpoint import Checkpoint, sign_checkpoint
+from builder.formats.note import generate_key, parse_private_key
+from tests.pools import ORIGIN, PoolFixture, make_pool
 from tests.redteam import build, set_tier, signed, submit
 from tests.redteam.test_shortcut_review import FORGED, _append_forged_leaf_under_a_second_key
 
@@ -64,6 +68,39 @@ def test_a_second_log_key_does_not_pass_a_forged_maintainer_dream_to_the_bulk_to
     assert failed == [forged]
     with pytest.raises(DreampoolError):  # the light client refuses it too
         tools.dream_get(forged)
+
+
+def _resign_the_whole_log(tp: PoolFixture) -> None:
+    """The log as a pull request can make it whole: a policy naming only a log key
+    of its own, and every checkpoint of the history signed again with it."""
+    log = tp.content / "log"
+    skey, vkey = generate_key(ORIGIN)
+    signer = parse_private_key(skey)
+    (log / "policy").write_text(f"log {vkey}\nquorum none\n")
+    leaves = (log / "leaves" / "000000.jsonl").read_bytes().splitlines()
+    for line in (log / "history.jsonl").read_text().splitlines():
+        size = json.loads(line)["size"]
+        t = merkle.MerkleTree.from_leaf_hashes(merkle.leaf_hash(x) for x in leaves[:size])
+        note = sign_checkpoint(Checkpoint(ORIGIN, size, t.root()), signer)
+        (log / "checkpoints" / str(size)).write_bytes(note)
+
+
+def test_a_log_signed_again_whole_does_not_pass_a_forged_maintainer_dream_either(
+    published: tuple[PoolFixture, list[str], Path],
+) -> None:
+    """The same forged leaf, and then the whole log state signed again by the pull
+    request's key alone (T78's accepted risk for a build without the log key: its
+    own word). The reader, pinning the checkout's policy, proves it; still no
+    signature is forged, so the light client refuses the dream, and so must the
+    bulk tools."""
+    tp, ids, _ = published
+    forged = _append_forged_leaf_under_a_second_key(tp)
+    _resign_the_whole_log(tp)
+    content = tp.content
+    tools = mcp_server.Tools(mcp_server.open_reader(None, content), content=content)
+    shown, text = _bulk(tools)
+    assert forged not in shown and FORGED not in text
+    assert set(ids) <= set(shown)
 
 
 def test_with_the_policy_pinned_the_second_log_key_is_refused_whole(
