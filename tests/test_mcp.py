@@ -768,7 +768,10 @@ def test_bulk_tools_over_a_checkout_take_logged_dreams_by_their_commitment(
     slow = mcp_server.Tools(mcp_server.open_reader(None, content), content=content)
     slow.reader._admitted = None
     want = (slow.dream_list(limit=100).data, slow.dream_stats().data, slow.dream_digest().data)
-    tools = mcp_server.Tools(mcp_server.open_reader(None, content), content=content)
+    # Pinned from elsewhere (--policy): the leaves vouch for admission, signature and all.
+    # (Over the checkout's own policy each signature is verified: redteam/test_mcp_checkout.py.)
+    pinned = content / "log" / "policy"
+    tools = mcp_server.Tools(mcp_server.open_reader(None, content, pinned), content=content)
     records: list[str] = []
     real_record = logbuild.record_bytes
 
@@ -803,7 +806,8 @@ def test_a_checkout_dream_is_taken_only_as_the_leaf_the_reader_proved(
         return real(self, other if dream_id == victim else dream_id)
 
     monkeypatch.setattr(mcp_server.ContentSite, "admitted", swapped)
-    tools = mcp_server.Tools(mcp_server.open_reader(None, content), content=content)
+    pinned = content / "log" / "policy"  # --policy: no signature verified on the commitment path
+    tools = mcp_server.Tools(mcp_server.open_reader(None, content, pinned), content=content)
     calls = Calls(monkeypatch)
     listed = tools.dream_list(limit=100).data
     assert calls.verify == 1 and listed["failed"] == []

@@ -51,7 +51,9 @@ in the background; the first call waits for it (:meth:`PoolReader.warm`).
    as a proof would, and its signature must verify; its proof file is not read.
    Over a checkout, a logged dream whose leaf is that very leaf is taken as
    :func:`content_plan` took it (its file and salt commit to the proven leaf, the
-   build's rule of docs/protocol.md §3.1), without making its record again.
+   build's rule of docs/protocol.md §3.1), without making its record again; its
+   signature is verified unless the policy was pinned with ``--policy`` (the
+   checkout's own policy may name a pull request's log key: THREATS.md T78).
 
 **Trust: agents get only what is signed, or quoted.** The log signs which dreams
 exist and what they say, never a tier, a date or the pool's title. So:
@@ -743,7 +745,9 @@ class PoolReader:
         admitted it. So the record need not be made, parsed and verified again, which
         cost over 1 ms a dream. It is taken only if the leaf its log holds at ``index``
         is byte for byte leaf ``index`` of the tree this reader proved (step 3);
-        otherwise None, and :meth:`checked` checks its record as over a site."""
+        otherwise None, and :meth:`checked` checks its record as over a site. Unless
+        the policy was pinned from elsewhere (``--policy``), its signature is
+        verified: the checkout's own policy may name a pull request's log key."""
         if self._admitted is None:
             return None
         found = self._admitted(dream_id)
@@ -752,11 +756,23 @@ class PoolReader:
         admitted, leaf = found
         if admitted.index != index or admitted.dream.id != dream_id or leaf != snap.leaves[index]:
             return None
+        if self._pinned is None:
+            # The policy is the checkout's own, which a pull request reaches: a log key
+            # it adds there signs leaves no admission checked (THREATS.md T78). Only a
+            # policy pinned from elsewhere (--policy) vouches for admission, as the
+            # build's own log key does (docs/protocol.md §3.1); else the signature.
+            try:
+                dreamfmt.verify(admitted.dream.body, f"dream {dream_id}")
+            except DreampoolError:
+                return None  # its record is checked as over a site, and fails, named
+            signature = "signature verified"
+        else:
+            signature = "signature verified on admission under the pinned policy"
         steps = (
             Step(1, STEP_TITLES[1], True, f"checkpoint size {snap.size} verified"),
             Step(2, STEP_TITLES[2], True, f"the checkout's file and salt commit to leaf {index}"),
             Step(3, STEP_TITLES[3], True, f"the log's {snap.size} leaves hash to its root"),
-            Step(4, STEP_TITLES[4], True, "dream schema verified; signature verified on admission"),
+            Step(4, STEP_TITLES[4], True, f"dream schema verified; {signature}"),
         )
         return Verified(dream_id, index, admitted.dream.key_id, dict(admitted.dream.body), steps)
 
