@@ -48,7 +48,7 @@ def _bulk(tools: mcp_server.Tools) -> tuple[list[str], str]:
 def test_a_second_log_key_does_not_pass_a_forged_maintainer_dream_to_the_bulk_tools(
     published: tuple[PoolFixture, list[str], Path],
 ) -> None:
-    """T78 over ``mcp --content`` (no ``--policy``): the pull request appends a
+    """T107 (T78 over ``mcp --content``, no ``--policy``): the pull request appends a
     leaf for a dream ada never signed (her real public key, a garbage signature),
     signs a checkpoint over it with a log key of its own and adds that key to
     content/log/policy beside the pool's. The reader pins the checkout's policy on
@@ -88,7 +88,7 @@ def _resign_the_whole_log(tp: PoolFixture) -> None:
 def test_a_log_signed_again_whole_does_not_pass_a_forged_maintainer_dream_either(
     published: tuple[PoolFixture, list[str], Path],
 ) -> None:
-    """The same forged leaf, and then the whole log state signed again by the pull
+    """T107: the same forged leaf, and then the whole log state signed again by the pull
     request's key alone (T78's accepted risk for a build without the log key: its
     own word). The reader, pinning the checkout's policy, proves it; still no
     signature is forged, so the light client refuses the dream, and so must the
@@ -106,7 +106,7 @@ def test_a_log_signed_again_whole_does_not_pass_a_forged_maintainer_dream_either
 def test_with_the_policy_pinned_the_second_log_key_is_refused_whole(
     published: tuple[PoolFixture, list[str], Path],
 ) -> None:
-    """The same pull request, served with ``--policy`` pinned to the pool's own
+    """T107: the same pull request, served with ``--policy`` pinned to the pool's own
     policy: its checkpoint does not verify under it, so nothing is served (held
     before and after the change)."""
     tp, _, pinned = published

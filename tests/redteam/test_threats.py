@@ -63,6 +63,6 @@ def test_every_red_team_test_names_a_threat() -> None:
         for node in tree.body:
             if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
                 doc = ast.get_docstring(node) or ""
-                named = set(re.findall(r"T\d\d", doc))
+                named = set(re.findall(r"\bT\d+\b", doc))
                 assert named, f"{path.name}::{node.name} names no threat"
                 assert named <= known, f"{path.name}::{node.name} names {named - known}"
