@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -871,3 +872,37 @@ def test_a_store_git_tracks_or_a_linked_cache_is_not_read(tmp_path: Path) -> Non
     shutil.rmtree(cache)
     cache.symlink_to(tmp_path)
     assert derived.store_to_read(out) is None
+
+
+def test_a_call_on_an_unchanged_checkout_reads_no_dream_file_entry(
+    hostile: Hostile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whether the checkout changed is asked on every call: of content/dreams only
+    the folder itself (a dream added, removed or renamed changes it), not each of
+    its files, which at 100k dreams was 2 s of every dream_get. A logged dream
+    edited in place changes nothing served: the reader keeps the text its leaf
+    commits to, as every reader of the log does."""
+    content = hostile.tp.content
+    tools = mcp_server.Tools(mcp_server.open_reader(None, content), content=content)
+    victim = hostile.maintainer[0]
+    first = tools.dream_get(victim).text
+    scanned: list[str] = []
+    real = os.scandir
+
+    def scandir(path: Any) -> Any:
+        scanned.append(str(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    assert tools.dream_get(victim).text == first
+    assert str(content / "dreams") not in scanned and str(content / "keys") in scanned
+    path = content / "dreams" / f"{victim}.json"
+    logged = path.read_bytes()
+    path.write_bytes(logged.replace(b'"title": "', b'"title": "Edited: '))
+    assert tools.dream_get(victim).text == first
+    assert "Edited" not in tools.dream_list(limit=100).text
+    # A dream logged since: the log changed, so the checkout is read again.
+    path.write_bytes(logged)
+    new = hostile.tp.add("ada", 1)[0]
+    buildmod.build(content, hostile.site, signer=parse_private_key(hostile.tp.log_key))
+    assert new in ids_of(tools.dream_list(limit=100).data)
