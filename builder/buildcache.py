@@ -637,6 +637,19 @@ class StoreReader(BuildCache):
         self._prepare()
         return super()._load(name)
 
+    def readable(self) -> bool:
+        """Whether the store can be read: there, plain, of this code and not busy
+        (opened once to see; a caller then need not look a row up in vain)."""
+        self._prepare()
+        if self.folder is None:
+            return False
+        try:
+            with self._connect():
+                return True
+        except sqlite3.Error as exc:
+            self._damaged(exc, "read")
+            return False
+
     def _prepare(self) -> None:
         if self._ready or self.folder is None:
             return

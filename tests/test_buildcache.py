@@ -440,6 +440,7 @@ def test_a_store_reader_reads_what_the_build_stored_and_changes_nothing(tmp_path
     stored = _fill(tmp_path, 3)
     before = _state(tmp_path)
     reader = buildcache.StoreReader(tmp_path)
+    assert reader.readable()
     assert reader["units"] == stored and reader["scan"] == {} and reader.notes == []
     with pytest.raises(TypeError, match="never writes"):
         reader.save()
@@ -467,6 +468,7 @@ def test_a_store_reader_reads_a_store_it_cannot_use_as_empty_and_leaves_it(
         monkeypatch.setattr(sqlite3, "connect", _quick(sqlite3.connect))
     try:
         reader = buildcache.StoreReader(tmp_path)
+        assert not reader.readable()
         assert reader["units"] == {} and reader["pages"] == {}
         assert len(reader.notes) == 1 and "did without it" in reader.notes[0]
     finally:
@@ -498,6 +500,7 @@ def test_a_store_reader_opens_no_link_and_no_file_it_did_not_find(
         elif kind == "hard link":
             os.link(real / buildcache.STORE, folder / buildcache.STORE)
     reader = buildcache.StoreReader(folder)
+    assert not reader.readable()
     assert reader["units"] == {} != stored
     assert sorted(p.name for p in real.iterdir()) == [buildcache.STORE]
     if kind == "missing":

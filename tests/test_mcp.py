@@ -849,9 +849,18 @@ def test_a_checkout_reader_uses_the_build_store_and_never_writes_it(
     assert answers(hostile.site) == without
     assert found == [] and without[1]["patterns"]["counted_dreams"] > 0
     assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in cache.iterdir()} == before
-    # A store of other code is not read (nor removed): the words are found again.
+    # A store of other code is not read (nor removed): no section is lent, so no
+    # file is looked up in it in vain, and the words are found again.
     monkeypatch.setattr(buildcache, "code_digest", lambda: "0" * 64)
-    assert answers(hostile.site) == without and found
+    lent: list[Any] = []
+    real_plan = mcp_server.content_plan
+
+    def plan(path: Path, store: Any = None) -> Any:
+        lent.append(store)
+        return real_plan(path, store)
+
+    monkeypatch.setattr(mcp_server, "content_plan", plan)
+    assert answers(hostile.site) == without and found and lent == [None]
     assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in cache.iterdir()} == before
 
 
@@ -906,3 +915,36 @@ def test_a_call_on_an_unchanged_checkout_reads_no_dream_file_entry(
     new = hostile.tp.add("ada", 1)[0]
     buildmod.build(content, hostile.site, signer=parse_private_key(hostile.tp.log_key))
     assert new in ids_of(tools.dream_list(limit=100).data)
+
+
+def test_stats_are_made_once_per_pool_state_unless_a_dream_failed(
+    hostile: Hostile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second dream_stats of the same log and checkout is the first one's answer,
+    without reading every dream again (at 100k dreams, seconds per call); one with
+    a dream that failed is made again, since the site may serve it mended."""
+    content = hostile.tp.content
+    tools = mcp_server.Tools(mcp_server.open_reader(None, content), content=content)
+    first = tools.dream_stats()
+    collected: list[int] = []
+    real = mcp_server.Tools._collect
+
+    def collect(self: mcp_server.Tools, *args: Any, **kw: Any) -> Any:
+        collected.append(1)
+        return real(self, *args, **kw)
+
+    monkeypatch.setattr(mcp_server.Tools, "_collect", collect)
+    again = tools.dream_stats()
+    assert (again.text, again.data) == (first.text, first.data) and collected == []
+    again.data["dreams"] = -1  # a caller's copy: the kept answer stays as it was
+    assert tools.dream_stats().data == first.data
+    set_tier(content, seed_key(MEMBER_SEED), "guest")
+    assert tools.dream_stats().data["by_tier"] != first.data["by_tier"] and collected == [1]
+    # Over a site with a record that fails, every call reads the dreams again.
+    victim = hostile.maintainer[0]
+    path = _record(hostile.site, victim)
+    path.write_text(path.read_text(encoding="utf-8").replace('"title": "', '"title": "X'))
+    over_site = mcp_server.Tools(mcp_server.open_reader(str(hostile.site), None))
+    assert [f["id"] for f in over_site.dream_stats().data["failed"]] == [victim]
+    assert [f["id"] for f in over_site.dream_stats().data["failed"]] == [victim]
+    assert collected == [1, 1, 1]

@@ -84,6 +84,7 @@ errors (:func:`error_text`): the server's own words, and anything else quoted.
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import re
@@ -258,7 +259,16 @@ class ContentSite:
     ``initialize`` at once; :meth:`reload` rebuilds when the checkout changed.
     """
 
-    __slots__ = ("_content", "_fingerprint", "_lock", "_out", "_site", "_trusted", "_words")
+    __slots__ = (
+        "_content",
+        "_fingerprint",
+        "_lock",
+        "_out",
+        "_site",
+        "_store",
+        "_trusted",
+        "_words",
+    )
 
     def __init__(self, content: Path, out: Path | None = None) -> None:
         self._content = content
@@ -267,7 +277,8 @@ class ContentSite:
         self._fingerprint: tuple[Any, ...] | None = None
         self._site: LogSite | None = None
         self._trusted: Trusted | None = None
-        self._words: dict[str, patterns.DreamWords] = {}
+        self._store: buildcache.StoreReader | None = None
+        self._words: Mapping[str, patterns.DreamWords] | None = None
         self._lock = threading.RLock()
 
     def describe(self, path: str) -> str:
@@ -286,16 +297,22 @@ class ContentSite:
             if self._site is None or fingerprint != self._fingerprint:
                 folder = None if self._out is None else derived.store_to_read(self._out)
                 store = None if folder is None else buildcache.StoreReader(folder)
+                if store is not None and not store.readable():
+                    store = None  # its lookups would all miss, after costing a read each
                 log, self._trusted = content_plan(self._content, store)
-                self._words = {} if store is None else dict(store["words"])
+                self._store = store
+                self._words = None
                 self._site = LogSite(log, str(self._content))
                 self._fingerprint = fingerprint
 
     def stored_words(self) -> Mapping[str, patterns.DreamWords]:
-        """The keywords of each dream (by id) the build's store held at the last
-        reload (:func:`builder.site.patterns.dream_words`): a dream's words depend on
-        its id alone (module doc of :mod:`builder.site.patterns`)."""
+        """The keywords of each dream (by id) the build's store holds
+        (:func:`builder.site.patterns.dream_words`), read when first asked for after
+        a reload: a dream's words depend on its id alone (module doc of
+        :mod:`builder.site.patterns`), so a store a later build changed is as good."""
         with self._lock:
+            if self._words is None:
+                self._words = {} if self._store is None else self._store["words"]
             return self._words  # replaced, never changed, by reload
 
     def trusted(self) -> Trusted:
@@ -918,6 +935,8 @@ class Tools:
         self._words_lock = threading.Lock()
         # The last patterns found, and the pool state they were found for (_patterns).
         self._found: tuple[tuple[Any, ...], patterns.Patterns] | None = None
+        # The last dream_stats, and the pool state it was made for (dream_stats).
+        self._stats: tuple[tuple[Any, ...], Output] | None = None
 
     # -- shared ------------------------------------------------------------------
 
@@ -1155,6 +1174,13 @@ class Tools:
 
     def dream_stats(self) -> Output:
         snap = self.reader.refresh()
+        # The same log (its root: which dreams, and what each says) and the same
+        # checkout (tiers, dates, title, k) give the same statistics: kept, unless a
+        # dream failed (a site may serve it mended on the next call).
+        state = (snap.size, snap.root, self.reader.trusted)
+        kept = self._stats
+        if kept is not None and kept[0] == state:
+            return Output(kept[1].text, copy.deepcopy(kept[1].data))
         ids = sorted(snap.dreams, key=lambda i: snap.dreams[i], reverse=True)
         bodies: dict[str, Mapping[str, Any]] = {}
         views, failed, _ = self._collect(ids, lambda d: True, None, bodies=bodies)
@@ -1226,7 +1252,7 @@ class Tools:
             ]
         segments += self._failed_segments(failed)
         text = agents.render_segments(segments)
-        return Output(
+        output = Output(
             text,
             {
                 "source": self._source(snap),
@@ -1249,6 +1275,9 @@ class Tools:
                 "text": text,
             },
         )
+        if not failed:
+            self._stats = (state, output)
+        return output
 
     # -- dream_verify ----------------------------------------------------------------
 
