@@ -69,7 +69,8 @@ def pool(tmp_path: Path) -> tuple[PoolFixture, Path]:
 
 
 def test_the_first_stats_answer_is_a_copy_too(pool: tuple[PoolFixture, Path]) -> None:
-    """dream_stats keeps its answer per pool state and returns "a deep copy of
+    """T109 (what is served between reloads): dream_stats keeps its answer per pool
+    state and returns "a deep copy of
     data", so a caller's change cannot reach the next caller. The first call
     returns the very dict it keeps: a caller that edits it (adds a field, drops
     ``failed``) changes every later answer of the same state."""
@@ -84,7 +85,8 @@ def test_the_first_stats_answer_is_a_copy_too(pool: tuple[PoolFixture, Path]) ->
 
 
 def test_an_out_below_a_file_is_a_clear_error(pool: tuple[PoolFixture, Path]) -> None:
-    """Every failure must be a clear message, never a traceback. ``--out`` naming a
+    """T108 (reading the store beside the checkout): every failure must be a clear
+    message, never a traceback. ``--out`` naming a
     path under a file (``--out README.md/site``, a slip of the operator) raises
     NotADirectoryError from ``derived.store_to_read`` (``_kind`` catches only
     FileNotFoundError): not a DreampoolError, so the SDK wrapper does not turn it
@@ -104,7 +106,7 @@ def test_an_out_below_a_file_is_a_clear_error(pool: tuple[PoolFixture, Path]) ->
 def test_a_store_folder_that_cannot_be_looked_at_is_no_traceback(
     pool: tuple[PoolFixture, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The same for a builds folder the server may not look into (PermissionError
+    """T108: the same for a builds folder the server may not look into (PermissionError
     from ``os.lstat``: a site built by another user under a folder closed to this
     one). Simulated, since the tests may run as root."""
     tp, site = pool
