@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from builder import buildcache
 from builder.agents import mcp_server
 from builder.buildcache import BuildCache
 from builder.errors import DreampoolError
+from builder.site import derived
 from tests.pools import PoolFixture, make_pool
 from tests.redteam import build, set_tier, signed, submit
 
@@ -125,3 +127,25 @@ def test_a_store_folder_that_cannot_be_looked_at_is_no_traceback(
     except DreampoolError:
         return
     assert len(data["dreams"]) == 6
+
+
+def test_a_store_git_tracks_under_another_case_is_not_read(tmp_path: Path) -> None:
+    """T108 (and T45 for the build itself): "a store git tracks is not read". On a
+    case-insensitive file system (macOS, Windows: git sets core.ignorecase there) a
+    pull request that adds ``.SITE.builds/cache/store.sqlite`` writes the very file
+    ``.site.builds/cache/store.sqlite``, but ``gitrepo.tracked`` asks git with a
+    ``:(literal)`` pathspec, which compares case-sensitively whatever
+    core.ignorecase says, so the planted store passes as untracked (its rows
+    carry unkeyed digests anyone computes). Simulated here on a case-sensitive
+    file system: the checkout has core.ignorecase set, as such a clone has, and
+    git tracks the builds folder under another case."""
+    out = tmp_path / "site"
+    (tmp_path / ".site.builds" / "cache").mkdir(parents=True)
+    planted = tmp_path / ".SITE.builds" / "cache"
+    planted.mkdir(parents=True)
+    (planted / buildcache.STORE).write_bytes(b"planted")
+    git = ["git", "-C", str(tmp_path)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "config", "core.ignorecase", "true"], check=True)
+    subprocess.run([*git, "add", "-f", ".SITE.builds"], check=True)
+    assert derived.store_to_read(out) is None
