@@ -655,11 +655,13 @@ class StoreReader(BuildCache):
             return
         self._ready = True
         path = self.folder / STORE
+        st: os.stat_result | None = None
+        plain: bool | None = None
         try:
             st = os.lstat(path)
             plain = _plain(self.folder, stat.S_ISDIR)
         except OSError:
-            st = plain = None
+            st = None
         if not plain or st is None or not stat.S_ISREG(st.st_mode):
             self.folder = None  # nothing to read (or a link): every section is empty
         elif st.st_nlink != 1:
