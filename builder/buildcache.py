@@ -655,14 +655,21 @@ class StoreReader(BuildCache):
             return
         self._ready = True
         path = self.folder / STORE
+        st: os.stat_result | None = None
+        plain: bool | None = None
         try:
             st = os.lstat(path)
+            plain = _plain(self.folder, stat.S_ISDIR)
         except OSError:
             st = None
-        if not _plain(self.folder, stat.S_ISDIR) or st is None or not stat.S_ISREG(st.st_mode):
+        if not plain or st is None or not stat.S_ISREG(st.st_mode):
             self.folder = None  # nothing to read (or a link): every section is empty
         elif st.st_nlink != 1:
             self.notes.append(f"{path} is hard-linked, not the build's own file; not read")
+            self.folder = None
+        elif _in_wal_mode(path):
+            # SQLite, even with mode=ro, would create -wal and -shm beside it.
+            self.notes.append(f"{path} is in WAL mode, which the build never sets; not read")
             self.folder = None
 
     def _open(self) -> sqlite3.Connection:
@@ -687,6 +694,25 @@ class StoreReader(BuildCache):
 
     def rows(self, name: str) -> Rows:
         raise TypeError("a StoreReader reads whole sections only")
+
+
+def _in_wal_mode(path: Path) -> bool:
+    """Whether the database header of ``path`` says WAL (its read and write
+    versions, bytes 18 and 19, are 2; the build's stores are 1, journal_mode
+    DELETE): a reader opening it, read-only or not, makes the -wal and -shm
+    files. A file it cannot read, or shorter than a header, is left for SQLite
+    to judge (it then fails, or reads an empty database, and makes no file)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return False
+    try:
+        head = os.read(fd, 100)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return len(head) == 100 and 2 in head[18:20]
 
 
 def _delete_except(db: sqlite3.Connection, name: str, wanted: Collection[str]) -> None:

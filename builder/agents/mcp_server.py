@@ -1276,7 +1276,8 @@ class Tools:
             },
         )
         if not failed:
-            self._stats = (state, output)
+            # A copy kept: the caller may change the one returned (each later one is a copy too).
+            self._stats = (state, Output(output.text, copy.deepcopy(output.data)))
         return output
 
     # -- dream_verify ----------------------------------------------------------------

@@ -76,7 +76,11 @@ def tracked(folder: Path, names: list[str]) -> list[str] | None:
         return []
     if work_tree(folder) is None:
         return None if _looks_like_a_checkout(folder) else []
-    specs = [f":(literal){name}" for name in names]
+    # icase: on a case-insensitive file system (core.ignorecase) a tracked
+    # ``.SITE.builds/…`` is the very folder ``.site.builds``, and git compares a
+    # pathspec case-sensitively whatever core.ignorecase says. Elsewhere it only
+    # names more paths, and a caller assumes the worst of any.
+    specs = [f":(literal,icase){name}" for name in names]
     result = _git(folder, "ls-files", "-z", "--", *specs)
     if result.returncode != 0:
         return None

@@ -86,9 +86,12 @@ def store_to_read(out: Path) -> Path | None:
     cannot say, or if the builds folder or its ``cache/`` is not a plain folder."""
     out = out.absolute()
     root = builds_dir(out)
-    if gitrepo.tracked(out.parent, [out.name, root.name]) != []:
-        return None
-    if _kind(root) != "dir" or _kind(root / "cache") != "dir":
+    try:
+        if gitrepo.tracked(out.parent, [out.name, root.name]) != []:
+            return None
+        if _kind(root) != "dir" or _kind(root / "cache") != "dir":
+            return None
+    except OSError:  # under a file, or a folder this user may not look into: none to read
         return None
     return root / "cache"
 
