@@ -147,6 +147,19 @@ def ids(result: CallToolResult) -> list[str]:
     return [d["id"] for d in data_of(result)["dreams"]]
 
 
+def spy(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list[tuple[Any, ...]]:
+    """``owner.name`` still called, each call's positional arguments recorded."""
+    calls: list[tuple[Any, ...]] = []
+    real = getattr(owner, name)
+
+    def recorded(*args: Any, **kw: Any) -> Any:
+        calls.append(args)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(owner, name, recorded)
+    return calls
+
+
 @pytest.fixture
 def hostile(tmp_path: Path) -> Hostile:
     return make_hostile_pool(tmp_path / "pool")
@@ -574,14 +587,7 @@ def test_a_checkout_is_read_on_the_first_call_not_before(
     and a call on an unchanged checkout does not read it again."""
     content = hostile.tp.content
     eager = mcp_server.Tools(mcp_server.open_reader(None, content), content=content)
-    plans: list[Path] = []
-    real_plan = mcp_server.content_plan
-
-    def counted(path: Path, store: Any = None) -> Any:
-        plans.append(path)
-        return real_plan(path, store)
-
-    monkeypatch.setattr(mcp_server, "content_plan", counted)
+    plans = spy(monkeypatch, mcp_server, "content_plan")
     reader = mcp_server.open_reader(None, content, lazy=True)
     tools = mcp_server.Tools(reader, content=content)
     mcp_server.build_server(tools)
@@ -592,11 +598,11 @@ def test_a_checkout_is_read_on_the_first_call_not_before(
     assert mcp_server.CONTENT_TRUST_NOTE in said
     # The same answers, byte for byte, as a reader that read the pool first.
     assert tools.dream_list(limit=100).text == eager.dream_list(limit=100).text
-    assert plans == [content]
+    assert [p for p, *_ in plans] == [content]
     assert tools.dream_get(hostile.member).text == eager.dream_get(hostile.member).text
     assert tools.dream_stats().data == eager.dream_stats().data
     assert tools.dream_digest().text == eager.dream_digest().text
-    assert plans == [content]
+    assert [p for p, *_ in plans] == [content]
 
 
 def test_a_broken_checkout_is_reported_by_the_call_that_reads_it(tmp_path: Path) -> None:
@@ -663,14 +669,7 @@ def test_stats_find_patterns_once_per_pool_state(
     hostile = make_hostile_pool(tmp_path / "pool")
     content = hostile.tp.content
     tools = mcp_server.Tools(mcp_server.open_reader(None, content, lazy=True), content=content)
-    found: list[int] = []
-    real = patterns.compute_patterns
-
-    def counted(*args: Any, **kw: Any) -> patterns.Patterns:
-        found.append(1)
-        return real(*args, **kw)
-
-    monkeypatch.setattr(patterns, "compute_patterns", counted)
+    found = spy(monkeypatch, patterns, "compute_patterns")
     first = tools.dream_stats()
     assert tools.dream_stats().data == first.data and len(found) == 1
     set_tier(content, seed_key(MEMBER_SEED), "guest")
@@ -773,14 +772,7 @@ def test_bulk_tools_over_a_checkout_take_logged_dreams_by_their_commitment(
     # (Over the checkout's own policy each signature is verified: redteam/test_mcp_checkout.py.)
     pinned = content / "log" / "policy"
     tools = mcp_server.Tools(mcp_server.open_reader(None, content, pinned), content=content)
-    records: list[str] = []
-    real_record = logbuild.record_bytes
-
-    def record_bytes(admitted: logbuild.Admitted) -> bytes:
-        records.append(admitted.dream.id)
-        return real_record(admitted)
-
-    monkeypatch.setattr(logbuild, "record_bytes", record_bytes)
+    records = spy(monkeypatch, logbuild, "record_bytes")
     calls = Calls(monkeypatch)
     got = (tools.dream_list(limit=100).data, tools.dream_stats().data, tools.dream_digest().data)
     assert (calls.verify, records) == (0, [])
@@ -789,7 +781,7 @@ def test_bulk_tools_over_a_checkout_take_logged_dreams_by_their_commitment(
     # One dream read alone still runs the light client on its record and proof.
     some = hostile.maintainer[0]
     assert len(tools.dream_get(some).data["steps"]) == 5
-    assert records == [some] and calls.verify == 1
+    assert [a.dream.id for a, *_ in records] == [some] and calls.verify == 1
 
 
 def test_a_checkout_dream_is_taken_only_as_the_leaf_the_reader_proved(
@@ -838,29 +830,15 @@ def test_a_checkout_reader_uses_the_build_store_and_never_writes_it(
         )
 
     without = answers(None)
-    found: list[str] = []
-    real = patterns.dream_words
-
-    def dream_words(d: Any) -> Any:
-        found.append(d.id)
-        return real(d)
-
-    monkeypatch.setattr(patterns, "dream_words", dream_words)
+    found = spy(monkeypatch, patterns, "dream_words")
     assert answers(hostile.site) == without
     assert found == [] and without[1]["patterns"]["counted_dreams"] > 0
     assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in cache.iterdir()} == before
     # A store of other code is not read (nor removed): no section is lent, so no
     # file is looked up in it in vain, and the words are found again.
     monkeypatch.setattr(buildcache, "code_digest", lambda: "0" * 64)
-    lent: list[Any] = []
-    real_plan = mcp_server.content_plan
-
-    def plan(path: Path, store: Any = None) -> Any:
-        lent.append(store)
-        return real_plan(path, store)
-
-    monkeypatch.setattr(mcp_server, "content_plan", plan)
-    assert answers(hostile.site) == without and found and lent == [None]
+    plans = spy(monkeypatch, mcp_server, "content_plan")
+    assert answers(hostile.site) == without and found and [p[1:] for p in plans] == [(None,)]
     assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in cache.iterdir()} == before
 
 
@@ -895,22 +873,16 @@ def test_a_call_on_an_unchanged_checkout_reads_no_dream_file_entry(
     tools = mcp_server.Tools(mcp_server.open_reader(None, content), content=content)
     victim = hostile.maintainer[0]
     first = tools.dream_get(victim).text
-    scanned: list[str] = []
-    real = os.scandir
-
-    def scandir(path: Any) -> Any:
-        scanned.append(str(path))
-        return real(path)
-
-    monkeypatch.setattr(os, "scandir", scandir)
+    scanned = spy(monkeypatch, os, "scandir")
     assert tools.dream_get(victim).text == first
-    assert str(content / "dreams") not in scanned and str(content / "keys") in scanned
+    assert (content / "dreams",) not in scanned and (content / "keys",) in scanned
     path = content / "dreams" / f"{victim}.json"
     logged = path.read_bytes()
     path.write_bytes(logged.replace(b'"title": "', b'"title": "Edited: '))
     assert tools.dream_get(victim).text == first
     assert "Edited" not in tools.dream_list(limit=100).text
     # A dream logged since: the log changed, so the checkout is read again.
+    monkeypatch.undo()
     path.write_bytes(logged)
     new = hostile.tp.add("ada", 1)[0]
     buildmod.build(content, hostile.site, signer=parse_private_key(hostile.tp.log_key))
@@ -926,20 +898,13 @@ def test_stats_are_made_once_per_pool_state_unless_a_dream_failed(
     content = hostile.tp.content
     tools = mcp_server.Tools(mcp_server.open_reader(None, content), content=content)
     first = tools.dream_stats()
-    collected: list[int] = []
-    real = mcp_server.Tools._collect
-
-    def collect(self: mcp_server.Tools, *args: Any, **kw: Any) -> Any:
-        collected.append(1)
-        return real(self, *args, **kw)
-
-    monkeypatch.setattr(mcp_server.Tools, "_collect", collect)
+    collected = spy(monkeypatch, mcp_server.Tools, "_collect")
     again = tools.dream_stats()
     assert (again.text, again.data) == (first.text, first.data) and collected == []
     again.data["dreams"] = -1  # a caller's copy: the kept answer stays as it was
     assert tools.dream_stats().data == first.data
     set_tier(content, seed_key(MEMBER_SEED), "guest")
-    assert tools.dream_stats().data["by_tier"] != first.data["by_tier"] and collected == [1]
+    assert tools.dream_stats().data["by_tier"] != first.data["by_tier"] and len(collected) == 1
     # Over a site with a record that fails, every call reads the dreams again.
     victim = hostile.maintainer[0]
     path = _record(hostile.site, victim)
@@ -947,4 +912,4 @@ def test_stats_are_made_once_per_pool_state_unless_a_dream_failed(
     over_site = mcp_server.Tools(mcp_server.open_reader(str(hostile.site), None))
     assert [f["id"] for f in over_site.dream_stats().data["failed"]] == [victim]
     assert [f["id"] for f in over_site.dream_stats().data["failed"]] == [victim]
-    assert collected == [1, 1, 1]
+    assert len(collected) == 3
