@@ -266,17 +266,24 @@ def test_feeds_are_made_again_only_when_what_they_show_moves(
     assert tree(site) == tree(cold)
 
 
+def _built_with_ten(tmp_path: Path) -> tuple[PoolFixture, Any, Path]:
+    """A pool of ten dreams of ada's, built once with its log key: the pool, the
+    signer and the site, for a test of what the next build makes again."""
+    tp = make_pool(tmp_path)
+    signer = parse_private_key(tp.log_key)
+    tp.add("ada", 10)
+    site = tmp_path / "site"
+    buildmod.build(tp.content, site, signer=signer)
+    return tp, signer, site
+
+
 def test_only_the_search_shards_that_change_are_made_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A search shard carries a key (builder.site.render.list_pages): a new dream
     makes the newest shard again and keeps the ones the log has moved past."""
     monkeypatch.setattr(render, "SEARCH_SHARD_LEAVES", 4)
-    tp = make_pool(tmp_path)
-    signer = parse_private_key(tp.log_key)
-    tp.add("ada", 10)
-    site = tmp_path / "site"
-    buildmod.build(tp.content, site, signer=signer)
+    tp, signer, site = _built_with_ten(tmp_path)
     made: list[int] = []
     shard = render.search_shard
 
@@ -302,11 +309,7 @@ def test_only_the_sitemaps_that_change_are_made_again(
     a new dream makes its leaf shard's sitemap again, and keeps the shards the
     log has moved past."""
     monkeypatch.setattr(feeds, "SHARD_LEAVES", 4)
-    tp = make_pool(tmp_path)
-    signer = parse_private_key(tp.log_key)
-    tp.add("ada", 10)
-    site = tmp_path / "site"
-    buildmod.build(tp.content, site, signer=signer)
+    tp, signer, site = _built_with_ten(tmp_path)
     made: list[list[tuple[str, str | None]]] = []
     urlset = feeds._urlset
 

@@ -333,11 +333,10 @@ def _fingerprint(content: Path) -> tuple[Any, ...]:
     Asked on every call, so it is kept off the dreams: of ``content/dreams`` only
     the folder's own size and mtime (an entry of ``content/``), which change when
     a file is added, removed or renamed there (a build logging a dream changes
-    ``log/`` too). A logged
-    dream edited in place is not seen, and need not be: what is served is the
-    text its proven leaf commits to, read when the log last changed; the build
-    and ``dreampool check`` refuse the edit. Every file of the other folders
-    (a key's tier, an erasure, the log) is looked at."""
+    ``log/`` too). A logged dream edited in place is not seen, and need not be:
+    what is served is the text its proven leaf commits to, read when the log last
+    changed; the build and ``dreampool check`` refuse the edit. Every file of the
+    other folders (a key's tier, an erasure, the log) is looked at."""
     seen: list[tuple[str, int, int]] = []
     for folder in ("", "keys", "erasures", "rotations", "log", "log/leaves"):
         try:
