@@ -32,7 +32,14 @@ runs) hits, and a hit is always the result of the very bytes the file holds.
 * ``pages``: path → (key, digest) of the list pages, feeds, agent digests and
   search shards that carry a key (:mod:`builder.site`);
 * ``words``: dream id → its pattern keywords (:mod:`builder.site.patterns`),
-  read and written by the forked process that computes the patterns.
+  read and written by the forked process that computes the patterns;
+* ``patterns``: the key of the patterns' inputs
+  (:func:`builder.site.patterns.inputs_key`) → the patterns found from them, as
+  :func:`builder.site.patterns.encode` writes them (and only its strict
+  ``decode`` reads them): a build whose dreams, tiers and ``k`` the patterns
+  read are as last time neither reads the words nor counts them again, and
+  ``dreampool mcp --content`` answers ``dream_stats`` from it (one row, the
+  last build's).
 
 **Read back as data, never as code.** A pull request can force-add any path
 of the checkout, so what the build reads back is treated as hostile until
@@ -80,10 +87,11 @@ from builder.formats.checkpoint import Checkpoint
 from builder.formats.dream import Dream
 
 STORE = "store.sqlite"
+# 4: the patterns found, kept under the key of their inputs.
 # 3: a unit's fragments are a section of their own, read a row at a time (Rows).
 # 2: the scan, commit, salts and keys sections are keyed by content
 # (builder.content.filekeys), no longer by a file's stat, so a restored store hits.
-FORMAT = "dreampool-store/3"
+FORMAT = "dreampool-store/4"
 # The files SQLite keeps beside the database (rollback journal, WAL, shared memory).
 _SIDECARS = ("-journal", "-wal", "-shm")
 _DIGEST = 16
@@ -364,6 +372,23 @@ def _words_in(data: bytes) -> tuple[tuple[str, ...], tuple[tuple[str, tuple[str,
     )
 
 
+def _sha256_key(key: str) -> str:
+    """A SHA-256 (64 lowercase hex), both ways: no other text is a key."""
+    if not isinstance(key, str) or not filekeys.is_sha256(key):
+        raise ValueError("not a SHA-256")
+    return key
+
+
+def _bytes_out(v: bytes) -> bytes:
+    if not isinstance(v, bytes):
+        raise TypeError("not bytes")
+    return v
+
+
+def _bytes_in(data: bytes) -> bytes:
+    return data
+
+
 def _same(text: str) -> str:
     return _str(text)
 
@@ -387,6 +412,7 @@ CODECS: dict[str, Codec] = {
     "fragments": Codec(_unit_key, _unit_key, _fragments_out, _fragments_in),
     "pages": Codec(_same, _same, _page_out, _page_in),
     "words": Codec(_same, _same, _words_out, _words_in),
+    "patterns": Codec(_sha256_key, _sha256_key, _bytes_out, _bytes_in),
 }
 
 

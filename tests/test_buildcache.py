@@ -79,6 +79,7 @@ SAMPLES: dict[str, tuple[object, object]] = {
     "fragments": (_key(5), FRAGMENTS),
     "pages": ("tags/a/index.html", ("key", bytes(16))),
     "words": ("0123456789abcdef", (("parser", "tokens"), (("fact", ("parser",)),))),
+    "patterns": (_sha(5), b'[2,"member",0,[],[],[],[]]'),
 }
 
 

@@ -682,6 +682,36 @@ def test_stats_find_patterns_once_per_pool_state(
     assert tools.dream_stats().data["dreams"] == changed.data["dreams"] + 1 and len(found) == 4
 
 
+def test_stats_take_the_patterns_the_build_stored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over a built checkout, dream_stats takes the patterns the build kept under the
+    key of the same inputs (builder.site.patterns.inputs_key): no keyword is read or
+    counted, and it says what it says without the store. A change the build has not
+    seen yet (a key's tier) is counted here, as before."""
+    tp = make_pool(tmp_path / "pool")  # k = 2
+    for author in ("ada", "bob", "墨子"):
+        tp.add(author, 2, tags=["databases", "ops"])
+    for author in ("ada", "bob"):
+        set_tier(tp.content, key_id_of(author), "member")
+    site = tmp_path / "pool" / "site"
+    buildmod.build(tp.content, site, signer=parse_private_key(tp.log_key))
+    content = tp.content
+    counted = spy(monkeypatch, patterns, "compute_patterns")
+    words = spy(monkeypatch, mcp_server.ContentSite, "stored_words")
+    tools = mcp_server.Tools(mcp_server.open_reader(None, content, out=site), content=content)
+    stats = tools.dream_stats()
+    assert counted == [] and words == []
+    bare = mcp_server.Tools(mcp_server.open_reader(None, content), content=content)
+    want = bare.dream_stats()
+    assert len(counted) == 1
+    assert stats.text == want.text and stats.data == want.data
+    assert stats.data["patterns"]["tags"] == 2 and "parser" in stats.text
+    set_tier(content, key_id_of("墨子"), "member")
+    changed = tools.dream_stats()
+    assert len(counted) == 2 and changed.data["patterns"]["counted_dreams"] == 6
+
+
 # --- many dreams at once: checked against the tree read whole ------------------------
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from builder.content import anonymity
 from builder.site import charts, keywords
 from builder.site.model import DreamView, EntryView, SiteModel, TagRef, slug
 from builder.site.patterns import (
@@ -20,7 +21,12 @@ from builder.site.patterns import (
     Pattern,
     Patterns,
     compute_patterns,
+    decode,
+    encode,
+    first_keywords,
+    inputs_key,
     render_patterns_html,
+    stored,
     suppress,
     tokens,
 )
@@ -399,6 +405,128 @@ def test_words_found_on_every_core_are_the_words_found_here() -> None:
     del spread["id0003"]
     assert compute_patterns(m, words=spread, spread=True) == want
     assert spread == here
+
+
+# --- kept between builds: the key of what the patterns read ---------------------------------------
+
+
+def test_fewer_keywords_are_the_first_of_more(sample_patterns: Patterns) -> None:
+    """dream_stats shows 20 keywords a language, the page 40: the first 20 of the
+    page's patterns are exactly what computing with 20 gives, so the stored ones serve."""
+    model = model_of(
+        [
+            D(a, title=f"迁移 数据库 migration index {w}", entries=[("fact", f"索引 {w} rebuild")])
+            for a in ("ann", "ben", "cat")
+            for w in ("cache", "parser", "queue", "缓存", "队列")
+        ]
+    )
+    for m in (model, None):
+        full = compute_patterns(m) if m is not None else sample_patterns
+        assert len(full.keywords) > 4
+        for n in (0, 1, 2, 20, 40):
+            want = compute_patterns(m, limit=n) if m is not None else None
+            got = first_keywords(full, n)
+            if want is not None:
+                assert got == want, n
+            per_lang = [q.lang for q in got.keywords]
+            assert all(per_lang.count(lang) <= n for lang in ("en", "zh"))
+            assert got.keywords == tuple(
+                q for q in full.keywords if q in got.keywords
+            )  # the same order
+    with pytest.raises(ValueError, match="limit"):
+        first_keywords(sample_patterns, -1)
+
+
+def test_the_inputs_key_changes_with_whatever_the_patterns_read() -> None:
+    """A stored result is taken only under the key of the very inputs it was
+    computed from: k, the tier rule, the limit, the pool's months, and of every
+    dream that counts its id, month, signed author, tags and entry types."""
+    dreams = [
+        D("ann", ["db"], [("fact", "index rebuild")], date=JAN),
+        D("ben", ["db", "ops"], [("lesson", "cache warmup")], date=FEB),
+        D("cat", ["ops"], tier="guest", date=FEB),
+        D("dan", ["db"], derivatives=False, date=FEB),
+    ]
+    base = model_of(dreams)
+    key = inputs_key(base)
+    assert inputs_key(model_of(dreams)) == key and len(key) == 64
+    ben = 1  # a dream that counts
+    changed = {
+        "k": inputs_key(model_of(dreams, k=2)),
+        "min_tier": inputs_key(base, min_tier="guest"),
+        "limit": inputs_key(base, limit=20),
+        "order": inputs_key(replace(base, dreams=tuple(reversed(base.dreams)))),
+        "a guest widens the months": inputs_key(
+            model_of([*dreams[:2], replace(dreams[2], date=MAR), dreams[3]])
+        ),
+        "a guest becomes a member": inputs_key(
+            model_of([*dreams[:2], replace(dreams[2], tier="member"), dreams[3]])
+        ),
+        "consent": inputs_key(model_of([*dreams[:3], replace(dreams[3], derivatives=True)])),
+        "a counted dream more": inputs_key(model_of([*dreams, D("eve", date=FEB)])),
+        "a counted month": inputs_key(model_of([replace(dreams[0], date=FEB), *dreams[1:]])),
+        "author": inputs_key(model_of([dreams[0], replace(dreams[ben], author="bo"), *dreams[2:]])),
+        "tags": inputs_key(model_of([dreams[0], replace(dreams[ben], tags=["db"]), *dreams[2:]])),
+        "types": inputs_key(
+            model_of(
+                [dreams[0], replace(dreams[ben], entries=[("fact", "cache warmup")]), *dreams[2:]]
+            )
+        ),
+    }
+    for what, other in changed.items():
+        assert other != key, what
+    assert len(set(changed.values())) == len(changed)
+    with pytest.raises(ValueError, match="min_tier"):
+        inputs_key(base, min_tier="owner")
+
+
+def test_a_dream_that_does_not_count_keeps_the_key_and_the_stored_result_serves() -> None:
+    """A guest's dream, one without consent, or one under the reserved name, within
+    the pool's months: the key stays, and the stored patterns with the admissions
+    counted again are what computing them afresh gives."""
+    dreams = [
+        D(a, ["db", "ops"], [("fact", "index rebuild cache")], date=d)
+        for a, d in (("ann", JAN), ("ben", FEB), ("cat", MAR), ("dan", MAR))
+    ]
+    base = model_of(dreams)
+    found = compute_patterns(base)
+    assert found.tags and found.keywords
+    for more in (
+        D("eve", ["db"], [("fact", "index")], tier="guest", date=FEB),
+        D("fay", ["db"], [("fact", "index")], derivatives=False, date=FEB),
+        D(anonymity.NAME, ["db"], [("fact", "index")], date=FEB),
+    ):
+        grown = model_of([*dreams, more])
+        assert inputs_key(grown) == inputs_key(base), more.author
+        want = compute_patterns(grown)
+        assert want.admissions != found.admissions
+        assert stored(found, grown) == want, more.author
+
+
+def test_stored_patterns_read_back_as_found(sample_patterns: Patterns) -> None:
+    assert sample_patterns.keywords and sample_patterns.tags
+    for p in (sample_patterns, compute_patterns(model_of([]))):
+        assert decode(encode(p)) == p
+    data = encode(sample_patterns)
+    assert decode(data[:-1]) is None and decode(b"\xff" + data) is None
+    assert decode(b"[" * 100_000 + b"]" * 100_000) is None  # too deep for json: a miss
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        [3, "member", 7, [], [], [], [["2025-01", True]]],  # a boolean for a count
+        [3, "member", 7, [["keyword", "db", 1, 1, [], [], ""]], [], [], []],  # a word as a tag
+        [3, "member", 7, [], [], [["a", "b", 1]], []],  # a pair short of a count
+        [3, "member", 7, [], [], [], [], "more"],  # a field the build does not write
+        {"k": 3},
+        [3, "member", 7.0, [], [], [], []],
+        [3, "member", 7, [], [], [], [], [["2025-01", 1]]],
+    ],
+)
+def test_stored_patterns_of_another_shape_are_a_miss(value: object) -> None:
+    """T44: the build store's patterns row reads back only as encode writes it."""
+    assert decode(json.dumps(value).encode()) is None
 
 
 # --- over time: every shown month is backed by k authors ---------------------------------------

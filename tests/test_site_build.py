@@ -6,6 +6,7 @@ import os
 import random
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -18,9 +19,10 @@ from builder import build as buildmod
 from builder import buildcache
 from builder.buildcache import BuildCache
 from builder.formats.note import parse_private_key
-from builder.site import favicon, feeds, render, units
+from builder.site import assemble, favicon, feeds, patterns, render, units
 from tests.conftest import REPO
-from tests.pools import PoolFixture, make_pool
+from tests.pools import PoolFixture, key_id_of, make_pool
+from tests.test_agents import set_tier
 
 GOLDEN = REPO / "tests" / "golden"
 
@@ -402,6 +404,61 @@ def test_a_new_dream_in_a_chain_makes_only_its_lineage_page_again(
     from tests.test_links import broken_links
 
     assert (cold / "lineage" / "3" / "index.html").is_file() and broken_links(cold, "/") == []
+
+
+def test_the_patterns_are_counted_again_only_when_what_they_read_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The patterns the page shows are kept in the store under the key of their
+    inputs (patterns.inputs_key): a build after no new dream, or only a guest's,
+    reads no words and counts nothing; a member's new dream, a changed tier or a
+    lost or damaged row counts again; every build gives a cold build's bytes."""
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1767225600")  # every dream in one month
+    monkeypatch.setattr(assemble, "BACKGROUND_PATTERNS_LIMIT", -1)  # here, to be seen
+    counted = []
+    compute = patterns.compute_patterns
+
+    def counting(model: Any, **kw: Any) -> patterns.Patterns:
+        counted.append(len(model.dreams))
+        return compute(model, **kw)
+
+    monkeypatch.setattr(patterns, "compute_patterns", counting)
+    tp = make_pool(tmp_path)
+    signer = parse_private_key(tp.log_key)
+    site = tmp_path / "site"
+    for author in ("ada", "bob"):
+        tp.add(author, 2, tags=["databases"])
+        set_tier(tp.content, key_id_of(author), "member")
+    store = tmp_path / ".site.builds" / "cache" / buildcache.STORE
+
+    def built() -> list[int]:
+        buildmod.build(tp.content, site, signer=signer)
+        cold = tmp_path / "cold"
+        shutil.rmtree(cold, ignore_errors=True)
+        shutil.rmtree(tmp_path / ".cold.builds", ignore_errors=True)
+        with monkeypatch.context() as m:
+            m.setattr(patterns, "compute_patterns", compute)
+            buildmod.build(tp.content, cold, signer=None)
+        assert tree(site) == tree(cold)
+        assert "databases" in (site / "patterns" / "index.html").read_text(encoding="utf-8")
+        return counted
+
+    assert built() == [4]
+    assert built() == [4]  # no new dream
+    tp.add("墨子", 1, tags=["databases"])  # a guest's
+    assert built() == [4]
+    tp.add("ada", 1)
+    assert built() == [4, 6]
+    set_tier(tp.content, key_id_of("墨子"), "member")
+    assert built() == [4, 6, 6]
+    db = sqlite3.connect(store, isolation_level=None)
+    db.execute(
+        "UPDATE patterns SET v = CAST(replace(CAST(v AS TEXT), 'databases', 'databasez') AS BLOB)"
+    )
+    db.close()
+    assert built() == [4, 6, 6, 6]
+    store.unlink()
+    assert built() == [4, 6, 6, 6, 6]
 
 
 @pytest.mark.parametrize("damage", ["deleted", "garbage", "truncated"])

@@ -95,7 +95,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from builder import buildcache
+from builder import buildcache, parallel
 from builder.content import anonymity, filekeys, keystore, pool
 from builder.errors import DreampoolError, InputError, LogError, PoolError, printable
 from builder.formats import dream as dreamfmt
@@ -315,6 +315,16 @@ class ContentSite:
                 self._words = {} if self._store is None else self._store["words"]
             return self._words  # replaced, never changed, by reload
 
+    def stored_patterns(self, key: str) -> patterns.Patterns | None:
+        """The patterns the build's store keeps under ``key``
+        (:func:`builder.site.patterns.inputs_key`: the key of the very inputs they
+        were found from), or None; the store as of the last reload."""
+        with self._lock:
+            if self._store is None:
+                return None
+            row = self._store["patterns"].get(key)
+            return None if row is None else patterns.decode(row)
+
     def trusted(self) -> Trusted:
         """Tiers, dates, title and k of the checkout as last reloaded."""
         return self._current()[1]
@@ -509,9 +519,12 @@ class PoolReader:
         origin: str | None = None,
         admitted: Callable[[str], tuple[logbuild.Admitted, bytes] | None] | None = None,
         stored_words: Callable[[], Mapping[str, patterns.DreamWords]] | None = None,
+        stored_patterns: Callable[[str], patterns.Patterns | None] | None = None,
     ) -> None:
-        # A checkout's build store's keywords by dream id (Tools._patterns)
+        # A checkout's build store's keywords by dream id, and the patterns it
+        # found by the key of their inputs (Tools._patterns)
         self.stored_words = stored_words
+        self.stored_patterns = stored_patterns
         self.site = site
         # A checkout's logged dreams as content_plan took them (checked)
         self._admitted = admitted
@@ -773,6 +786,16 @@ class PoolReader:
         otherwise None, and :meth:`checked` checks its record as over a site. Unless
         the policy was pinned from elsewhere (``--policy``), its signature is
         verified: the checkout's own policy may name a pull request's log key."""
+        admitted = self._logged(dream_id, index, snap)
+        if admitted is None:
+            return None
+        if self._pinned is None and not _signature_holds(admitted.dream.body):
+            return None  # its record is checked as over a site, and fails, named
+        return self._taken(admitted, snap)
+
+    def _logged(self, dream_id: str, index: int, snap: Snapshot) -> logbuild.Admitted | None:
+        """The checkout's logged dream ``dream_id`` if its leaf is leaf ``index`` of
+        the tree this reader proved (:meth:`_from_checkout`), else None."""
         if self._admitted is None:
             return None
         found = self._admitted(dream_id)
@@ -781,25 +804,51 @@ class PoolReader:
         admitted, leaf = found
         if admitted.index != index or admitted.dream.id != dream_id or leaf != snap.leaves[index]:
             return None
+        return admitted
+
+    def _taken(self, admitted: logbuild.Admitted, snap: Snapshot) -> Verified:
+        """A checkout's logged dream, taken by its commitment (:meth:`_from_checkout`)."""
         if self._pinned is None:
-            # The policy is the checkout's own, which a pull request reaches: a log key
-            # it adds there signs leaves no admission checked (THREATS.md T78). Only a
-            # policy pinned from elsewhere (--policy) vouches for admission, as the
-            # build's own log key does (docs/protocol.md §3.1); else the signature.
-            try:
-                dreamfmt.verify(admitted.dream.body, f"dream {dream_id}")
-            except DreampoolError:
-                return None  # its record is checked as over a site, and fails, named
             signature = "signature verified"
         else:
             signature = "signature verified on admission under the pinned policy"
+        index, dream = admitted.index, admitted.dream
         steps = (
             Step(1, STEP_TITLES[1], True, f"checkpoint size {snap.size} verified"),
             Step(2, STEP_TITLES[2], True, f"the checkout's file and salt commit to leaf {index}"),
             Step(3, STEP_TITLES[3], True, f"the log's {snap.size} leaves hash to its root"),
             Step(4, STEP_TITLES[4], True, f"dream schema verified; {signature}"),
         )
-        return Verified(dream_id, index, admitted.dream.key_id, dict(admitted.dream.body), steps)
+        return Verified(dream.id, index, dream.key_id, dict(dream.body), steps)
+
+    def check_all(self, ids: Sequence[str]) -> None:
+        """:meth:`checked` for each of ``ids`` ahead of a bulk tool's own calls, with
+        the signatures of a checkout's logged dreams (no ``--policy``: T107) checked
+        on every core (:func:`builder.parallel.map_ordered`, forked workers that
+        read the dreams from the fork and send back a bool each): one at a time
+        they were over half of ``dream_stats`` at 100k dreams, and ``cryptography``
+        holds the GIL, so threads gained nothing. A dream whose signature fails is
+        left to :meth:`checked`, which names why."""
+        with self._lock:
+            if self._admitted is None or self._pinned is not None:
+                return  # nothing to gain: each is taken, or checked as over a site
+            snap = self._snap
+            todo = []
+            for dream_id in ids:
+                index = snap.dreams.get(dream_id)
+                if index is None or dream_id in self._verified or dream_id in self._checked:
+                    continue
+                admitted = self._logged(dream_id, index, snap)
+                if admitted is not None:
+                    todo.append(admitted)
+            held = parallel.map_ordered(
+                lambda i: _signature_holds(todo[i].dream.body),
+                range(len(todo)),
+                min_items=SIGNATURES_FORKED,
+            )
+            for admitted, ok in zip(todo, held, strict=True):
+                if ok:
+                    self._checked[admitted.dream.id] = self._taken(admitted, snap)
 
     def view(self, v: Verified) -> DreamView:
         """A verified dream as the site model shows it, with its tier and date."""
@@ -843,6 +892,19 @@ class PoolReader:
 
     def link(self, path: str) -> str:
         return path if self.link_base is None else self.link_base + path
+
+
+SIGNATURES_FORKED = parallel.MIN_ITEMS
+"""From this many dreams on, :meth:`PoolReader.check_all` forks workers."""
+
+
+def _signature_holds(body: Mapping[str, Any]) -> bool:
+    """Whether a logged dream's signature verifies (:func:`builder.formats.dream.verify`)."""
+    try:
+        dreamfmt.verify(body, "dream")
+    except DreampoolError:
+        return False
+    return True
 
 
 def _safe_steps(steps: Sequence[Step]) -> tuple[Step, ...]:
@@ -980,6 +1042,8 @@ class Tools:
         shown: list[DreamView] = []
         failed: list[_Failed] = []
         matched = 0
+        if count_all or limit is None:  # each one is checked: all at once
+            self.reader.check_all(ids)
         for dream_id in ids:
             if not count_all and limit is not None and len(shown) >= limit:
                 break
@@ -1135,7 +1199,10 @@ class Tools:
         signed, every dream is guest, and guests never count.
 
         Found once per pool state and kept: the same log (its root: which dreams, and
-        what each says), the same dreams verified, and the same checkout (tiers, k)."""
+        what each says), the same dreams verified, and the same checkout (tiers, k).
+        Over a checkout whose build stored the patterns of the same inputs
+        (:func:`builder.site.patterns.inputs_key`), those are taken: over 100k
+        dreams, counting the words again took most of a minute."""
         trusted = self.reader.trusted
         if trusted is None:
             return None
@@ -1160,6 +1227,15 @@ class Tools:
             bodies=bodies,
         )
         with self._words_lock:
+            # Those the build found from the same inputs (the page's limit, of which
+            # the first STATS_KEYWORDS are what this limit finds): nothing to count.
+            kept = None
+            if self.reader.stored_patterns is not None:
+                kept = self.reader.stored_patterns(patterns.inputs_key(view))
+            if kept is not None:
+                found = patterns.first_keywords(patterns.stored(kept, view), STATS_KEYWORDS)
+                self._found = (state, found)
+                return found
             if self.reader.stored_words is not None:
                 # Those the build found and stored: each depends on its dream's id alone.
                 for dream_id, words in self.reader.stored_words().items():
@@ -1603,6 +1679,7 @@ def open_reader(
             origin=pool.load_config(content).origin if lazy else None,
             admitted=source.admitted,
             stored_words=source.stored_words,
+            stored_patterns=source.stored_patterns,
         )
     assert site is not None
     remote = site.startswith(("http://", "https://"))

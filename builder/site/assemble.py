@@ -90,8 +90,17 @@ def _patterns(arg: tuple[SiteModel, BuildCache, bool]) -> str:
     # In a forked process (or inline, after the pages, spreading the keyword
     # search over the cores): the keywords section of the cache is read and
     # written here, never by the parent while the process runs.
+    # Found again only when what they read changed (patterns.inputs_key): a
+    # build after no new dream, or only dreams that do not count (a guest's),
+    # neither reads the words nor counts them.
     model, cache, spread = arg
-    found = patterns.compute_patterns(model, words=cache["words"], spread=spread)
-    html = str(patterns.render_patterns_html(found))
-    cache.save("words")
-    return html
+    key = patterns.inputs_key(model)
+    row = cache["patterns"].get(key)
+    kept = None if row is None else patterns.decode(row)
+    if kept is not None:
+        found = patterns.stored(kept, model)
+    else:
+        found = patterns.compute_patterns(model, words=cache["words"], spread=spread)
+        cache.sections["patterns"] = {key: patterns.encode(found)}
+        cache.save("words", "patterns")
+    return str(patterns.render_patterns_html(found))

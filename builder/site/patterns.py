@@ -45,11 +45,15 @@ English and Chinese keywords are ranked and listed apart, by script.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import itertools
+import json
 import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from markupsafe import Markup, escape
 
@@ -65,7 +69,12 @@ __all__ = [
     "Pattern",
     "Patterns",
     "compute_patterns",
+    "decode",
+    "encode",
+    "first_keywords",
+    "inputs_key",
     "render_patterns_html",
+    "stored",
     "suppress",
     "tokens",
 ]
@@ -165,6 +174,9 @@ MIN_TIER = "member"
 """The least trusted tier whose dreams the site's patterns count (the default of
 :func:`compute_patterns`, which the build uses)."""
 PAIRS_LIMIT = 12
+KEYWORDS_LIMIT = 40
+"""The most keywords of each language the patterns page lists (the default of
+:func:`compute_patterns`); ``dream_stats`` shows the first of them."""
 
 
 def counts(d: DreamView, min_tier: str = MIN_TIER) -> bool:
@@ -231,7 +243,7 @@ def compute_patterns(
     model: SiteModel,
     *,
     min_tier: str = MIN_TIER,
-    limit: int = 40,
+    limit: int = KEYWORDS_LIMIT,
     words: dict[str, DreamWords] | None = None,
     spread: bool = False,
 ) -> Patterns:
@@ -338,7 +350,6 @@ def compute_patterns(
         ),
         key=lambda p: (-p.dreams, -p.authors, p.first, p.second),
     )
-    admitted = Counter(d.month for d in model.dreams)
     return Patterns(
         k=k,
         min_tier=min_tier,
@@ -346,8 +357,144 @@ def compute_patterns(
         tags=tuple(shown_tags),
         keywords=shown_words,
         pairs=tuple(shown_pairs[:PAIRS_LIMIT]),
-        admissions=tuple((m, admitted.get(m, 0)) for m in months),
+        admissions=_admissions(model, months),
     )
+
+
+def _admissions(model: SiteModel, months: Sequence[str]) -> tuple[tuple[str, int], ...]:
+    """Dreams in the log per month, every month of ``months`` (rule 5: every dream)."""
+    admitted = Counter(d.month for d in model.dreams)
+    return tuple((m, admitted.get(m, 0)) for m in months)
+
+
+def first_keywords(found: Patterns, limit: int) -> Patterns:
+    """``found`` with at most ``limit`` keywords of each language, the first by
+    rank: what :func:`compute_patterns` gives with that smaller ``limit``, since
+    it chooses each language's keywords in rank order and counts each one alone."""
+    if limit < 0:
+        raise ValueError(f"limit must be >= 0, is {limit}")
+    per_lang: Counter[str] = Counter()
+    kept = []
+    for p in found.keywords:
+        if per_lang[p.lang] < limit:
+            per_lang[p.lang] += 1
+            kept.append(p)
+    return dataclasses.replace(found, keywords=tuple(kept))
+
+
+def inputs_key(model: SiteModel, *, min_tier: str = MIN_TIER, limit: int = KEYWORDS_LIMIT) -> str:
+    """A SHA-256 (hex) of what :func:`compute_patterns` reads from ``model`` with
+    these arguments, but for the admissions per month (:func:`stored`): ``k``, the
+    tier rule, the limit, the pool's first and last month, and of each dream that
+    counts (:func:`_counted`), in the model's order, its id, month, signed author,
+    tags and entries' types. A result stored under it (the build's store,
+    :mod:`builder.buildcache`) is taken only for the same inputs; a dream that
+    does not count (a guest's, one without consent to derivatives) changes it only
+    if it widens the months.
+    A dream's words are not read: they depend on its id alone (:func:`dream_words`),
+    as the store's words section already assumes."""
+    span = _month_span(model)
+    rows: list[Any] = [
+        ["dreampool-patterns-inputs/1", model.k, min_tier, limit, span[:1], span[-1:]]
+    ]
+    rows += (
+        [d.id, d.month, author, [t.name for t in d.tags], [e.type for e in d.entries]]
+        for d, author in _counted(model, min_tier)
+    )
+    text = json.dumps(rows, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def stored(found: Patterns, model: SiteModel) -> Patterns:
+    """The patterns of ``model`` from ``found``, which :func:`compute_patterns` gave
+    for inputs of the same :func:`inputs_key`: the same but for the dreams admitted
+    per month, which count every dream (rule 5) and are counted here again."""
+    return dataclasses.replace(found, admissions=_admissions(model, _month_span(model)))
+
+
+# --- kept in the build's store ---------------------------------------------------------------
+#
+# ``encode`` writes the patterns as JSON arrays in field order; ``decode`` reads
+# back only what it would have written (THREATS.md T44: derived state is data,
+# read as hostile), and any other bytes are None, a miss: found again.
+
+
+def encode(p: Patterns) -> bytes:
+    """``p`` as the store keeps it (:mod:`builder.buildcache`, section ``patterns``)."""
+
+    def row(q: Pattern) -> list[Any]:
+        return [q.kind, q.term, q.dreams, q.authors, q.types, q.months, q.lang]
+
+    value = [
+        p.k,
+        p.min_tier,
+        p.counted_dreams,
+        [row(q) for q in p.tags],
+        [row(q) for q in p.keywords],
+        [[q.first, q.second, q.dreams, q.authors] for q in p.pairs],
+        p.admissions,
+    ]
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def decode(data: bytes) -> Patterns | None:
+    """The patterns :func:`encode` wrote as ``data``, or None for any other bytes."""
+    try:
+        k, min_tier, counted, tags, words, pairs, admissions = _list(json.loads(data), 7)
+        return Patterns(
+            k=_int(k),
+            min_tier=_str(min_tier),
+            counted_dreams=_int(counted),
+            tags=tuple(_pattern(q, "tag") for q in _list(tags)),
+            keywords=tuple(_pattern(q, "keyword") for q in _list(words)),
+            pairs=tuple(
+                Pair(_str(a), _str(b), _int(n), _int(m))
+                for a, b, n, m in (_list(q, 4) for q in _list(pairs))
+            ),
+            admissions=_counts(admissions),
+        )
+    except (ValueError, TypeError, UnicodeDecodeError, RecursionError):
+        return None
+
+
+def _pattern(v: Any, kind: str) -> Pattern:
+    kind_, term, dreams, authors, types, months, lang = _list(v, 7)
+    if kind_ != kind:
+        raise ValueError(f"not a {kind} pattern")
+    return Pattern(
+        kind,
+        _str(term),
+        _int(dreams),
+        _int(authors),
+        _counts(types),
+        tuple(
+            (_str(m), None if n is None else _int(n))
+            for m, n in (_list(x, 2) for x in _list(months))
+        ),
+        _str(lang),
+    )
+
+
+def _counts(v: Any) -> tuple[tuple[str, int], ...]:
+    return tuple((_str(a), _int(n)) for a, n in (_list(x, 2) for x in _list(v)))
+
+
+def _list(v: Any, n: int | None = None) -> list[Any]:
+    if not isinstance(v, list) or (n is not None and len(v) != n):
+        raise TypeError("not a list of the right length")
+    return v
+
+
+def _int(v: Any) -> int:
+    if type(v) is not int:
+        raise TypeError("not an integer")
+    return v
+
+
+def _str(v: Any) -> str:
+    if not isinstance(v, str):
+        raise TypeError("not a string")
+    return v
 
 
 # --- HTML -------------------------------------------------------------------------------------

@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from builder import parallel
 from builder.agents import mcp_server
 from builder.errors import DreampoolError
 from builder.formats import merkle
@@ -68,6 +70,49 @@ def test_a_second_log_key_does_not_pass_a_forged_maintainer_dream_to_the_bulk_to
     assert failed == [forged]
     with pytest.raises(DreampoolError):  # the light client refuses it too
         tools.dream_get(forged)
+
+
+def test_signatures_checked_on_every_core_refuse_the_forged_dream_as_well(
+    published: tuple[PoolFixture, list[str], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """T107, with the bulk tools' signature checks done by forked workers
+    (PoolReader.check_all), here from the first dream on: each logged dream's
+    signature is checked, the forged one is left out, and the bulk tools refuse
+    it, named."""
+    monkeypatch.setattr(mcp_server, "SIGNATURES_FORKED", 1)
+    forked = spy_forks(monkeypatch)
+    tp, ids, _ = published
+    forged = _append_forged_leaf_under_a_second_key(tp)
+    content = tp.content
+    reader = mcp_server.open_reader(None, content)
+    reader.check_all([*ids, forged, "0000000000000000"])
+    assert forked == [4]  # the three logged dreams and the forged one
+    assert sorted(reader._checked) == sorted(ids)
+    shown, text = _bulk(mcp_server.Tools(reader, content=content))
+    assert forked[0] == 4 and set(forked[1:]) == {1}  # only the forged one again
+    assert forged not in shown and FORGED not in text and set(ids) <= set(shown)
+    failed = mcp_server.Tools(reader, content=content).dream_list(limit=100).data["failed"]
+    assert [f["id"] for f in failed] == [forged]
+
+
+def spy_forks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many items each parallel.map_ordered call that forks is given."""
+    calls: list[int] = []
+    real = parallel._fork_pool
+    sizes: list[int] = []
+    map_ordered = parallel.map_ordered
+
+    def sized(func: Any, items: Any, **kw: Any) -> Any:
+        sizes.append(len(items))
+        return map_ordered(func, items, **kw)
+
+    def forking(n: int) -> Any:
+        calls.append(sizes[-1])
+        return real(n)
+
+    monkeypatch.setattr(parallel, "map_ordered", sized)
+    monkeypatch.setattr(parallel, "_fork_pool", forking)
+    return calls
 
 
 def _resign_the_whole_log(tp: PoolFixture) -> None:
