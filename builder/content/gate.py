@@ -38,6 +38,7 @@ import json
 import os
 import re
 import stat
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -133,8 +134,7 @@ def _outside(path: str, content: str) -> str:
         return "salts are written only by the build, when it logs a dream; remove this file. "
     if inside and rel.startswith("log/"):
         return "the log state is written only by the build; "
-    first = PurePosixPath(path).parts[0]
-    if first == "site" or first.endswith(".builds"):
+    if is_build_state(PurePosixPath(path).parts[0]):
         return "the build's own state is never committed (git rm -r --cached it); "
     return "is outside the contributor paths: " + _WHAT
 
@@ -428,6 +428,15 @@ def special_files(content: Path) -> list[Problem]:
     return problems
 
 
+def is_build_state(first: str) -> bool:
+    """Whether a top-level name of the repository is the build's own state (the
+    ``site`` link, a ``.<name>.builds`` folder) on some file system: compared as a
+    file system that folds letter case may (macOS, Windows; APFS folds U+017F
+    too), so ``Site`` and ``.SITE.Builds`` are it as well (THREATS.md T110)."""
+    folded = unicodedata.normalize("NFKC", first).casefold()
+    return folded == "site" or (folded.startswith(".") and folded.endswith(".builds"))
+
+
 def tracked_problems(content: Path) -> list[Problem]:
     """Symlinks and submodules git tracks anywhere in the pool's repository, and
     any tracked file of the build's own state (``site``, ``.<name>.builds/``)."""
@@ -447,7 +456,7 @@ def tracked_problems(content: Path) -> list[Problem]:
             problems.append(
                 Problem(_shown(root, path), "", "is a submodule; a pool holds plain files only")
             )
-        elif first == "site" or (first.startswith(".") and first.endswith(".builds")):
+        elif is_build_state(first):
             problems.append(
                 Problem(
                     _shown(root, path),

@@ -215,6 +215,25 @@ def test_check_of_the_whole_pool_names_tracked_build_state_and_special_files(
     assert f"{key.relative_to(root)}: is a hard link" in result.err
 
 
+@pytest.mark.parametrize(
+    "path", ["Site/index.html", "SITE/x", "\u017fite/x", ".Site.BUILDS/cache/store.sqlite"]
+)
+def test_build_state_under_another_letter_case_is_named_too(
+    repo: PoolFixture, run: Run, path: str
+) -> None:
+    """T110 at the gate: a file system that folds letter case (macOS, Windows; APFS
+    also folds U+017F, long s, to s) checks ``Site/`` out as the build's own
+    ``site`` and ``.Site.BUILDS/`` as its ``.site.builds``: ``check`` names them as
+    it names the lower-case ones, where a case-sensitive comparison let them by."""
+    root = repo.content.parent
+    (root / path).parent.mkdir(parents=True, exist_ok=True)
+    (root / path).write_bytes(b"planted")
+    _commit(root, "planted", path)
+    result = run("check", "--content", "content")
+    assert result.code == 1
+    assert f"{path}: is the build's own state" in result.err
+
+
 def test_judge_refuses_what_no_contributor_writes() -> None:
     """T49: the pure rule, path by path (a naive reading of the table in
     builder.content.gate)."""
