@@ -325,6 +325,12 @@ class ContentSite:
             row = self._store["patterns"].get(key)
             return None if row is None else patterns.decode(row)
 
+    def stored_keys(self) -> dict[Any, Any]:
+        """A copy of the build store's key files by content (:func:`content_plan`
+        left it holding the checkout's as last reloaded), or an empty dict."""
+        with self._lock:
+            return {} if self._store is None else dict(self._store["keys"])
+
     def trusted(self) -> Trusted:
         """Tiers, dates, title and k of the checkout as last reloaded."""
         return self._current()[1]
@@ -520,11 +526,14 @@ class PoolReader:
         admitted: Callable[[str], tuple[logbuild.Admitted, bytes] | None] | None = None,
         stored_words: Callable[[], Mapping[str, patterns.DreamWords]] | None = None,
         stored_patterns: Callable[[str], patterns.Patterns | None] | None = None,
+        stored_keys: Callable[[], Mapping[Any, Any]] | None = None,
     ) -> None:
         # A checkout's build store's keywords by dream id, and the patterns it
-        # found by the key of their inputs (Tools._patterns)
+        # found by the key of their inputs (Tools._patterns); its key files by
+        # content (Tools.dream_draft)
         self.stored_words = stored_words
         self.stored_patterns = stored_patterns
+        self.stored_keys = stored_keys
         self.site = site
         # A checkout's logged dreams as content_plan took them (checked)
         self._admitted = admitted
@@ -1489,7 +1498,8 @@ class Tools:
             if parent is not None:
                 draft["lineage"]["parent"] = parent
         draft["consent"] = {"share": True, "derivatives": derivatives, "anonymize": anonymize}
-        result = draft_dream(draft, key, target)
+        stored = self.reader.stored_keys
+        result = draft_dream(draft, key, target, known_keys=stored() if stored else None)
         lines = [
             f"drafted dream {result.id} signed by key {result.key_id}",
             f"written to {result.path} (tier {result.tier}"
@@ -1549,9 +1559,17 @@ class DraftResult:
     redactions: tuple[redact.Redaction, ...]
 
 
-def draft_dream(draft: dict[str, Any], key_ref: str, content: Path) -> DraftResult:
+def draft_dream(
+    draft: dict[str, Any],
+    key_ref: str,
+    content: Path,
+    *,
+    known_keys: Mapping[Any, Any] | None = None,
+) -> DraftResult:
     """Redact, sign with the local key ``key_ref`` and submit to ``content`` (a pool
     checkout's ``content/``), as ``dreampool sign`` then ``dreampool submit`` would.
+    ``known_keys``, a build store's ``keys`` section (key files by their content,
+    :func:`builder.content.pool.load_keys`), spares parsing the key files it knows.
 
     The author is the key's; an anonymized draft is signed instead by a one-time
     key under the name ``anonymous``, kept nowhere (docs/protocol.md §1.2), and
@@ -1584,8 +1602,9 @@ def draft_dream(draft: dict[str, Any], key_ref: str, content: Path) -> DraftResu
     with tempfile.TemporaryDirectory(prefix="dreampool-draft-") as tmp:
         path = Path(tmp) / f"{dream_id}.json"
         path.write_bytes(data)
-        result = pool.submit(content, [path])
-    directory, _ = pool.load_keys(content)
+        cache = None if known_keys is None else dict(known_keys)
+        result = pool.submit(content, [path], key_cache=cache)
+    directory, _ = pool.load_keys(content, cache=cache)
     entry = directory.keys.get(key_id)
     return DraftResult(
         id=dream_id,
@@ -1680,6 +1699,7 @@ def open_reader(
             admitted=source.admitted,
             stored_words=source.stored_words,
             stored_patterns=source.stored_patterns,
+            stored_keys=source.stored_keys,
         )
     assert site is not None
     remote = site.startswith(("http://", "https://"))

@@ -1055,14 +1055,21 @@ class SubmitResult:
     new_keys: list[str]
 
 
-def submit(content: Path, files: list[Path], *, today: dt.date | None = None) -> SubmitResult:
+def submit(
+    content: Path,
+    files: list[Path],
+    *,
+    today: dt.date | None = None,
+    key_cache: dict[Any, Any] | None = None,
+) -> SubmitResult:
     """Validate every file, apply the key rules, then write: all or nothing.
 
     A refused file raises before anything is written, so a failed submission
-    leaves ``content/`` exactly as it was.
+    leaves ``content/`` exactly as it was. ``key_cache`` is :func:`load_keys`'
+    ``cache`` (key files known by their content, not parsed again).
     """
     load_config(content)
-    directory, key_problems = load_keys(content)
+    directory, key_problems = load_keys(content, cache=key_cache)
     if key_problems:
         raise InputError(
             key_problems, hint="the pool's key directory is broken; run `dreampool check`"
