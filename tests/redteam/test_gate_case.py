@@ -124,3 +124,24 @@ def test_the_build_trusts_no_state_git_tracks_under_a_folded_name(
     notes = derived.secure(out)
     assert notes and "git tracks 1 path(s) of the build's own state" in notes[0]
     assert not builds.exists()
+
+
+def test_a_pull_request_adding_a_name_that_is_not_utf8_fails_check_without_a_traceback(
+    repo: PoolFixture,  # noqa: F811
+    run: Run,
+) -> None:
+    """T110/T49: git holds names as bytes; a top-level name that is not UTF-8
+    (``\\xffsite``, which no folding file system takes for ``site``: APFS refuses
+    such a name) goes through the fold without an error and is refused as outside
+    the contributor paths, shown escaped, in plain output and as an annotation."""
+    root = repo.content.parent
+    name = os.fsdecode(b"\xffsite")
+    (root / name).mkdir()
+    (root / name / "x").write_bytes(b"planted")
+    _commit(root, "pull request")
+    result = _check(run)
+    assert result.code == 1
+    assert "\\udcffsite/x: is outside the contributor paths" in result.err
+    result = _check(run, "--format", "github")
+    assert result.code == 1
+    assert "udcffsite" in result.out
