@@ -103,13 +103,13 @@ _IGNORABLE = re.compile(
 
 
 def fold_name(name: str) -> str:
-    """``name`` as a file system that folds names may compare it, coarser than
-    any: ignorable code points dropped (HFS+), then Unicode's compatibility
-    caseless form (NFKC of case folding, twice: Unicode D146), which holds
-    APFS's case folding (``ſ`` is ``s``) and its normalization (a decomposed
-    ``é`` is the composed one). Two names a real file system takes for one fold
-    to one string; some that none does too (``ｓｉｔｅ``), which costs a
-    cold build or a named path, never a trusted one."""
+    """``name`` as a file system that folds names may compare it: ignorable
+    code points dropped (HFS+), then Unicode's compatibility caseless form
+    (NFKC of case folding, twice: Unicode D146), coarser than APFS's case
+    folding (``ſ`` is ``s``) and normalization (a decomposed ``é`` is the
+    composed one) and than ASCII letter case anywhere. Names no file system
+    takes for one may fold to one string too (``ｓｉｔｅ``): that costs a cold
+    build or a named path, never a trusted one."""
     text = _IGNORABLE.sub("", unicodedata.normalize("NFD", name))
     for _ in range(2):
         text = unicodedata.normalize("NFKC", text.casefold())
