@@ -38,7 +38,6 @@ import json
 import os
 import re
 import stat
-import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -432,8 +431,9 @@ def is_build_state(first: str) -> bool:
     """Whether a top-level name of the repository is the build's own state (the
     ``site`` link, a ``.<name>.builds`` folder) on some file system: compared as a
     file system that folds letter case may (macOS, Windows; APFS folds U+017F
-    too), so ``Site`` and ``.SITE.Builds`` are it as well (THREATS.md T110)."""
-    folded = unicodedata.normalize("NFKC", first).casefold()
+    too; HFS+ ignores some invisible code points), so ``Site``, ``.SITE.Builds``
+    and ``s<U+200C>ite`` are it as well (THREATS.md T110)."""
+    folded = gitrepo.fold_name(first)
     return folded == "site" or (folded.startswith(".") and folded.endswith(".builds"))
 
 

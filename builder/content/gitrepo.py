@@ -16,8 +16,10 @@ installed, nothing is tracked.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,15 +78,42 @@ def tracked(folder: Path, names: list[str]) -> list[str] | None:
         return []
     if work_tree(folder) is None:
         return None if _looks_like_a_checkout(folder) else []
-    # icase: on a case-insensitive file system (core.ignorecase) a tracked
-    # ``.SITE.builds/…`` is the very folder ``.site.builds``, and git compares a
-    # pathspec case-sensitively whatever core.ignorecase says. Elsewhere it only
+    # Folded, not asked with a pathspec: on a file system that folds names a
+    # tracked ``.SITE.builds/…`` or ``.ſite.builds/…`` is the very folder
+    # ``.site.builds``, and git compares a pathspec byte for byte (``icase``:
+    # ASCII letters only) whatever core.ignorecase says. Elsewhere it only
     # names more paths, and a caller assumes the worst of any.
-    specs = [f":(literal,icase){name}" for name in names]
-    result = _git(folder, "ls-files", "-z", "--", *specs)
+    result = _git(folder, "ls-files", "-z", "--", ".")
     if result.returncode != 0:
         return None
-    return [os.fsdecode(p) for p in result.stdout.split(b"\0") if p]
+    wanted = {fold_name(name) for name in names}
+    paths = [os.fsdecode(p) for p in result.stdout.split(b"\0") if p]
+    firsts = {first: fold_name(first) in wanted for first in {p.split("/", 1)[0] for p in paths}}
+    return [p for p in paths if firsts[p.split("/", 1)[0]]]
+
+
+# Default_Ignorable_Code_Point (Unicode DerivedCoreProperties.txt): HFS+ ignores
+# U+200C-U+200F, U+202A-U+202E, U+206A-U+206F and U+FEFF in a name (Apple TN1150;
+# git's is_hfs_dotgit skips the same), so ``s\u200cite`` is ``site`` there.
+_IGNORABLE = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f"
+    "\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
+)
+
+
+def fold_name(name: str) -> str:
+    """``name`` as a file system that folds names may compare it: ignorable
+    code points dropped (HFS+), then Unicode's compatibility caseless form
+    (NFKC of case folding, twice: Unicode D146), coarser than APFS's case
+    folding (``ſ`` is ``s``) and normalization (a decomposed ``é`` is the
+    composed one) and than ASCII letter case anywhere. Names no file system
+    takes for one may fold to one string too (``ｓｉｔｅ``): that costs a cold
+    build or a named path, never a trusted one."""
+    text = _IGNORABLE.sub("", unicodedata.normalize("NFD", name))
+    for _ in range(2):
+        text = unicodedata.normalize("NFKC", text.casefold())
+    return _IGNORABLE.sub("", text)
 
 
 @dataclass(frozen=True, slots=True)
