@@ -85,6 +85,7 @@ from builder.content import filekeys
 from builder.files import remove_entry
 from builder.formats.checkpoint import Checkpoint
 from builder.formats.dream import Dream
+from builder.formats.strictjson import as_int, as_list, as_str
 
 STORE = "store.sqlite"
 # 4: the patterns found, kept under the key of their inputs.
@@ -164,24 +165,6 @@ def _unb64(text: Any) -> bytes:
     return base64.b64decode(text, validate=True)
 
 
-def _str(v: Any) -> str:
-    if not isinstance(v, str):
-        raise TypeError("not a string")
-    return v
-
-
-def _int(v: Any) -> int:
-    if type(v) is not int:
-        raise TypeError("not an integer")
-    return v
-
-
-def _list(v: Any, n: int | None = None) -> list[Any]:
-    if not isinstance(v, list) or (n is not None and len(v) != n):
-        raise TypeError("not a list of the right length")
-    return v
-
-
 def _blob_key(key: str) -> str:
     """A git blob id (40 lowercase hex), both ways: no other text is a key."""
     if not isinstance(key, str) or not filekeys.is_blob_id(key):
@@ -222,13 +205,13 @@ def _dream_out(d: Dream) -> bytes:
 
 
 def _dream_in(data: bytes) -> Dream:
-    dream_id, key_id, public_key, body = _list(_json(data), 4)
+    dream_id, key_id, public_key, body = as_list(_json(data), 4)
     if not isinstance(body, dict):
         raise TypeError("a dream's body is an object")
     key = _unb64(public_key)
     if len(key) != 32:
         raise ValueError("a public key is 32 bytes")
-    return Dream(_str(dream_id), _str(key_id), key, body)
+    return Dream(as_str(dream_id), as_str(key_id), key, body)
 
 
 def _commit_key(key: tuple[str, str]) -> str:
@@ -245,11 +228,11 @@ def _commit_key_of(text: str) -> tuple[str, str]:
 
 
 def _str_out(v: str) -> bytes:
-    return _dump(_str(v))
+    return _dump(as_str(v))
 
 
 def _str_in(data: bytes) -> str:
-    return _str(_json(data))
+    return as_str(_json(data))
 
 
 def _fields_out(v: dict[str, Any]) -> bytes:
@@ -278,8 +261,10 @@ def _checkpoint_out(cp: Checkpoint) -> bytes:
 
 
 def _checkpoint_in(data: bytes) -> Checkpoint:
-    origin, size, root, extensions = _list(_json(data), 4)
-    return Checkpoint(_str(origin), _int(size), _unb64(root), tuple(map(_str, _list(extensions))))
+    origin, size, root, extensions = as_list(_json(data), 4)
+    return Checkpoint(
+        as_str(origin), as_int(size), _unb64(root), tuple(map(as_str, as_list(extensions)))
+    )
 
 
 # A unit's row and its fragments' row are binary, not JSON (fragments are most
@@ -352,8 +337,8 @@ def _page_out(v: tuple[str, bytes]) -> bytes:
 
 
 def _page_in(data: bytes) -> tuple[str, bytes]:
-    key, digest = _list(_json(data), 2)
-    return (_str(key), bytes.fromhex(_str(digest)))
+    key, digest = as_list(_json(data), 2)
+    return (as_str(key), bytes.fromhex(as_str(digest)))
 
 
 def _words_out(v: tuple[tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...]]) -> bytes:
@@ -362,12 +347,12 @@ def _words_out(v: tuple[tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...]
 
 
 def _words_in(data: bytes) -> tuple[tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...]]:
-    own, entries = _list(_json(data), 2)
+    own, entries = as_list(_json(data), 2)
     return (
-        tuple(sys.intern(_str(w)) for w in _list(own)),
+        tuple(sys.intern(as_str(w)) for w in as_list(own)),
         tuple(
-            (_str(t), tuple(sys.intern(_str(w)) for w in _list(ws)))
-            for t, ws in (_list(e, 2) for e in _list(entries))
+            (as_str(t), tuple(sys.intern(as_str(w)) for w in as_list(ws)))
+            for t, ws in (as_list(e, 2) for e in as_list(entries))
         ),
     )
 
@@ -390,7 +375,7 @@ def _bytes_in(data: bytes) -> bytes:
 
 
 def _same(text: str) -> str:
-    return _str(text)
+    return as_str(text)
 
 
 @dataclass(frozen=True, slots=True)

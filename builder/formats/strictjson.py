@@ -216,3 +216,30 @@ def _check_surrogates(value: Any) -> None:
             stack.extend(item.values())
         elif isinstance(item, list):
             stack.extend(item)
+
+
+# --- the shapes a strict decoder accepts ------------------------------------------
+#
+# For readers of JSON this package wrote itself (the build store's rows): each
+# returns its value if it has exactly that shape, else raises TypeError.
+
+
+def as_list(v: Any, n: int | None = None) -> list[Any]:
+    """``v`` if it is a list (of ``n`` items, when given)."""
+    if not isinstance(v, list) or (n is not None and len(v) != n):
+        raise TypeError("not a list of the right length")
+    return v
+
+
+def as_int(v: Any) -> int:
+    """``v`` if it is an int (never a bool or a float)."""
+    if type(v) is not int:
+        raise TypeError("not an integer")
+    return v
+
+
+def as_str(v: Any) -> str:
+    """``v`` if it is a str."""
+    if not isinstance(v, str):
+        raise TypeError("not a string")
+    return v

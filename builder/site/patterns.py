@@ -59,6 +59,7 @@ from markupsafe import Markup, escape
 
 from builder import parallel
 from builder.content import anonymity
+from builder.formats.strictjson import as_int, as_list, as_str
 from builder.site import charts, keywords
 from builder.site.keywords import tokens
 from builder.site.model import ENTRY_ORDER, TIER_RANK, DreamView, SiteModel, month_span
@@ -440,16 +441,16 @@ def encode(p: Patterns) -> bytes:
 def decode(data: bytes) -> Patterns | None:
     """The patterns :func:`encode` wrote as ``data``, or None for any other bytes."""
     try:
-        k, min_tier, counted, tags, words, pairs, admissions = _list(json.loads(data), 7)
+        k, min_tier, counted, tags, words, pairs, admissions = as_list(json.loads(data), 7)
         return Patterns(
-            k=_int(k),
-            min_tier=_str(min_tier),
-            counted_dreams=_int(counted),
-            tags=tuple(_pattern(q, "tag") for q in _list(tags)),
-            keywords=tuple(_pattern(q, "keyword") for q in _list(words)),
+            k=as_int(k),
+            min_tier=as_str(min_tier),
+            counted_dreams=as_int(counted),
+            tags=tuple(_pattern(q, "tag") for q in as_list(tags)),
+            keywords=tuple(_pattern(q, "keyword") for q in as_list(words)),
             pairs=tuple(
-                Pair(_str(a), _str(b), _int(n), _int(m))
-                for a, b, n, m in (_list(q, 4) for q in _list(pairs))
+                Pair(as_str(a), as_str(b), as_int(n), as_int(m))
+                for a, b, n, m in (as_list(q, 4) for q in as_list(pairs))
             ),
             admissions=_counts(admissions),
         )
@@ -458,43 +459,25 @@ def decode(data: bytes) -> Patterns | None:
 
 
 def _pattern(v: Any, kind: str) -> Pattern:
-    kind_, term, dreams, authors, types, months, lang = _list(v, 7)
+    kind_, term, dreams, authors, types, months, lang = as_list(v, 7)
     if kind_ != kind:
         raise ValueError(f"not a {kind} pattern")
     return Pattern(
         kind,
-        _str(term),
-        _int(dreams),
-        _int(authors),
+        as_str(term),
+        as_int(dreams),
+        as_int(authors),
         _counts(types),
         tuple(
-            (_str(m), None if n is None else _int(n))
-            for m, n in (_list(x, 2) for x in _list(months))
+            (as_str(m), None if n is None else as_int(n))
+            for m, n in (as_list(x, 2) for x in as_list(months))
         ),
-        _str(lang),
+        as_str(lang),
     )
 
 
 def _counts(v: Any) -> tuple[tuple[str, int], ...]:
-    return tuple((_str(a), _int(n)) for a, n in (_list(x, 2) for x in _list(v)))
-
-
-def _list(v: Any, n: int | None = None) -> list[Any]:
-    if not isinstance(v, list) or (n is not None and len(v) != n):
-        raise TypeError("not a list of the right length")
-    return v
-
-
-def _int(v: Any) -> int:
-    if type(v) is not int:
-        raise TypeError("not an integer")
-    return v
-
-
-def _str(v: Any) -> str:
-    if not isinstance(v, str):
-        raise TypeError("not a string")
-    return v
+    return tuple((as_str(a), as_int(n)) for a, n in (as_list(x, 2) for x in as_list(v)))
 
 
 # --- HTML -------------------------------------------------------------------------------------
