@@ -1,0 +1,126 @@
+"""Review of commit 0eeeab7: the patterns kept in the build's store under the key
+of their inputs (``patterns.inputs_key``), ``dream_stats`` taking them, and the
+bulk tools' signature checks on every core (``PoolReader.check_all``).
+
+Each test is an attack or an accident the change must survive. A failing test is a
+defect: the site or an agent shown something other than a cold build or a reader
+without the store would show, or a tool call that fails.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from builder import parallel
+from builder.agents import mcp_server
+from builder.site import patterns
+from tests.pools import make_pool
+from tests.redteam import build, set_tier, signed, submit
+
+AUTHORS = ("ada", "bob", "cy")
+
+
+def _pool(root: Path, n: int) -> Any:
+    """A pool of ``n`` dreams by each of three member authors, built."""
+    tp = make_pool(root)
+    for author in AUTHORS:
+        submit(
+            tp,
+            *(
+                signed(author, title=f"{author} dream {i} about the index", tags=["databases"])
+                for i in range(n)
+            ),
+        )
+        set_tier(tp, author, "member")
+    build(tp, root / "site")
+    return tp
+
+
+def test_a_bulk_tool_forking_beside_dream_stats_counting_words_runs_its_own_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """T-NEW (fork reuse in the agents' server). The SDK runs tools in worker
+    threads, at once. ``dream_stats`` counts the words of a pool the store does not
+    hold on every core (``compute_patterns(spread=True)``, under ``Tools._words_lock``
+    only), and since this change ``dream_list`` by tag (any bulk tool that counts) checks a new
+    snapshot's signatures on every core (``check_all``, under the reader's lock).
+    Both go through ``parallel.map_ordered``, which hands the function to its
+    forked workers through one module global, ``_TASK``: the call that set it last
+    wins, and the other call's workers run the wrong function (or None, once the
+    first call is done). Here the two forks are lined up with a barrier, as two
+    clients' calls may line up on their own: one call fails, dream_list with an
+    AttributeError (its workers ran ``dream_words`` on indices) or dream_stats
+    with a TypeError (its workers ran check_all's lambda on DreamViews). The
+    reload's scan of new dream files (``pool.scan_dreams``, from 200 files on)
+    races dream_stats the same way: that part is older than this change."""
+    monkeypatch.setattr(mcp_server, "SIGNATURES_FORKED", 1)
+    monkeypatch.setitem(parallel.map_ordered.__kwdefaults__, "min_items", 1)
+    monkeypatch.setattr(parallel, "workers", lambda: 2)
+    root = tmp_path / "pool"
+    tp = _pool(root, 2)
+    first = tmp_path / "first"
+    shutil.copytree(tp.content, first)  # the checkout the server starts on
+    submit(tp, *(signed(a, title=f"{a} later dream", tags=["databases"]) for a in AUTHORS))
+    build(tp, root / "site")  # a publish build lands three new dreams
+    served = tmp_path / "served" / "content"
+    shutil.copytree(first, served)
+    tools = mcp_server.Tools(mcp_server.open_reader(None, served), content=served)
+
+    real = parallel._fork_pool
+    barrier = threading.Barrier(2, timeout=60)
+    lined_up = threading.Event()
+
+    def forking(*args: Any) -> Any:
+        # dream_stats counting words, and dream_list checking signatures (not the
+        # reload's scan of the new files, which forks here too: min_items is 1)
+        wanted = {"stats": "compute_patterns", "list": "check_all"}
+        if wanted.get(threading.current_thread().name) in _callers():
+            barrier.wait()  # both calls have handed their function over: fork now
+        return real(*args)
+
+    real_compute = patterns.compute_patterns
+
+    def compute(*args: Any, **kw: Any) -> Any:
+        lined_up.set()  # dream_stats is counting words now (its check_all is done)
+        return real_compute(*args, **kw)
+
+    monkeypatch.setattr(parallel, "_fork_pool", forking)
+    monkeypatch.setattr(patterns, "compute_patterns", compute)
+    errors: dict[str, BaseException] = {}
+    out: dict[str, Any] = {}
+
+    def run(name: str, call: Any) -> None:
+        try:
+            out[name] = call()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors[name] = exc
+
+    stats = threading.Thread(target=run, args=("stats", tools.dream_stats), name="stats")
+    stats.start()
+    assert lined_up.wait(60)
+    shutil.copytree(tp.content, served, dirs_exist_ok=True)  # the new dreams reach it
+    listing = threading.Thread(
+        target=run, args=("list", lambda: tools.dream_list(tag="databases", limit=100)), name="list"
+    )
+    listing.start()
+    stats.join(120)
+    listing.join(120)
+    assert errors == {}, {k: repr(v) for k, v in errors.items()}
+    assert len(out["list"].data["dreams"]) == 9 and out["list"].data["failed"] == []
+    assert out["stats"].data["dreams"] == 6
+
+
+def _callers() -> set[str]:
+    """The names of the functions on this thread's stack."""
+    names = set()
+    frame = sys._getframe(1)
+    while frame is not None:
+        names.add(frame.f_code.co_name)
+        frame = frame.f_back
+    return names
