@@ -45,15 +45,10 @@ def map_ordered(
     n = workers()
     if len(items) < min_items or n < 2 or "fork" not in multiprocessing.get_all_start_methods():
         return [func(x) for x in items]
-    global _TASK
-    _TASK = func
-    try:
-        size = -(-len(items) // (n * 4))
-        chunks = [items[i : i + size] for i in range(0, len(items), size)]
-        with _fork_pool(n) as pool:
-            parts = pool.map(_run_chunk, chunks)
-    finally:
-        _TASK = None
+    size = -(-len(items) // (n * 4))
+    chunks = [items[i : i + size] for i in range(0, len(items), size)]
+    with _fork_pool(n, func) as pool:
+        parts = pool.map(_run_chunk, chunks)
     return [r for part in parts for r in part]
 
 
@@ -67,15 +62,9 @@ def imap_ordered(
     if len(items) < min_items or n < 2 or "fork" not in multiprocessing.get_all_start_methods():
         yield from (func(x) for x in items)
         return
-    global _TASK
-    _TASK = func
-    try:
-        with _fork_pool(n) as pool:
-            _TASK = None  # the workers hold their copy; the parent needs none
-            for part in pool.imap(_run_chunk, _chunks(items, chunk)):
-                yield from part
-    finally:
-        _TASK = None
+    with _fork_pool(n, func) as pool:
+        for part in pool.imap(_run_chunk, _chunks(items, chunk)):
+            yield from part
 
 
 def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
@@ -131,18 +120,28 @@ def background(
         executor.shutdown(wait=True, cancel_futures=True)
 
 
-def _fork_pool(processes: int) -> Any:
-    """A pool of forked workers. The parent's objects are frozen out of the
-    garbage collector first: a collection in a worker would otherwise walk
-    (and, by writing to their headers, copy page by page) every object the
-    build holds, which made workers twice as slow as the same work inline."""
+def _fork_pool(processes: int, task: Callable[[Any], Any]) -> Any:
+    """A pool of forked workers that run ``task`` (:func:`_run_chunk`). The
+    parent's objects are frozen out of the garbage collector first: a collection
+    in a worker would otherwise walk (and, by writing to their headers, copy page
+    by page) every object the build holds, which made workers twice as slow as
+    the same work inline.
+
+    ``task`` reaches each worker through the fork, as an argument of its
+    initializer (a forked process is never sent its arguments, so nothing is
+    pickled), never through a global of this module: the agents' server runs
+    tools in threads, and two of them forking at once (``dream_stats`` counting
+    words, a bulk tool checking signatures) made one call's workers run the
+    other's function."""
     gc.freeze()
     return multiprocessing.get_context("fork").Pool(
-        processes, initializer=_start_worker, initargs=(os.getpid(), None)
+        processes, initializer=_start_worker, initargs=(os.getpid(), None, task)
     )
 
 
-def _start_worker(parent: int, then: Callable[[], None] | None) -> None:
+def _start_worker(
+    parent: int, then: Callable[[], None] | None, task: Callable[[Any], Any] | None = None
+) -> None:
     """First thing in a worker: end when the build that forked it ends.
 
     A worker waits for tasks on a pipe whose other end its siblings also
@@ -160,6 +159,9 @@ def _start_worker(parent: int, then: Callable[[], None] | None) -> None:
         os._exit(1)
     if then is not None:
         then()
+    if task is not None:
+        global _TASK
+        _TASK = task  # this worker's own: set after the fork, in the worker only
 
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
