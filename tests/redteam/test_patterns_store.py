@@ -124,3 +124,34 @@ def _callers() -> set[str]:
         names.add(frame.f_code.co_name)
         frame = frame.f_back
     return names
+
+
+def test_bulk_tools_answer_when_no_process_can_be_forked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """T-NEW (a tool lost to an optimisation). ``check_all`` only gets ahead of
+    ``checked()``, which checks each signature itself; but a fork that fails (EAGAIN
+    under a container's pids limit or RLIMIT_NPROC, ENOMEM with strict overcommit)
+    raised out of it, so ``dream_digest``, ``dream_stats`` and ``dream_list`` by tag
+    (which never forked before, over a built checkout) failed whole with an OSError
+    traceback instead of answering one dream at a time."""
+    monkeypatch.setattr(mcp_server, "SIGNATURES_FORKED", 1)
+    monkeypatch.setattr(parallel, "workers", lambda: 2)
+    root = tmp_path / "pool"
+    tp = _pool(root, 2)
+    calls = (
+        lambda t: t.dream_digest(),
+        lambda t: t.dream_stats(),
+        lambda t: t.dream_list(tag="databases", limit=100),
+    )
+    served = mcp_server.Tools(mcp_server.open_reader(None, tp.content, out=root / "site"))
+    want = [call(served) for call in calls]
+
+    def no_fork(*args: Any) -> Any:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(parallel, "_fork_pool", no_fork)
+    tools = mcp_server.Tools(mcp_server.open_reader(None, tp.content, out=root / "site"))
+    for call, wanted in zip(calls, want, strict=True):
+        got = call(tools)
+        assert (got.text, got.data) == (wanted.text, wanted.data)
