@@ -10,6 +10,7 @@ without the store would show, or a tool call that fails.
 from __future__ import annotations
 
 import shutil
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -20,6 +21,7 @@ import pytest
 from builder import parallel
 from builder.agents import mcp_server
 from builder.site import patterns
+from tests.conftest import REPO
 from tests.pools import make_pool
 from tests.redteam import build, set_tier, signed, submit
 
@@ -155,3 +157,56 @@ def test_bulk_tools_answer_when_no_process_can_be_forked(
     for call, wanted in zip(calls, want, strict=True):
         got = call(tools)
         assert (got.text, got.data) == (wanted.text, wanted.data)
+
+
+_DIES = """
+import os, signal, sys, threading
+from pathlib import Path
+from builder import parallel
+from builder.agents import mcp_server
+
+parent = os.getpid()
+real = mcp_server._signature_holds
+
+
+def dies(body):
+    if os.getpid() != parent:  # a worker, killed as the OOM killer kills it
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(body)
+
+
+mcp_server._signature_holds = dies
+mcp_server.SIGNATURES_FORKED = 1
+parallel.workers = lambda: 2
+tools = mcp_server.Tools(mcp_server.open_reader(None, Path(sys.argv[1])))
+out = []
+first = threading.Thread(target=lambda: out.append(tools.dream_digest()), daemon=True)
+first.start()
+first.join(30)
+later = threading.Thread(target=lambda: out.append(tools.dream_list(limit=5)), daemon=True)
+later.start()
+later.join(10)
+print("hung" if first.is_alive() or later.is_alive() else len(out[0].data["dreams"]), flush=True)
+os._exit(0)
+"""
+
+
+def test_a_signature_worker_killed_does_not_hang_the_server(tmp_path: Path) -> None:
+    """T-NEW (a hang behind the reader's lock). ``check_all`` forks its workers with
+    ``parallel.map_ordered``, a ``multiprocessing.Pool``, while it holds the
+    reader's lock. A Pool whose worker dies (the OOM killer: a fork of a server
+    holding a 100k-dream pool is a large process) never answers ``map``
+    (CPython bpo-22393): ``check_all`` waited forever, and every later tool call
+    waited for the lock behind it. ``parallel.background`` already uses an executor
+    for this reason. Run in a child process, so a hang costs this test 40 s, not
+    the suite."""
+    root = tmp_path / "pool"
+    tp = _pool(root, 2)
+    run = subprocess.run(
+        [sys.executable, "-c", _DIES, str(tp.content)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert run.stdout.strip() == "6", run.stdout + run.stderr[-2000:]
