@@ -47,8 +47,13 @@ def map_ordered(
         return [func(x) for x in items]
     size = -(-len(items) // (n * 4))
     chunks = [items[i : i + size] for i in range(0, len(items), size)]
-    with _fork_pool(n, func) as pool:
-        parts = pool.map(_run_chunk, chunks)
+    pool = _fork_pool(n, func)
+    try:
+        parts = list(pool.map(_run_chunk, chunks))
+    except BrokenProcessPool:
+        raise _died() from None
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     return [r for part in parts for r in part]
 
 
@@ -62,9 +67,14 @@ def imap_ordered(
     if len(items) < min_items or n < 2 or "fork" not in multiprocessing.get_all_start_methods():
         yield from (func(x) for x in items)
         return
-    with _fork_pool(n, func) as pool:
-        for part in pool.imap(_run_chunk, _chunks(items, chunk)):
+    pool = _fork_pool(n, func)
+    try:
+        for part in pool.map(_run_chunk, _chunks(items, chunk)):
             yield from part
+    except BrokenProcessPool:
+        raise _died() from None
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
@@ -109,10 +119,7 @@ def background(
             try:
                 return cast(R, pending.result())
             except BrokenProcessPool:
-                raise DreampoolError(
-                    "the process computing in the background died (out of memory?)",
-                    hint="build again; on a small machine a large pool may need more memory",
-                ) from None
+                raise _died() from None
 
         yield result
     finally:
@@ -120,8 +127,19 @@ def background(
         executor.shutdown(wait=True, cancel_futures=True)
 
 
-def _fork_pool(processes: int, task: Callable[[Any], Any]) -> Any:
-    """A pool of forked workers that run ``task`` (:func:`_run_chunk`). The
+def _died() -> DreampoolError:
+    return DreampoolError(
+        "a process computing in the background died (out of memory?)",
+        hint="build again; on a small machine a large pool may need more memory",
+    )
+
+
+def _fork_pool(processes: int, task: Callable[[Any], Any]) -> ProcessPoolExecutor:
+    """An executor of forked workers that run ``task`` (:func:`_run_chunk`): not a
+    ``multiprocessing.Pool``, which never answers ``map`` once a worker dies (the
+    OOM killer; CPython bpo-22393), so its caller waited forever, in the agents'
+    server with the reader's lock held; the executor raises
+    :class:`BrokenProcessPool`, made a :class:`DreampoolError` here. The
     parent's objects are frozen out of the garbage collector first: a collection
     in a worker would otherwise walk (and, by writing to their headers, copy page
     by page) every object the build holds, which made workers twice as slow as
@@ -134,8 +152,11 @@ def _fork_pool(processes: int, task: Callable[[Any], Any]) -> Any:
     words, a bulk tool checking signatures) made one call's workers run the
     other's function."""
     gc.freeze()
-    return multiprocessing.get_context("fork").Pool(
-        processes, initializer=_start_worker, initargs=(os.getpid(), None, task)
+    return ProcessPoolExecutor(
+        processes,
+        mp_context=multiprocessing.get_context("fork"),
+        initializer=_start_worker,
+        initargs=(os.getpid(), None, task),
     )
 
 

@@ -847,8 +847,9 @@ class PoolReader:
                     range(len(todo)),
                     min_items=SIGNATURES_FORKED,
                 )
-            except OSError:
-                # No process to fork (a pids limit, memory): checked() checks each one.
+            except (OSError, DreampoolError):
+                # No process to fork (a pids limit, memory), or one died (the OOM
+                # killer, parallel._died): checked() checks each one.
                 return
             for admitted, ok in zip(todo, held, strict=True):
                 if ok:
