@@ -100,7 +100,7 @@ def test_a_bulk_tool_forking_beside_dream_stats_counting_words_runs_its_own_work
     def run(name: str, call: Any) -> None:
         try:
             out[name] = call()
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             errors[name] = exc
 
     stats = threading.Thread(target=run, args=("stats", tools.dream_stats), name="stats")
