@@ -210,3 +210,42 @@ def test_a_signature_worker_killed_does_not_hang_the_server(tmp_path: Path) -> N
         cwd=REPO,
     )
     assert run.stdout.strip() == "6", run.stdout + run.stderr[-2000:]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="pre-existing: jieba reads its dictionary from $TMPDIR/jieba.cache, outside "
+    "code_digest; a fix (a private cache folder, or none) is for keywords.py's owners",
+)
+def test_a_words_dictionary_planted_in_the_temp_folder_is_not_taken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """T-NEW ("a dream's words depend on its id alone", which the store's words
+    section and now its patterns row, and dream_stats over it, rest on). Chinese
+    words come from jieba, whose ``Tokenizer.initialize`` loads the default
+    dictionary from ``<tempfile.gettempdir()>/jieba.cache`` whenever that file
+    exists, whoever wrote it (``marshal.load``, which the Python docs call unsafe
+    for untrusted data). The store's code digest does not cover it. Another user of
+    a shared /tmp plants one and the build's keywords (then kept in the store, and
+    served by ``dream_stats`` under the same key) are theirs: here a phrase made one
+    word."""
+    import marshal
+
+    from builder.site import keywords
+
+    phrase = "数据库索引重建"
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    keywords._segmenter.cache_clear()
+    try:
+        want = keywords.tokens(phrase)  # jieba writes its own cache here
+        assert want == {"数据库", "索引", "重建"}
+        cache = tmp_path / "jieba.cache"
+        freq, total = marshal.loads(cache.read_bytes())
+        for i in range(1, len(phrase)):
+            freq.setdefault(phrase[:i], 0)
+        freq[phrase] = 10**9
+        cache.write_bytes(marshal.dumps((freq, total + 10**9)))
+        keywords._segmenter.cache_clear()
+        assert keywords.tokens(phrase) == want
+    finally:
+        keywords._segmenter.cache_clear()
