@@ -45,15 +45,15 @@ def map_ordered(
     n = workers()
     if len(items) < min_items or n < 2 or "fork" not in multiprocessing.get_all_start_methods():
         return [func(x) for x in items]
-    global _TASK
-    _TASK = func
+    size = -(-len(items) // (n * 4))
+    chunks = [items[i : i + size] for i in range(0, len(items), size)]
+    pool = _fork_pool(n, func)
     try:
-        size = -(-len(items) // (n * 4))
-        chunks = [items[i : i + size] for i in range(0, len(items), size)]
-        with _fork_pool(n) as pool:
-            parts = pool.map(_run_chunk, chunks)
+        parts = list(pool.map(_run_chunk, chunks))
+    except BrokenProcessPool:
+        raise _died() from None
     finally:
-        _TASK = None
+        pool.shutdown(wait=True, cancel_futures=True)
     return [r for part in parts for r in part]
 
 
@@ -67,15 +67,14 @@ def imap_ordered(
     if len(items) < min_items or n < 2 or "fork" not in multiprocessing.get_all_start_methods():
         yield from (func(x) for x in items)
         return
-    global _TASK
-    _TASK = func
+    pool = _fork_pool(n, func)
     try:
-        with _fork_pool(n) as pool:
-            _TASK = None  # the workers hold their copy; the parent needs none
-            for part in pool.imap(_run_chunk, _chunks(items, chunk)):
-                yield from part
+        for part in pool.map(_run_chunk, _chunks(items, chunk)):
+            yield from part
+    except BrokenProcessPool:
+        raise _died() from None
     finally:
-        _TASK = None
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
@@ -120,10 +119,7 @@ def background(
             try:
                 return cast(R, pending.result())
             except BrokenProcessPool:
-                raise DreampoolError(
-                    "the process computing in the background died (out of memory?)",
-                    hint="build again; on a small machine a large pool may need more memory",
-                ) from None
+                raise _died() from None
 
         yield result
     finally:
@@ -131,18 +127,42 @@ def background(
         executor.shutdown(wait=True, cancel_futures=True)
 
 
-def _fork_pool(processes: int) -> Any:
-    """A pool of forked workers. The parent's objects are frozen out of the
-    garbage collector first: a collection in a worker would otherwise walk
-    (and, by writing to their headers, copy page by page) every object the
-    build holds, which made workers twice as slow as the same work inline."""
-    gc.freeze()
-    return multiprocessing.get_context("fork").Pool(
-        processes, initializer=_start_worker, initargs=(os.getpid(), None)
+def _died() -> DreampoolError:
+    return DreampoolError(
+        "a process computing in the background died (out of memory?)",
+        hint="build again; on a small machine a large pool may need more memory",
     )
 
 
-def _start_worker(parent: int, then: Callable[[], None] | None) -> None:
+def _fork_pool(processes: int, task: Callable[[Any], Any]) -> ProcessPoolExecutor:
+    """An executor of forked workers that run ``task`` (:func:`_run_chunk`): not a
+    ``multiprocessing.Pool``, which never answers ``map`` once a worker dies (the
+    OOM killer; CPython bpo-22393), so its caller waited forever, in the agents'
+    server with the reader's lock held; the executor raises
+    :class:`BrokenProcessPool`, made a :class:`DreampoolError` here. The
+    parent's objects are frozen out of the garbage collector first: a collection
+    in a worker would otherwise walk (and, by writing to their headers, copy page
+    by page) every object the build holds, which made workers twice as slow as
+    the same work inline.
+
+    ``task`` reaches each worker through the fork, as an argument of its
+    initializer (a forked process is never sent its arguments, so nothing is
+    pickled), never through a global of this module: the agents' server runs
+    tools in threads, and two of them forking at once (``dream_stats`` counting
+    words, a bulk tool checking signatures) made one call's workers run the
+    other's function."""
+    gc.freeze()
+    return ProcessPoolExecutor(
+        processes,
+        mp_context=multiprocessing.get_context("fork"),
+        initializer=_start_worker,
+        initargs=(os.getpid(), None, task),
+    )
+
+
+def _start_worker(
+    parent: int, then: Callable[[], None] | None, task: Callable[[Any], Any] | None = None
+) -> None:
     """First thing in a worker: end when the build that forked it ends.
 
     A worker waits for tasks on a pipe whose other end its siblings also
@@ -160,6 +180,9 @@ def _start_worker(parent: int, then: Callable[[], None] | None) -> None:
         os._exit(1)
     if then is not None:
         then()
+    if task is not None:
+        global _TASK
+        _TASK = task  # this worker's own: set after the fork, in the worker only
 
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>

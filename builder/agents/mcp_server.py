@@ -850,11 +850,16 @@ class PoolReader:
                 admitted = self._logged(dream_id, index, snap)
                 if admitted is not None:
                     todo.append(admitted)
-            held = parallel.map_ordered(
-                lambda i: _signature_holds(todo[i].dream.body),
-                range(len(todo)),
-                min_items=SIGNATURES_FORKED,
-            )
+            try:
+                held = parallel.map_ordered(
+                    lambda i: _signature_holds(todo[i].dream.body),
+                    range(len(todo)),
+                    min_items=SIGNATURES_FORKED,
+                )
+            except (OSError, DreampoolError):
+                # No process to fork (a pids limit, memory), or one died (the OOM
+                # killer, parallel._died): checked() checks each one.
+                return
             for admitted, ok in zip(todo, held, strict=True):
                 if ok:
                     self._checked[admitted.dream.id] = self._taken(admitted, snap)

@@ -106,9 +106,9 @@ def spy_forks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         sizes.append(len(items))
         return map_ordered(func, items, **kw)
 
-    def forking(n: int) -> Any:
+    def forking(n: int, *rest: Any) -> Any:
         calls.append(sizes[-1])
-        return real(n)
+        return real(n, *rest)
 
     monkeypatch.setattr(parallel, "map_ordered", sized)
     monkeypatch.setattr(parallel, "_fork_pool", forking)
