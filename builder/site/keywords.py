@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -112,12 +113,21 @@ _NOISE_RE = re.compile(
 @functools.cache
 def _segmenter() -> Any:
     """A private jieba tokenizer, built on first use (loading the dictionary
-    takes a second), so other code's ``jieba.add_word`` cannot change ours."""
+    takes a second), so other code's ``jieba.add_word`` cannot change ours.
+
+    jieba loads its dictionary from ``jieba.cache`` in its temporary folder when
+    that file is there, whoever wrote it (``marshal``): in the shared ``/tmp``,
+    another user's file would decide every Chinese keyword (THREATS.md T115).
+    So its folder is a private one made for this load and removed after; the
+    dictionary is built from jieba's own file (measured: no slower than the
+    cache, 1.5 s of CPU either way)."""
     import jieba  # type: ignore[import-untyped]
 
     jieba.setLogLevel(60)
     seg = jieba.Tokenizer()
-    seg.initialize()
+    with tempfile.TemporaryDirectory(prefix="dreampool-jieba-") as private:
+        seg.tmp_dir = private
+        seg.initialize()
     return seg
 
 

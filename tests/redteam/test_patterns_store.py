@@ -47,7 +47,7 @@ def _pool(root: Path, n: int) -> Any:
 def test_a_bulk_tool_forking_beside_dream_stats_counting_words_runs_its_own_work(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """T-NEW (fork reuse in the agents' server). The SDK runs tools in worker
+    """T113 (fork reuse in the agents' server). The SDK runs tools in worker
     threads, at once. ``dream_stats`` counts the words of a pool the store does not
     hold on every core (``compute_patterns(spread=True)``, under ``Tools._words_lock``
     only), and since this change ``dream_list`` by tag (any bulk tool that counts) checks a new
@@ -131,7 +131,7 @@ def _callers() -> set[str]:
 def test_bulk_tools_answer_when_no_process_can_be_forked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """T-NEW (a tool lost to an optimisation). ``check_all`` only gets ahead of
+    """T114 (a tool lost to an optimisation). ``check_all`` only gets ahead of
     ``checked()``, which checks each signature itself; but a fork that fails (EAGAIN
     under a container's pids limit or RLIMIT_NPROC, ENOMEM with strict overcommit)
     raised out of it, so ``dream_digest``, ``dream_stats`` and ``dream_list`` by tag
@@ -192,7 +192,7 @@ os._exit(0)
 
 
 def test_a_signature_worker_killed_does_not_hang_the_server(tmp_path: Path) -> None:
-    """T-NEW (a hang behind the reader's lock). ``check_all`` forks its workers with
+    """T114 (a hang behind the reader's lock). ``check_all`` forks its workers with
     ``parallel.map_ordered``, a ``multiprocessing.Pool``, while it holds the
     reader's lock. A Pool whose worker dies (the OOM killer: a fork of a server
     holding a 100k-dream pool is a large process) never answers ``map``
@@ -212,23 +212,18 @@ def test_a_signature_worker_killed_does_not_hang_the_server(tmp_path: Path) -> N
     assert run.stdout.strip() == "6", run.stdout + run.stderr[-2000:]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pre-existing: jieba reads its dictionary from $TMPDIR/jieba.cache, outside "
-    "code_digest; a fix (a private cache folder, or none) is for keywords.py's owners",
-)
 def test_a_words_dictionary_planted_in_the_temp_folder_is_not_taken(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """T-NEW ("a dream's words depend on its id alone", which the store's words
-    section and now its patterns row, and dream_stats over it, rest on). Chinese
-    words come from jieba, whose ``Tokenizer.initialize`` loads the default
-    dictionary from ``<tempfile.gettempdir()>/jieba.cache`` whenever that file
-    exists, whoever wrote it (``marshal.load``, which the Python docs call unsafe
-    for untrusted data). The store's code digest does not cover it. Another user of
-    a shared /tmp plants one and the build's keywords (then kept in the store, and
-    served by ``dream_stats`` under the same key) are theirs: here a phrase made one
-    word."""
+    """T115 ("a dream's words depend on its id alone", which the store's words
+    section and its patterns row, and dream_stats over it, rest on). Chinese words
+    come from jieba, whose ``Tokenizer.initialize`` loaded the default dictionary
+    from ``<tempfile.gettempdir()>/jieba.cache`` whenever that file existed,
+    whoever wrote it (``marshal.load``, which the Python docs call unsafe for
+    untrusted data), and the store's code digest does not cover it. Another user of
+    a shared /tmp planted one and the build's keywords (then kept in the store, and
+    served by ``dream_stats`` under the same key) were theirs: here a phrase made
+    one word."""
     import marshal
 
     from builder.site import keywords
@@ -237,15 +232,16 @@ def test_a_words_dictionary_planted_in_the_temp_folder_is_not_taken(
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     keywords._segmenter.cache_clear()
     try:
-        want = keywords.tokens(phrase)  # jieba writes its own cache here
+        want = keywords.tokens(phrase)
         assert want == {"数据库", "索引", "重建"}
-        cache = tmp_path / "jieba.cache"
-        freq, total = marshal.loads(cache.read_bytes())
+        seg = keywords._segmenter()
+        freq, total = dict(seg.FREQ), seg.total
         for i in range(1, len(phrase)):
             freq.setdefault(phrase[:i], 0)
         freq[phrase] = 10**9
-        cache.write_bytes(marshal.dumps((freq, total + 10**9)))
+        (tmp_path / "jieba.cache").write_bytes(marshal.dumps((freq, total + 10**9)))
         keywords._segmenter.cache_clear()
         assert keywords.tokens(phrase) == want
+        assert [p.name for p in tmp_path.iterdir()] == ["jieba.cache"]  # none of ours left
     finally:
         keywords._segmenter.cache_clear()
