@@ -47,13 +47,14 @@ def map_ordered(
         return [func(x) for x in items]
     size = -(-len(items) // (n * 4))
     chunks = [items[i : i + size] for i in range(0, len(items), size)]
-    pool = _fork_pool(n, func)
-    try:
-        parts = list(pool.map(_run_chunk, chunks))
-    except BrokenProcessPool:
-        raise _died() from None
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+    with _frozen():
+        pool = _fork_pool(n, func)
+        try:
+            parts = list(pool.map(_run_chunk, chunks))
+        except BrokenProcessPool:
+            raise _died() from None
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
     return [r for part in parts for r in part]
 
 
@@ -67,14 +68,15 @@ def imap_ordered(
     if len(items) < min_items or n < 2 or "fork" not in multiprocessing.get_all_start_methods():
         yield from (func(x) for x in items)
         return
-    pool = _fork_pool(n, func)
-    try:
-        for part in pool.map(_run_chunk, _chunks(items, chunk)):
-            yield from part
-    except BrokenProcessPool:
-        raise _died() from None
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+    with _frozen():
+        pool = _fork_pool(n, func)
+        try:
+            for part in pool.map(_run_chunk, _chunks(items, chunk)):
+                yield from part
+        except BrokenProcessPool:
+            raise _died() from None
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
@@ -134,16 +136,32 @@ def _died() -> DreampoolError:
     )
 
 
+@contextlib.contextmanager
+def _frozen() -> Iterator[None]:
+    """The caller's objects frozen out of the garbage collector while its workers
+    are forked (:func:`_fork_pool`), and thawed after unless the caller had frozen
+    some itself (the build freezes each stage's, :mod:`builder.build`): the agents'
+    server forks for its bulk tools for hours, and what it held at a fork, left
+    frozen, would never be collected once it became cyclic garbage."""
+    thawed = gc.get_freeze_count() == 0
+    gc.freeze()
+    try:
+        yield
+    finally:
+        if thawed:
+            gc.unfreeze()
+
+
 def _fork_pool(processes: int, task: Callable[[Any], Any]) -> ProcessPoolExecutor:
     """An executor of forked workers that run ``task`` (:func:`_run_chunk`): not a
     ``multiprocessing.Pool``, which never answers ``map`` once a worker dies (the
     OOM killer; CPython bpo-22393), so its caller waited forever, in the agents'
     server with the reader's lock held; the executor raises
-    :class:`BrokenProcessPool`, made a :class:`DreampoolError` here. The
-    parent's objects are frozen out of the garbage collector first: a collection
-    in a worker would otherwise walk (and, by writing to their headers, copy page
-    by page) every object the build holds, which made workers twice as slow as
-    the same work inline.
+    :class:`BrokenProcessPool`, made a :class:`DreampoolError` here. Call it
+    within :func:`_frozen`: the parent's objects must be out of the garbage
+    collector when the workers fork, else a collection in a worker walks (and,
+    by writing to their headers, copies page by page) every object the build
+    holds, which made workers twice as slow as the same work inline.
 
     ``task`` reaches each worker through the fork, as an argument of its
     initializer (a forked process is never sent its arguments, so nothing is
@@ -151,7 +169,6 @@ def _fork_pool(processes: int, task: Callable[[Any], Any]) -> ProcessPoolExecuto
     tools in threads, and two of them forking at once (``dream_stats`` counting
     words, a bulk tool checking signatures) made one call's workers run the
     other's function."""
-    gc.freeze()
     return ProcessPoolExecutor(
         processes,
         mp_context=multiprocessing.get_context("fork"),

@@ -6,6 +6,7 @@ waiting forever on a pipe, holding memory and the build lock.
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
@@ -79,3 +80,28 @@ def test_workers_end_when_the_build_is_killed(tmp_path: Path, mode: str) -> None
     for pid in left:  # do not leave them behind even when the test fails
         os.kill(pid, signal.SIGKILL)
     assert left == []
+
+
+def _negated(x: int) -> int:
+    return -x
+
+
+@pytest.mark.parametrize("how", ["map_ordered", "imap_ordered"])
+def test_a_fork_leaves_the_callers_collector_as_it_found_it(how: str) -> None:
+    """Objects are frozen out of the garbage collector for a fork (so its workers
+    do not copy them page by page). The agents' server runs for hours and forks
+    for bulk tools: left frozen after each, what it held then (a replaced
+    snapshot, a reloaded log) would never be collected once it became cyclic
+    garbage. A caller that froze its own objects (the build) keeps them frozen."""
+    items = list(range(300))
+    run = getattr(parallel, how)
+    gc.unfreeze()
+    try:
+        assert list(run(_negated, items, min_items=1)) == [-x for x in items]
+        assert gc.get_freeze_count() == 0
+        gc.freeze()
+        held = gc.get_freeze_count()
+        assert list(run(_negated, items, min_items=1)) == [-x for x in items]
+        assert gc.get_freeze_count() >= held
+    finally:
+        gc.unfreeze()
