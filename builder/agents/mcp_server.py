@@ -1503,7 +1503,8 @@ class Tools:
             if parent is not None:
                 draft["lineage"]["parent"] = parent
         draft["consent"] = {"share": True, "derivatives": derivatives, "anonymize": anonymize}
-        stored = self.reader.stored_keys
+        # Drafting reads no site: a Tools for drafting alone may have no reader.
+        stored = None if self.reader is None else self.reader.stored_keys
         result = draft_dream(draft, key, target, known_keys=stored() if stored else None)
         lines = [
             f"drafted dream {result.id} signed by key {result.key_id}",
