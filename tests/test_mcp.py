@@ -741,6 +741,33 @@ def test_stats_take_the_patterns_the_build_stored(
     assert len(counted) == 2 and changed.data["patterns"]["counted_dreams"] == 6
 
 
+def test_the_checkout_as_read_is_out_of_the_collector_until_the_next_reload(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reload freezes what it read out of the garbage collector (its full
+    collections walked the whole log: 3 s of dream_stats at 100k dreams), and
+    thaws before reading again, so the state it replaces can be collected: the
+    server runs for hours."""
+    tp = make_pool(tmp_path / "pool")
+    tp.add("ada", 2)
+    buildmod.build(tp.content, tmp_path / "pool" / "site", signer=parse_private_key(tp.log_key))
+    order: list[str] = []
+    plan = mcp_server.content_plan
+    monkeypatch.setattr(mcp_server.gc, "freeze", lambda: order.append("freeze"))
+    monkeypatch.setattr(mcp_server.gc, "unfreeze", lambda: order.append("unfreeze"))
+    monkeypatch.setattr(mcp_server, "content_plan", lambda *a: (order.append("read"), plan(*a))[1])
+    site = mcp_server.ContentSite(tp.content)
+    site.reload()
+    assert order == ["unfreeze", "read", "freeze"]
+    site.reload()  # nothing changed: nothing read, nothing thawed
+    assert order == ["unfreeze", "read", "freeze"]
+    tp.add("bob", 1)
+    buildmod.build(tp.content, tmp_path / "pool" / "site", signer=parse_private_key(tp.log_key))
+    order.clear()  # the build freezes and thaws too
+    site.reload()
+    assert order == ["unfreeze", "read", "freeze"]
+
+
 # --- many dreams at once: checked against the tree read whole ------------------------
 
 
