@@ -112,7 +112,7 @@ def _prepare(work: Path, n: int) -> tuple[logbuild.Log, Units, list[_Item]]:
         key_file.write_text(note.generate_key("bench.example/pool")[0])
     signer = note.parse_private_key(key_file.read_text())
     retained: list[object] = []
-    build.build(content, work / "site", signer=signer, quiet=True, retain=retained)
+    build.build(content, work / "site", signer=signer, retain=retained)
     log = next(x for x in retained if isinstance(x, logbuild.Log))
     view = next(x for x in retained if isinstance(x, SiteModel))
     units = Units(log, view, buildcache.BuildCache(work / "unused-cache"))

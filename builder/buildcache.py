@@ -40,6 +40,11 @@ runs) hits, and a hit is always the result of the very bytes the file holds.
   read are as last time neither reads the words nor counts them again, and
   ``dreampool mcp --content`` answers ``dream_stats`` from it (one row, the
   last build's).
+* ``counts``: the tier rule → the patterns' counts
+  (:class:`builder.site.patterns.Counts`, as :func:`~builder.site.patterns.encode_counts`
+  writes them and only its strict ``decode_counts`` reads them), with a digest
+  of the dreams counted: a build whose counted dreams are the last build's and
+  new ones adds the new ones' words to them, and reads no other dream's words.
 
 **Read back as data, never as code.** A pull request can force-add any path
 of the checkout, so what the build reads back is treated as hostile until
@@ -88,11 +93,12 @@ from builder.formats.dream import Dream
 from builder.formats.strictjson import as_int, as_list, as_str
 
 STORE = "store.sqlite"
+# 5: the patterns' counts, kept so that new counted dreams are added to them.
 # 4: the patterns found, kept under the key of their inputs.
 # 3: a unit's fragments are a section of their own, read a row at a time (Rows).
 # 2: the scan, commit, salts and keys sections are keyed by content
 # (builder.content.filekeys), no longer by a file's stat, so a restored store hits.
-FORMAT = "dreampool-store/4"
+FORMAT = "dreampool-store/5"
 # The files SQLite keeps beside the database (rollback journal, WAL, shared memory).
 _SIDECARS = ("-journal", "-wal", "-shm")
 _DIGEST = 16
@@ -398,6 +404,7 @@ CODECS: dict[str, Codec] = {
     "pages": Codec(_same, _same, _page_out, _page_in),
     "words": Codec(_same, _same, _words_out, _words_in),
     "patterns": Codec(_sha256_key, _sha256_key, _bytes_out, _bytes_in),
+    "counts": Codec(_same, _same, _bytes_out, _bytes_in),
 }
 
 

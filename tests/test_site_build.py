@@ -411,18 +411,36 @@ def test_the_patterns_are_counted_again_only_when_what_they_read_changes(
 ) -> None:
     """The patterns the page shows are kept in the store under the key of their
     inputs (patterns.inputs_key): a build after no new dream, or only a guest's,
-    reads no words and counts nothing; a member's new dream, a changed tier or a
-    lost or damaged row counts again; every build gives a cold build's bytes."""
+    reads no words and counts nothing. A member's new dream is added to the last
+    build's counts (patterns.add_new: its words alone are read), as is nothing
+    when only the patterns' row is lost; a changed tier, or a lost store, counts
+    every dream again. Every build gives a cold build's bytes."""
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1767225600")  # every dream in one month
     monkeypatch.setattr(assemble, "BACKGROUND_PATTERNS_LIMIT", -1)  # here, to be seen
-    counted = []
-    compute = patterns.compute_patterns
+    counted: list[tuple[str, int]] = []
+    full, add = patterns.count, patterns.add_new
 
-    def counting(model: Any, **kw: Any) -> patterns.Patterns:
-        counted.append(len(model.dreams))
-        return compute(model, **kw)
+    def counting(model: Any, **kw: Any) -> patterns.Counts:
+        counted.append(("all", len(model.dreams)))
+        return full(model, **kw)
 
-    monkeypatch.setattr(patterns, "compute_patterns", counting)
+    def adding(kept: Any, model: Any, words: Any) -> patterns.Counts | None:
+        def read(new: Any) -> Any:
+            counted.append(("new", len(new)))
+            return words(new)
+
+        return add(kept, model, read)
+
+    monkeypatch.setattr(patterns, "count", counting)
+    monkeypatch.setattr(patterns, "add_new", adding)
+    words_loaded = []
+    load = buildcache.BuildCache._load
+
+    def loading(self: Any, name: str) -> Any:
+        words_loaded.append(name == "words")
+        return load(self, name)
+
+    monkeypatch.setattr(buildcache.BuildCache, "_load", loading)
     tp = make_pool(tmp_path)
     signer = parse_private_key(tp.log_key)
     site = tmp_path / "site"
@@ -431,34 +449,39 @@ def test_the_patterns_are_counted_again_only_when_what_they_read_changes(
         set_tier(tp.content, key_id_of(author), "member")
     store = tmp_path / ".site.builds" / "cache" / buildcache.STORE
 
-    def built() -> list[int]:
+    def built() -> list[tuple[str, int]]:
+        words_loaded.clear()
+        before = len(counted)
         buildmod.build(tp.content, site, signer=signer)
+        # Every dream's words are read by a full count, and only then.
+        assert any(words_loaded) == any(kind == "all" for kind, _ in counted[before:])
         cold = tmp_path / "cold"
         shutil.rmtree(cold, ignore_errors=True)
         shutil.rmtree(tmp_path / ".cold.builds", ignore_errors=True)
         with monkeypatch.context() as m:
-            m.setattr(patterns, "compute_patterns", compute)
+            m.setattr(patterns, "count", full)
+            m.setattr(patterns, "add_new", add)
             buildmod.build(tp.content, cold, signer=None)
         assert tree(site) == tree(cold)
         assert "databases" in (site / "patterns" / "index.html").read_text(encoding="utf-8")
         return counted
 
-    assert built() == [4]
-    assert built() == [4]  # no new dream
+    assert built() == [("all", 4)]
+    assert built() == [("all", 4)]  # no new dream
     tp.add("墨子", 1, tags=["databases"])  # a guest's
-    assert built() == [4]
+    assert built() == [("all", 4)]
     tp.add("ada", 1)
-    assert built() == [4, 6]
+    assert built() == [("all", 4), ("new", 1)]  # the other dreams' words are not read
     set_tier(tp.content, key_id_of("墨子"), "member")
-    assert built() == [4, 6, 6]
+    assert built() == [("all", 4), ("new", 1), ("all", 6)]
     db = sqlite3.connect(store, isolation_level=None)
     db.execute(
         "UPDATE patterns SET v = CAST(replace(CAST(v AS TEXT), 'databases', 'databasez') AS BLOB)"
     )
     db.close()
-    assert built() == [4, 6, 6, 6]
+    assert built() == [("all", 4), ("new", 1), ("all", 6), ("new", 0)]
     store.unlink()
-    assert built() == [4, 6, 6, 6, 6]
+    assert built()[-1] == ("all", 6)
 
 
 @pytest.mark.parametrize("damage", ["deleted", "garbage", "truncated"])

@@ -18,7 +18,7 @@ import itertools
 from collections.abc import Callable, Iterable, Sequence
 
 from builder import parallel
-from builder.buildcache import BuildCache
+from builder.buildcache import BuildCache, Rows
 from builder.log import logbuild
 from builder.site import agentdocs as agents
 from builder.site import feeds, patterns, writer
@@ -88,8 +88,8 @@ def _write_pages(
 
 def _patterns(arg: tuple[SiteModel, BuildCache, bool]) -> str:
     # In a forked process (or inline, after the pages, spreading the keyword
-    # search over the cores): the keywords section of the cache is read and
-    # written here, never by the parent while the process runs.
+    # search over the cores): the words and counts sections of the store are
+    # read and written here, never by the parent while the process runs.
     # Found again only when what they read changed (patterns.inputs_key): a
     # build after no new dream, or only dreams that do not count (a guest's),
     # neither reads the words nor counts them.
@@ -100,7 +100,42 @@ def _patterns(arg: tuple[SiteModel, BuildCache, bool]) -> str:
     if kept is not None:
         found = patterns.stored(kept, model)
     else:
-        found = patterns.compute_patterns(model, words=cache["words"], spread=spread)
+        found = _count(model, cache, spread)
         cache.sections["patterns"] = {key: patterns.encode(found)}
-        cache.save("words", "patterns")
+        cache.save("words", "counts", "patterns")
     return str(patterns.render_patterns_html(found))
+
+
+def _count(model: SiteModel, cache: BuildCache, spread: bool) -> patterns.Patterns:
+    """The patterns of ``model``: the last build's counts with the new counted
+    dreams added (patterns.add_new), when the dreams it counted are all still
+    counted as they were; else every counted dream counted again."""
+    rows = cache["counts"]
+    found = None
+    last = rows.get(patterns.MIN_TIER)
+    counts = None if last is None else patterns.decode_counts(last)
+    if counts is not None:
+        words = cache.rows("words")
+        try:
+            counts = patterns.add_new(counts, model, lambda new: _words_of(new, words, spread))
+            words.flush()
+        finally:
+            words.close()
+        found = None if counts is None else patterns.derive(counts, model)
+    if found is None:
+        counts = patterns.count(model, words=cache["words"], spread=spread)
+        found = patterns.derive(counts, model)
+        assert found is not None, "a full count tallies every keyword it shows"
+    assert counts is not None
+    cache.sections["counts"] = {patterns.MIN_TIER: patterns.encode_counts(counts)}
+    return found
+
+
+def _words_of(dreams: Sequence[DreamView], words: Rows, spread: bool) -> list[patterns.DreamWords]:
+    """The words of the dreams newly counted: the store's, or found (and kept)."""
+    known = words.get_many([d.id for d in dreams])
+    found = patterns.words_for(dreams, known, spread)
+    for d, w in zip(dreams, found, strict=True):
+        if d.id not in known:
+            words.put(d.id, w)
+    return found

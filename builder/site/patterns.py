@@ -51,7 +51,7 @@ import itertools
 import json
 import sys
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,18 +66,27 @@ from builder.site.model import ENTRY_ORDER, TIER_RANK, DreamView, SiteModel, mon
 
 __all__ = [
     "TAGS_SHOWN",
+    "Counts",
+    "DreamWords",
     "Pair",
     "Pattern",
     "Patterns",
+    "add_new",
     "compute_patterns",
+    "count",
     "decode",
+    "decode_counts",
+    "derive",
     "encode",
+    "encode_counts",
     "first_keywords",
     "inputs_key",
+    "members_digest",
     "render_patterns_html",
     "stored",
     "suppress",
     "tokens",
+    "words_for",
 ]
 
 Buckets = tuple[tuple[str, int | None], ...]  # month → dreams, None when suppressed
@@ -240,6 +249,257 @@ def _count_words(terms: dict[str, _Tally], found: DreamWords, author: str) -> se
     return set(keys)
 
 
+@dataclass(slots=True)
+class Counts:
+    """What :func:`count` tallies over the counted dreams, before ``k`` decides
+    what may be shown (:func:`derive`): kept in the build's store so that a build
+    that only adds counted dreams adds theirs (:func:`add_new`) instead of
+    reading every counted dream's words and counting them all again.
+
+    Authors are sets: a tally only ever grows here. Any other change of the
+    counted dreams (an erased dream, a tier or consent that changed, another
+    ``min_tier``) is found by :attr:`digest` and counted afresh. The months of
+    a keyword are tallied only for the keywords in ``word_months`` (those that
+    ranked near the top when last counted in full, :data:`TRACKED_FACTOR`): a
+    keyword outside them that would be shown makes :func:`derive` give None,
+    and the caller counts in full."""
+
+    min_tier: str
+    dreams: int  # how many dreams are counted
+    digest: str  # members_digest of those dreams, oldest first
+    tags: dict[str, _Tally] = field(default_factory=dict)
+    tag_months: dict[str, dict[str, _Bucket]] = field(default_factory=dict)
+    pairs: dict[tuple[str, str], _Bucket] = field(default_factory=dict)
+    terms: dict[str, _Tally] = field(default_factory=dict)
+    word_months: dict[str, dict[str, _Bucket]] = field(default_factory=dict)
+
+
+TRACKED_FACTOR = 2
+""":func:`count` tallies the months of this many times ``limit`` keywords of each
+language, the first by rank among all words (shared by ``k`` authors or not), and of
+every keyword it shows: enough that a few new dreams seldom lift an untracked word
+into the shown ones, which would cost a full count."""
+
+_MEMBERS = "dreampool-pattern-members/1"
+
+
+def _member_row(dream: DreamView, author: str) -> bytes:
+    """What a counted dream adds to the counts but its words (which depend on its
+    id alone: :func:`dream_words`), one line of :func:`members_digest`."""
+    row = [dream.id, dream.month, author, [t.name for t in dream.tags]]
+    row.append([e.type for e in dream.entries])
+    return json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+def _members_hash(min_tier: str) -> hashlib._Hash:
+    h = hashlib.sha256()
+    h.update(json.dumps([_MEMBERS, min_tier]).encode("ascii") + b"\n")
+    return h
+
+
+def members_digest(counted: Sequence[tuple[DreamView, str]], min_tier: str) -> str:
+    """A SHA-256 (hex) of ``counted`` (oldest first) as :func:`count` tallies them."""
+    h = _members_hash(min_tier)
+    for dream, author in counted:
+        h.update(_member_row(dream, author))
+    return h.hexdigest()
+
+
+def _add(c: Counts, dream: DreamView, author: str, found: DreamWords) -> set[str]:
+    """Add one counted dream to ``c``; its words' folded keys."""
+    names = sorted({t.name for t in dream.tags})
+    for tag in names:
+        t = c.tags.get(tag)
+        if t is None:
+            t = c.tags[tag] = _Tally()
+        t.dreams += 1
+        t.authors.add(author)
+        t.types.update(e.type for e in dream.entries)
+        b = c.tag_months.setdefault(tag, {}).setdefault(dream.month, _Bucket())
+        b.dreams += 1
+        b.authors.add(author)
+    for pair in itertools.combinations(names, 2):
+        b = c.pairs.setdefault(pair, _Bucket())
+        b.dreams += 1
+        b.authors.add(author)
+    keys = _count_words(c.terms, found, author)
+    _add_months(c, dream, author, keys)
+    c.dreams += 1
+    return keys
+
+
+def _add_months(c: Counts, dream: DreamView, author: str, keys: set[str]) -> None:
+    for key in keys & c.word_months.keys():
+        b = c.word_months[key].setdefault(dream.month, _Bucket())
+        b.dreams += 1
+        b.authors.add(author)
+
+
+def words_for(
+    dreams: Sequence[DreamView], known: Mapping[str, DreamWords], spread: bool
+) -> list[DreamWords]:
+    """The words of each of ``dreams``: from ``known`` (by id), else found (on
+    every core with ``spread``)."""
+    missing = [d for d in dreams if d.id not in known]
+    found: dict[str, DreamWords] = {}
+    if spread and missing:
+        keywords._segmenter()  # its dictionary loaded once, here, and shared by the forks
+        found = dict(
+            zip((d.id for d in missing), parallel.map_ordered(dream_words, missing), strict=True)
+        )
+    return [known.get(d.id) or found.get(d.id) or dream_words(d) for d in dreams]
+
+
+def count(
+    model: SiteModel,
+    *,
+    min_tier: str = MIN_TIER,
+    limit: int = KEYWORDS_LIMIT,
+    words: dict[str, DreamWords] | None = None,
+    spread: bool = False,
+) -> Counts:
+    """The counts of every counted dream of ``model`` (see :func:`compute_patterns`
+    for ``words`` and ``spread``), with the months of the keywords that rank
+    near the top (:data:`TRACKED_FACTOR`) for ``model.k`` and ``limit``."""
+    if limit < 0:
+        raise ValueError(f"limit must be >= 0, is {limit}")
+    counted = _counted(model, min_tier)
+    counted.reverse()  # oldest first: the order add_new extends
+    found = words_for([d for d, _ in counted], words or {}, spread)
+    if words is not None:
+        words.clear()
+        words.update(zip((d.id for d, _ in counted), found, strict=True))
+    c = Counts(min_tier, 0, members_digest(counted, min_tier))
+    keys_of = [_add(c, d, author, w) for (d, author), w in zip(counted, found, strict=True)]
+    # The months of the chosen words only: a second pass, not a bucket per word of the pool.
+    tracked = _tracked(c, model.k, limit)
+    c.word_months = {key: {} for key in tracked}
+    for (dream, author), keys in zip(counted, keys_of, strict=True):
+        _add_months(c, dream, author, keys)
+    return c
+
+
+def _tracked(c: Counts, k: int, limit: int) -> set[str]:
+    """The keys :func:`count` tallies the months of: those :func:`derive` would
+    show, and the first ``TRACKED_FACTOR * limit`` of each language among all."""
+    shown = {r.key for r, _ in _chosen(c, k, limit)}
+    per_lang: Counter[str] = Counter()
+    top = set()
+    everyone = keywords.rank(
+        {key: t.hits for key, t in c.terms.items()},
+        {key: t.surfaces for key, t in c.terms.items()},
+        c.dreams,
+    )
+    for r in everyone:
+        lang = keywords.language(r.surface)
+        if per_lang[lang] < TRACKED_FACTOR * limit:
+            per_lang[lang] += 1
+            top.add(r.key)
+    return shown | top
+
+
+def add_new(
+    kept: Counts,
+    model: SiteModel,
+    words: Callable[[Sequence[DreamView]], Sequence[DreamWords]],
+) -> Counts | None:
+    """``kept`` with the dreams counted since it was made added, if the counted
+    dreams of ``model`` are those of ``kept`` (as :func:`members_digest` saw
+    them, oldest first) followed by new ones; else None (count in full).
+    ``words`` gives the words of the new dreams. ``kept`` is changed in place."""
+    counted = _counted(model, kept.min_tier)
+    counted.reverse()
+    if len(counted) < kept.dreams:
+        return None
+    h = _members_hash(kept.min_tier)
+    for dream, author in counted[: kept.dreams]:
+        h.update(_member_row(dream, author))
+    if h.hexdigest() != kept.digest:
+        return None
+    new = counted[kept.dreams :]
+    for (dream, author), found in zip(new, words([d for d, _ in new]), strict=True):
+        h.update(_member_row(dream, author))
+        _add(kept, dream, author, found)
+    kept.digest = h.hexdigest()
+    return kept
+
+
+def _chosen(c: Counts, k: int, limit: int) -> list[tuple[keywords.Ranked, str]]:
+    """The keywords shown, by rank, with their language: at most ``limit`` of
+    each, among the words counted dreams of ``k`` or more authors hold."""
+    shared = {key: t for key, t in c.terms.items() if len(t.authors) >= k}
+    ranked = keywords.rank(
+        {key: t.hits for key, t in shared.items()},
+        {key: t.surfaces for key, t in shared.items()},
+        c.dreams,
+    )
+    per_lang: Counter[str] = Counter()
+    chosen = []
+    for r in ranked:
+        lang = keywords.language(r.surface)
+        if per_lang[lang] < limit:
+            per_lang[lang] += 1
+            chosen.append((r, lang))
+    return chosen
+
+
+def derive(c: Counts, model: SiteModel, *, limit: int = KEYWORDS_LIMIT) -> Patterns | None:
+    """The patterns shown from the counts ``c`` of ``model``'s counted dreams, by
+    the rule in the module doc; None if a keyword to show is one whose months
+    ``c`` does not tally (count in full)."""
+    if limit < 0:
+        raise ValueError(f"limit must be >= 0, is {limit}")
+    k = model.k
+    months = _month_span(model)
+    chosen = _chosen(c, k, limit)
+    if any(r.key not in c.word_months for r, _ in chosen):
+        return None
+    shown_tags = [
+        Pattern(
+            "tag",
+            tag,
+            t.dreams,
+            len(t.authors),
+            _types(t.types),
+            suppress(months, {m: (b.dreams, b.authors) for m, b in c.tag_months[tag].items()}, k),
+        )
+        for tag, t in c.tags.items()
+        if len(t.authors) >= k
+    ]
+    shown_tags.sort(key=lambda p: (-p.dreams, p.term))
+    shown_words = tuple(
+        Pattern(
+            "keyword",
+            r.surface,
+            c.terms[r.key].dreams,
+            len(c.terms[r.key].authors),
+            _types(c.terms[r.key].types),
+            suppress(
+                months, {m: (b.dreams, b.authors) for m, b in c.word_months[r.key].items()}, k
+            ),
+            lang,
+        )
+        for r, lang in chosen
+    )
+    shown_pairs = sorted(
+        (
+            Pair(a, b, v.dreams, len(v.authors))
+            for (a, b), v in c.pairs.items()
+            if len(v.authors) >= k
+        ),
+        key=lambda p: (-p.dreams, -p.authors, p.first, p.second),
+    )
+    return Patterns(
+        k=k,
+        min_tier=c.min_tier,
+        counted_dreams=c.dreams,
+        tags=tuple(shown_tags),
+        keywords=shown_words,
+        pairs=tuple(shown_pairs[:PAIRS_LIMIT]),
+        admissions=_admissions(model, months),
+    )
+
+
 def compute_patterns(
     model: SiteModel,
     *,
@@ -249,7 +509,7 @@ def compute_patterns(
     spread: bool = False,
 ) -> Patterns:
     """The tag, tag pair and keyword patterns of the pool, by the rule in the
-    module doc, each with its counts per month.
+    module doc, each with its counts per month: :func:`count`, then :func:`derive`.
 
     Requires ``min_tier`` in guest, member, maintainer and ``limit >= 0``
     (it bounds the keywords of each language only: tags are few, words are
@@ -259,107 +519,11 @@ def compute_patterns(
     the words not known yet are found on every core
     (:func:`builder.parallel.map_ordered`): jieba takes ≈330 µs a dream, 5
     minutes on one core at a million dreams."""
-    if limit < 0:
-        raise ValueError(f"limit must be >= 0, is {limit}")
-    counted = _counted(model, min_tier)
-    known = dict(words or {})
-    if spread:
-        missing = [d for d, _ in counted if d.id not in known]
-        if missing:
-            keywords._segmenter()  # its dictionary loaded once, here, and shared by the forks
-            spread_out = parallel.map_ordered(dream_words, missing)
-            known.update(zip((d.id for d in missing), spread_out, strict=True))
-    if words is not None:
-        words.clear()
-    months = _month_span(model)
-    tags: dict[str, _Tally] = {}
-    tag_months: dict[str, dict[str, _Bucket]] = {}
-    pairs: dict[tuple[str, str], _Bucket] = {}
-    terms: dict[str, _Tally] = {}
-    keys_of: list[set[str]] = []
-    for dream, author in counted:
-        names = sorted({t.name for t in dream.tags})
-        for tag in names:
-            t = tags.setdefault(tag, _Tally())
-            t.dreams += 1
-            t.authors.add(author)
-            t.types.update(e.type for e in dream.entries)
-            b = tag_months.setdefault(tag, {}).setdefault(dream.month, _Bucket())
-            b.dreams += 1
-            b.authors.add(author)
-        for pair in itertools.combinations(names, 2):
-            b = pairs.setdefault(pair, _Bucket())
-            b.dreams += 1
-            b.authors.add(author)
-        found = known.get(dream.id) or dream_words(dream)
-        if words is not None:
-            words[dream.id] = found
-        keys_of.append(_count_words(terms, found, author))
-
-    k = model.k
-    shown_tags = [
-        Pattern(
-            "tag",
-            tag,
-            t.dreams,
-            len(t.authors),
-            _types(t.types),
-            suppress(months, {m: (b.dreams, b.authors) for m, b in tag_months[tag].items()}, k),
-        )
-        for tag, t in tags.items()
-        if len(t.authors) >= k
-    ]
-    shown_tags.sort(key=lambda p: (-p.dreams, p.term))
-
-    shared = {key: t for key, t in terms.items() if len(t.authors) >= k}
-    ranked = keywords.rank(
-        {key: t.hits for key, t in shared.items()},
-        {key: t.surfaces for key, t in shared.items()},
-        len(counted),
+    found = derive(
+        count(model, min_tier=min_tier, limit=limit, words=words, spread=spread), model, limit=limit
     )
-    per_lang: Counter[str] = Counter()
-    chosen = []
-    for r in ranked:
-        lang = keywords.language(r.surface)
-        if per_lang[lang] < limit:
-            per_lang[lang] += 1
-            chosen.append((r, lang))
-    # The months of the chosen words only: a second pass, not a bucket per word of the pool.
-    key_months: dict[str, dict[str, _Bucket]] = {r.key: {} for r, _ in chosen}
-    for (dream, author), keys in zip(counted, keys_of, strict=True):
-        for key in keys & key_months.keys():
-            b = key_months[key].setdefault(dream.month, _Bucket())
-            b.dreams += 1
-            b.authors.add(author)
-    shown_words = tuple(
-        Pattern(
-            "keyword",
-            r.surface,
-            shared[r.key].dreams,
-            len(shared[r.key].authors),
-            _types(shared[r.key].types),
-            suppress(months, {m: (b.dreams, b.authors) for m, b in key_months[r.key].items()}, k),
-            lang,
-        )
-        for r, lang in chosen
-    )
-    shown_pairs = sorted(
-        (
-            Pair(a, b, v.dreams, len(v.authors))
-            for (a, b), v in pairs.items()
-            if len(v.authors) >= k
-        ),
-        key=lambda p: (-p.dreams, -p.authors, p.first, p.second),
-    )
-    return Patterns(
-        k=k,
-        min_tier=min_tier,
-        counted_dreams=len(counted),
-        tags=tuple(shown_tags),
-        keywords=shown_words,
-        pairs=tuple(shown_pairs[:PAIRS_LIMIT]),
-        admissions=_admissions(model, months),
-    )
+    assert found is not None, "count tallies the months of every keyword derive shows"
+    return found
 
 
 def _admissions(model: SiteModel, months: Sequence[str]) -> tuple[tuple[str, int], ...]:
@@ -456,6 +620,90 @@ def decode(data: bytes) -> Patterns | None:
         )
     except (ValueError, TypeError, UnicodeDecodeError, RecursionError):
         return None
+
+
+# ``encode_counts`` writes the counts as JSON arrays, each author's name once
+# (a set of authors is a sorted list of indices into that list); ``decode_counts``
+# reads back only that shape (THREATS.md T44), and any other bytes are None.
+
+_COUNTS = "dreampool-pattern-counts/1"
+
+
+def encode_counts(c: Counts) -> bytes:
+    """``c`` as the store keeps it (:mod:`builder.buildcache`, section ``counts``)."""
+    names: dict[str, int] = {}
+
+    def who(authors: set[str]) -> list[int]:
+        return sorted(names.setdefault(a, len(names)) for a in authors)
+
+    def items(counter: Mapping[Any, int]) -> list[list[Any]]:
+        return sorted([key, n] for key, n in counter.items() if n)
+
+    def buckets(by_month: Mapping[str, _Bucket]) -> list[list[Any]]:
+        return [[m, b.dreams, who(b.authors)] for m, b in sorted(by_month.items())]
+
+    tags = [
+        [tag, t.dreams, who(t.authors), items(t.types), buckets(c.tag_months.get(tag, {}))]
+        for tag, t in sorted(c.tags.items())
+    ]
+    pairs = [[a, b, v.dreams, who(v.authors)] for (a, b), v in sorted(c.pairs.items())]
+    terms = [
+        [key, t.dreams, who(t.authors), items(t.hits), items(t.surfaces), items(t.types)]
+        for key, t in sorted(c.terms.items())
+    ]
+    months = [[key, buckets(by_month)] for key, by_month in sorted(c.word_months.items())]
+    value = [_COUNTS, c.min_tier, c.dreams, c.digest, list(names), tags, pairs, terms, months]
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def decode_counts(data: bytes) -> Counts | None:
+    """The counts :func:`encode_counts` wrote as ``data``, or None for any other bytes."""
+    try:
+        form, min_tier, dreams, digest, names, tags, pairs, terms, months = as_list(
+            json.loads(data), 9
+        )
+        if form != _COUNTS or as_str(min_tier) not in TIER_RANK:
+            raise ValueError("not pattern counts")
+        authors = [as_str(a) for a in as_list(names)]
+
+        def who(v: Any) -> set[str]:
+            return {authors[_natural(i, len(authors))] for i in as_list(v)}
+
+        def counter(v: Any, key: Callable[[Any], Any]) -> Counter[Any]:
+            return Counter({key(a): _natural(n) for a, n in (as_list(x, 2) for x in as_list(v))})
+
+        def buckets(v: Any) -> dict[str, _Bucket]:
+            rows = (as_list(x, 3) for x in as_list(v))
+            return {as_str(m): _Bucket(_natural(n), who(a)) for m, n, a in rows}
+
+        c = Counts(as_str(min_tier), _natural(dreams), as_str(digest))
+        for tag, n, who_, types, by_month in (as_list(x, 5) for x in as_list(tags)):
+            c.tags[as_str(tag)] = _Tally(_natural(n), who(who_), counter(types, as_str))
+            c.tag_months[as_str(tag)] = buckets(by_month)
+        for a, b, n, who_ in (as_list(x, 4) for x in as_list(pairs)):
+            c.pairs[(as_str(a), as_str(b))] = _Bucket(_natural(n), who(who_))
+        for key, n, who_, hits, surfaces, types in (as_list(x, 6) for x in as_list(terms)):
+            c.terms[as_str(key)] = _Tally(
+                _natural(n),
+                who(who_),
+                counter(types, as_str),
+                counter(hits, _natural),
+                counter(surfaces, as_str),
+            )
+        c.word_months = {
+            as_str(key): buckets(v) for key, v in (as_list(x, 2) for x in as_list(months))
+        }
+        return c
+    except (ValueError, TypeError, IndexError, UnicodeDecodeError, RecursionError):
+        return None
+
+
+def _natural(v: Any, below: int | None = None) -> int:
+    """``v`` if it is an int >= 0 (and < ``below``), else ValueError."""
+    n = as_int(v)
+    if n < 0 or (below is not None and n >= below):
+        raise ValueError(f"{n} is out of range")
+    return n
 
 
 def _pattern(v: Any, kind: str) -> Pattern:
