@@ -380,6 +380,13 @@ def _bytes_in(data: bytes) -> bytes:
     return data
 
 
+def _tier(name: str) -> str:
+    """A tier rule's name (builder.site.patterns.MIN_TIER's kind), both ways."""
+    if name not in ("guest", "member", "maintainer"):
+        raise ValueError("not a tier")
+    return name
+
+
 def _same(text: str) -> str:
     return as_str(text)
 
@@ -404,7 +411,7 @@ CODECS: dict[str, Codec] = {
     "pages": Codec(_same, _same, _page_out, _page_in),
     "words": Codec(_same, _same, _words_out, _words_in),
     "patterns": Codec(_sha256_key, _sha256_key, _bytes_out, _bytes_in),
-    "counts": Codec(_same, _same, _bytes_out, _bytes_in),
+    "counts": Codec(_tier, _tier, _bytes_out, _bytes_in),
 }
 
 

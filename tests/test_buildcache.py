@@ -80,6 +80,7 @@ SAMPLES: dict[str, tuple[object, object]] = {
     "pages": ("tags/a/index.html", ("key", bytes(16))),
     "words": ("0123456789abcdef", (("parser", "tokens"), (("fact", ("parser",)),))),
     "patterns": (_sha(5), b'[2,"member",0,[],[],[],[]]'),
+    "counts": ("member", b'["dreampool-pattern-counts/1","member",0,"",[],[],[],[],[]]'),
 }
 
 
