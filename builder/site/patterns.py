@@ -631,10 +631,18 @@ _COUNTS = "dreampool-pattern-counts/1"
 
 def encode_counts(c: Counts) -> bytes:
     """``c`` as the store keeps it (:mod:`builder.buildcache`, section ``counts``)."""
-    names: dict[str, int] = {}
+    everyone: set[str] = set()
+    for t in itertools.chain(c.tags.values(), c.terms.values()):
+        everyone |= t.authors
+    for p in c.pairs.values():
+        everyone |= p.authors
+    for by_month in itertools.chain(c.tag_months.values(), c.word_months.values()):
+        for b in by_month.values():
+            everyone |= b.authors
+    names = {a: i for i, a in enumerate(sorted(everyone))}  # the same bytes for equal counts
 
     def who(authors: set[str]) -> list[int]:
-        return sorted(names.setdefault(a, len(names)) for a in authors)
+        return sorted(names[a] for a in authors)
 
     def items(counter: Mapping[Any, int]) -> list[list[Any]]:
         return sorted([key, n] for key, n in counter.items() if n)
