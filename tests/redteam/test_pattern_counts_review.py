@@ -111,7 +111,14 @@ def test_a_forged_counts_row_survives_new_dreams(tmp_path: Path) -> None:
     at the next change of the inputs, the counts are added to and written back
     by every build after a new dream: the forgery outlives every append."""
     before = _model()
-    cache = _plant(tmp_path / "cache", _forged(before, 3, "exfiltrated"))
+    # The build's own row for these dreams, and one keyword more, its tallies
+    # adding up (3 dreams of the 3 counted, by their 3 authors, in their month).
+    row = json.loads(patterns.encode_counts(patterns.count(before)))
+    names = row[4]
+    who = sorted(names.index(a) for a in AUTHORS)
+    row[7] = sorted([*row[7], ["exfiltrated", 3, who, [[0, 3]], [["exfiltrated", 3]], []]])
+    row[8] = sorted([*row[8], ["exfiltrated", [["2025-01", 3, who]]]])
+    cache = _plant(tmp_path / "cache", row)
     after = _model(extra=1)  # a new member's dream: the patterns' inputs changed
     found = assemble._count(after, cache, False)
     assert "exfiltrated" not in [p.term for p in found.keywords]
