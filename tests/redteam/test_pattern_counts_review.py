@@ -122,3 +122,24 @@ def test_a_forged_counts_row_survives_new_dreams(tmp_path: Path) -> None:
     after = _model(extra=1)  # a new member's dream: the patterns' inputs changed
     found = assemble._count(after, cache, False)
     assert "exfiltrated" not in [p.term for p in found.keywords]
+
+
+def test_a_counts_row_of_another_tier_rule_is_not_taken(tmp_path: Path) -> None:
+    """T34 / T81 (a guest swarm through the store). ``_count`` looks the row up
+    under the build's tier rule (``MIN_TIER``) but ``add_new`` counts by the
+    rule the row itself names. A row that is honest in every tally, made by
+    ``count(model, min_tier="guest")`` (what any copy of the public pool gives,
+    no forged number in it), matches its own members digest, so every later
+    build counts guests: a swarm of fresh guest keys pushes its word over k,
+    which rule 1 exists to prevent. The build writes only its own rule's row;
+    any other is not its own and must be a miss."""
+    pool = [D(a, tags=["db"], entries=(("fact", "postgres"),)) for a in AUTHORS]
+    pool += [D(f"sybil{i}", tier="guest", entries=(("fact", "swarmword"),)) for i in range(3)]
+    model = model_of(pool, k=3)
+    assert "swarmword" not in [p.term for p in patterns.compute_patterns(model).keywords]
+    cache = _plant(
+        tmp_path / "cache", json.loads(patterns.encode_counts(patterns.count(model, min_tier="guest")))
+    )
+    found = assemble._count(model, cache, False)
+    assert "swarmword" not in [p.term for p in found.keywords]
+    assert found == patterns.compute_patterns(model)
