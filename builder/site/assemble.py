@@ -114,6 +114,8 @@ def _count(model: SiteModel, cache: BuildCache, spread: bool) -> patterns.Patter
     found = None
     last = rows.get(patterns.MIN_TIER)
     counts = None if last is None else patterns.decode_counts(last)
+    if counts is not None and counts.min_tier != patterns.MIN_TIER:
+        counts = None  # not a row this build writes: add_new would count by its rule
     if counts is not None:
         words = cache.rows("words")
         try:
