@@ -9,6 +9,7 @@ is a defect (the build fails, or the site shows what a cold build would not).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -143,3 +144,49 @@ def test_a_counts_row_of_another_tier_rule_is_not_taken(tmp_path: Path) -> None:
     found = assemble._count(model, cache, False)
     assert "swarmword" not in [p.term for p in found.keywords]
     assert found == patterns.compute_patterns(model)
+
+
+def _named(dreams: list[tuple[str, D]], k: int = 3) -> SiteModel:
+    """model_of with the dreams' ids given (model_of numbers them by position,
+    and an erased dream must not hand its id to the next one)."""
+    model = model_of([d for _, d in dreams], k=k)
+    ids = {f"id{i:04d}": name for i, (name, _) in enumerate(dreams)}
+    views = tuple(dataclasses.replace(v, id=ids[v.id]) for v in model.dreams)
+    bodies = {ids[i]: b for i, b in model.bodies.items()}
+    return dataclasses.replace(model, dreams=views, by_id={v.id: v for v in views}, bodies=bodies)
+
+
+class _Killed(BaseException):
+    """The patterns' process killed (a cancelled workflow, the OOM killer)."""
+
+
+@pytest.mark.parametrize("then", ["nothing else", "a new dream"])
+def test_an_erased_dream_whose_words_a_killed_build_stored_leaves_no_trace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, then: str
+) -> None:
+    """T48 (erasure leaves nothing). ``add_new`` writes the new dreams' words to
+    the store through ``Rows`` (flushed every ``Rows.FLUSH`` rows while jieba
+    runs, and before the counts and patterns rows are saved); a patterns'
+    process killed after that (the publish workflow saves the store even when
+    the build fails) leaves the words of a dream the counts and patterns rows
+    do not hold. Erase that dream: the next build either takes the old
+    patterns row (same inputs as before the dream), or adds a newer dream to
+    the old counts with ``add_new``, which never deletes a words row. Either
+    way the erased dream's words stay in the store, build after build, until
+    some change forces a full count."""
+    base = [(f"p{i}", D(a, tags=["db"], entries=(("fact", "postgres"),))) for i, a in enumerate(AUTHORS)]
+    gone = ("gone", D("zed", title="zedtitlecanary", entries=(("fact", "zedentrycanary"),)))
+    folder = tmp_path / "cache"
+    assemble._patterns((_named(base), BuildCache(folder), False))
+
+    def killed(self: BuildCache, *names: str) -> None:
+        raise _Killed
+
+    with monkeypatch.context() as m:
+        m.setattr(BuildCache, "save", killed)
+        with pytest.raises(_Killed):
+            assemble._patterns((_named([*base, gone]), BuildCache(folder), False))
+    after = base if then == "nothing else" else [*base, ("new", D("ada", title="later"))]
+    assemble._patterns((_named(after), BuildCache(folder), False))  # "gone" is erased
+    raw = (folder / "store.sqlite").read_bytes()
+    assert b"zedtitlecanary" not in raw and b"zedentrycanary" not in raw
