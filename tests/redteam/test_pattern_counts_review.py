@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.buildcache import BuildCache
+from builder.buildcache import BuildCache, Rows
 from builder.site import assemble, patterns
 from builder.site.model import SiteModel
 from tests.test_patterns import D, model_of
@@ -167,7 +167,7 @@ def test_an_erased_dream_whose_words_a_killed_build_stored_leaves_no_trace(
     """T48 (erasure leaves nothing). ``add_new`` writes the new dreams' words to
     the store through ``Rows`` (flushed every ``Rows.FLUSH`` rows while jieba
     runs, and before the counts and patterns rows are saved); a patterns'
-    process killed after that (the publish workflow saves the store even when
+    process killed after that (here: right after the flush) (the publish workflow saves the store even when
     the build fails) leaves the words of a dream the counts and patterns rows
     do not hold. Erase that dream: the next build either takes the old
     patterns row (same inputs as before the dream), or adds a newer dream to
@@ -179,11 +179,14 @@ def test_an_erased_dream_whose_words_a_killed_build_stored_leaves_no_trace(
     folder = tmp_path / "cache"
     assemble._patterns((_named(base), BuildCache(folder), False))
 
-    def killed(self: BuildCache, *names: str) -> None:
+    flush = Rows.flush
+
+    def killed(self: Rows) -> None:  # right after the new dream's words are written
+        flush(self)
         raise _Killed
 
     with monkeypatch.context() as m:
-        m.setattr(BuildCache, "save", killed)
+        m.setattr(Rows, "flush", killed)
         with pytest.raises(_Killed):
             assemble._patterns((_named([*base, gone]), BuildCache(folder), False))
     after = base if then == "nothing else" else [*base, ("new", D("ada", title="later"))]
