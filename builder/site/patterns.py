@@ -729,10 +729,10 @@ def _check_counts(c: Counts) -> None:
         if sum(t.hits.values()) != t.dreams:
             raise ValueError("a term's dreams by entries do not add up")
     for key, by_month in c.word_months.items():
-        t = c.terms.get(key)
-        if t is None:
+        term = c.terms.get(key)
+        if term is None:
             raise ValueError("the months of a word not counted")
-        months(by_month, t.dreams, t.authors)
+        months(by_month, term.dreams, term.authors)
 
 
 def _natural(v: Any, below: int | None = None) -> int:

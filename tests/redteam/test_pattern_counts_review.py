@@ -139,7 +139,8 @@ def test_a_counts_row_of_another_tier_rule_is_not_taken(tmp_path: Path) -> None:
     model = model_of(pool, k=3)
     assert "swarmword" not in [p.term for p in patterns.compute_patterns(model).keywords]
     cache = _plant(
-        tmp_path / "cache", json.loads(patterns.encode_counts(patterns.count(model, min_tier="guest")))
+        tmp_path / "cache",
+        json.loads(patterns.encode_counts(patterns.count(model, min_tier="guest"))),
     )
     found = assemble._count(model, cache, False)
     assert "swarmword" not in [p.term for p in found.keywords]
@@ -157,7 +158,7 @@ def _named(dreams: list[tuple[str, D]], k: int = 3) -> SiteModel:
 
 
 class _Killed(BaseException):
-    """The patterns' process killed (a cancelled workflow, the OOM killer)."""
+    """The patterns' process killed (Ctrl-C on a local build, the OOM killer)."""
 
 
 @pytest.mark.parametrize("then", ["nothing else", "a new dream"])
@@ -167,14 +168,19 @@ def test_an_erased_dream_whose_words_a_killed_build_stored_leaves_no_trace(
     """T48 (erasure leaves nothing). ``add_new`` writes the new dreams' words to
     the store through ``Rows`` (flushed every ``Rows.FLUSH`` rows while jieba
     runs, and before the counts and patterns rows are saved); a patterns'
-    process killed after that (here: right after the flush) (the publish workflow saves the store even when
-    the build fails) leaves the words of a dream the counts and patterns rows
-    do not hold. Erase that dream: the next build either takes the old
+    process killed after that (here: right after the flush; a local build
+    interrupted, or the OOM killer: the publish workflow saves the store when
+    the build fails, though not when it is cancelled) leaves the words of a
+    dream the counts and patterns rows do not hold. Since c47d946 (before, the
+    words were written with the rows, at the end). Erase that dream: the next
+    build either takes the old
     patterns row (same inputs as before the dream), or adds a newer dream to
     the old counts with ``add_new``, which never deletes a words row. Either
     way the erased dream's words stay in the store, build after build, until
     some change forces a full count."""
-    base = [(f"p{i}", D(a, tags=["db"], entries=(("fact", "postgres"),))) for i, a in enumerate(AUTHORS)]
+    base = [
+        (f"p{i}", D(a, tags=["db"], entries=(("fact", "postgres"),))) for i, a in enumerate(AUTHORS)
+    ]
     gone = ("gone", D("zed", title="zedtitlecanary", entries=(("fact", "zedentrycanary"),)))
     folder = tmp_path / "cache"
     assemble._patterns((_named(base), BuildCache(folder), False))
