@@ -100,6 +100,11 @@ def _patterns(arg: tuple[SiteModel, BuildCache, bool]) -> str:
     if kept is not None:
         found = patterns.stored(kept, model)
     else:
+        # The last build's row goes first: words written below by a process
+        # killed before it saves would otherwise stay under a row whose inputs
+        # an erasure can bring back (a hit reads and deletes nothing, T48).
+        cache.sections["patterns"] = {}
+        cache.save("patterns")
         found = _count(model, cache, spread)
         cache.sections["patterns"] = {key: patterns.encode(found)}
         cache.save("words", "counts", "patterns")
@@ -114,10 +119,16 @@ def _count(model: SiteModel, cache: BuildCache, spread: bool) -> patterns.Patter
     found = None
     last = rows.get(patterns.MIN_TIER)
     counts = None if last is None else patterns.decode_counts(last)
+    if counts is not None and counts.min_tier != patterns.MIN_TIER:
+        counts = None  # not a row this build writes: add_new would count by its rule
     if counts is not None:
         words = cache.rows("words")
         try:
             counts = patterns.add_new(counts, model, lambda new: _words_of(new, words, spread))
+            if counts is not None:
+                # Only counted dreams' words stay, as after a full count: a killed
+                # build's may be there, an erased dream's among them (T48).
+                words.retain([d.id for d in model.dreams if patterns.counts(d, counts.min_tier)])
             words.flush()
         finally:
             words.close()

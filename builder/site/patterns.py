@@ -701,9 +701,46 @@ def decode_counts(data: bytes) -> Counts | None:
         c.word_months = {
             as_str(key): buckets(v) for key, v in (as_list(x, 2) for x in as_list(months))
         }
+        _check_counts(c)
         return c
     except (ValueError, TypeError, IndexError, UnicodeDecodeError, RecursionError):
         return None
+
+
+def _check_counts(c: Counts) -> None:
+    """ValueError unless the tallies of ``c`` add up as :func:`count` and
+    :func:`add_new` leave them: every tally of 1 to ``c.dreams`` dreams by 1 to
+    that many authors, a term's dreams by entries (``hits``) and a tag's or a
+    tracked keyword's months adding up to its dreams, by its authors. A row that
+    counted no dream holds no tally, so no row fits every pool; and
+    :func:`keywords.rank` never sees a word held by more dreams than counted."""
+
+    def tally(n: int, authors: set[str]) -> None:
+        if not 1 <= n <= c.dreams or not 1 <= len(authors) <= n:
+            raise ValueError("a tally does not add up")
+
+    def months(by_month: Mapping[str, _Bucket], n: int, authors: set[str]) -> None:
+        for b in by_month.values():
+            tally(b.dreams, b.authors)
+            if not b.authors <= authors:
+                raise ValueError("a month names an author its term has not")
+        if sum(b.dreams for b in by_month.values()) != n:
+            raise ValueError("the months do not add up")
+
+    for tag, t in c.tags.items():
+        tally(t.dreams, t.authors)
+        months(c.tag_months[tag], t.dreams, t.authors)
+    for v in c.pairs.values():
+        tally(v.dreams, v.authors)
+    for t in c.terms.values():
+        tally(t.dreams, t.authors)
+        if sum(t.hits.values()) != t.dreams:
+            raise ValueError("a term's dreams by entries do not add up")
+    for key, by_month in c.word_months.items():
+        term = c.terms.get(key)
+        if term is None:
+            raise ValueError("the months of a word not counted")
+        months(by_month, term.dreams, term.authors)
 
 
 def _natural(v: Any, below: int | None = None) -> int:
