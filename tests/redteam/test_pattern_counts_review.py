@@ -68,7 +68,7 @@ def _forged(model: SiteModel, prefix: int, fake: str) -> list[object]:
 def test_a_counts_row_whose_tallies_cannot_be_ranked_is_a_miss_not_a_traceback(
     tmp_path: Path,
 ) -> None:
-    """T44 / T-NEW (robustness of the store's strict readers). ``decode_counts``
+    """T116, T44 (robustness of the store's strict readers). ``decode_counts``
     checks the shape of a row but not that its tallies add up; ``add_new`` takes
     any row whose members digest matches, and the digest of *no* dreams
     (``dreams`` = 0) is the same for every pool, so a row needs no knowledge of
@@ -85,7 +85,7 @@ def test_a_counts_row_whose_tallies_cannot_be_ranked_is_a_miss_not_a_traceback(
 
 
 def test_a_counts_row_for_no_dreams_can_carry_no_tally(tmp_path: Path) -> None:
-    """T-NEW (a pool-agnostic forged row). The members digest of zero dreams is
+    """T116 (a pool-agnostic forged row). The members digest of zero dreams is
     a constant (it hashes the tier rule only), so one planted row fits every
     pool and every later build: ``add_new`` adds all counted dreams on top of
     whatever it holds, and the keyword ``exfiltrated``, which no dream holds,
@@ -105,7 +105,7 @@ def test_a_counts_row_for_no_dreams_can_carry_no_tally(tmp_path: Path) -> None:
     "Needs rows keyed with a secret (e.g. derived from the log key): too big here.",
 )
 def test_a_forged_counts_row_survives_new_dreams(tmp_path: Path) -> None:
-    """T81 / T-NEW (escalated by this change). A forged row matching the public
+    """T81, T116 (escalated by this change). A forged row matching the public
     members digest of the pool's counted dreams, with self-consistent tallies
     (no more authors than dreams, no more dreams than counted), shows a keyword
     no counted dream holds. Unlike a forged ``patterns`` row, which is dropped
@@ -126,7 +126,7 @@ def test_a_forged_counts_row_survives_new_dreams(tmp_path: Path) -> None:
 
 
 def test_a_counts_row_of_another_tier_rule_is_not_taken(tmp_path: Path) -> None:
-    """T34 / T81 (a guest swarm through the store). ``_count`` looks the row up
+    """T116, T34, T81 (a guest swarm through the store). ``_count`` looks the row up
     under the build's tier rule (``MIN_TIER``) but ``add_new`` counts by the
     rule the row itself names. A row that is honest in every tally, made by
     ``count(model, min_tier="guest")`` (what any copy of the public pool gives,
