@@ -383,19 +383,28 @@ def _tracked(c: Counts, k: int, limit: int) -> set[str]:
     """The keys :func:`count` tallies the months of: those :func:`derive` would
     show, and the first ``TRACKED_FACTOR * limit`` of each language among all."""
     shown = {r.key for r, _ in _chosen(c, k, limit)}
+    top = _first_of_each_language(_ranked(c, c.terms), TRACKED_FACTOR * limit)
+    return shown | {r.key for r, _ in top}
+
+
+def _ranked(c: Counts, terms: Mapping[str, _Tally]) -> list[keywords.Ranked]:
+    """``terms`` (of ``c``) ranked over the counted dreams (:func:`keywords.rank`)."""
+    hits = {key: t.hits for key, t in terms.items()}
+    return keywords.rank(hits, {key: t.surfaces for key, t in terms.items()}, c.dreams)
+
+
+def _first_of_each_language(
+    ranked: Iterable[keywords.Ranked], limit: int
+) -> list[tuple[keywords.Ranked, str]]:
+    """The first ``limit`` of ``ranked`` of each language, in rank order, with it."""
     per_lang: Counter[str] = Counter()
-    top = set()
-    everyone = keywords.rank(
-        {key: t.hits for key, t in c.terms.items()},
-        {key: t.surfaces for key, t in c.terms.items()},
-        c.dreams,
-    )
-    for r in everyone:
+    first = []
+    for r in ranked:
         lang = keywords.language(r.surface)
-        if per_lang[lang] < TRACKED_FACTOR * limit:
+        if per_lang[lang] < limit:
             per_lang[lang] += 1
-            top.add(r.key)
-    return shown | top
+            first.append((r, lang))
+    return first
 
 
 def add_new(
@@ -428,19 +437,7 @@ def _chosen(c: Counts, k: int, limit: int) -> list[tuple[keywords.Ranked, str]]:
     """The keywords shown, by rank, with their language: at most ``limit`` of
     each, among the words counted dreams of ``k`` or more authors hold."""
     shared = {key: t for key, t in c.terms.items() if len(t.authors) >= k}
-    ranked = keywords.rank(
-        {key: t.hits for key, t in shared.items()},
-        {key: t.surfaces for key, t in shared.items()},
-        c.dreams,
-    )
-    per_lang: Counter[str] = Counter()
-    chosen = []
-    for r in ranked:
-        lang = keywords.language(r.surface)
-        if per_lang[lang] < limit:
-            per_lang[lang] += 1
-            chosen.append((r, lang))
-    return chosen
+    return _first_of_each_language(_ranked(c, shared), limit)
 
 
 def derive(c: Counts, model: SiteModel, *, limit: int = KEYWORDS_LIMIT) -> Patterns | None:
