@@ -320,6 +320,71 @@ def test_git_vouches_only_for_unmodified_unconverted_plain_files(tmp_path: Path)
     assert gitrepo.clean_blobs(tmp_path) is None  # not a work tree: the bytes decide
 
 
+def _nested_repo(tmp_path: Path, folder: str) -> tuple[Path, Path]:
+    """A repository whose pool sits in ``folder`` below its top, with one dream."""
+    root = tmp_path / "repo"
+    content = root / folder / "content"
+    (content / "dreams").mkdir(parents=True)
+    (content / "dreams" / "a.json").write_bytes(b"a.json\n")
+    (root / "other").mkdir()
+    (root / "other" / "keep").write_text("x\n")
+    _git(root, "init", "-q", "-b", "main")
+    _git(root, "add", ".")
+    _git(root, "commit", "-q", "-m", "x")
+    return root, content
+
+
+def test_only_attributes_files_that_can_apply_to_the_pool_stop_git_vouching(
+    tmp_path: Path,
+) -> None:
+    """An attributes file applies to the files of its own folder and below
+    (gitattributes(5)), so one beside the pool, such as in the build's own
+    untracked output, leaves git's word standing; one in the pool, below it,
+    or in any folder above it, tracked, untracked or only in the index, still
+    leaves nothing vouched for (T80). Before, the whole work tree was walked
+    for them, the build's 60,000 output files with it."""
+    root, content = _nested_repo(tmp_path, "pool")
+    vouched = {"dreams/a.json"}
+    assert set(gitrepo.clean_blobs(content) or {}) == vouched
+    elsewhere = [
+        root / ".site.builds" / "gen-a" / ".gitattributes",
+        root / "other" / ".gitattributes",
+    ]
+    for path in elsewhere:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("* ident\n")
+    assert set(gitrepo.clean_blobs(content) or {}) == vouched
+    _git(root, "add", "other/.gitattributes")
+    assert set(gitrepo.clean_blobs(content) or {}) == vouched
+    for applies in (
+        root / ".gitattributes",
+        root / "pool" / ".gitattributes",
+        content / ".gitattributes",
+        content / "dreams" / ".gitattributes",
+        content / "deep" / "er" / ".gitattributes",
+    ):
+        applies.parent.mkdir(parents=True, exist_ok=True)
+        applies.write_text("\n")
+        assert gitrepo.clean_blobs(content) == {}, applies
+        applies.unlink()
+        assert set(gitrepo.clean_blobs(content) or {}) == vouched, applies
+    # Only in the index (removed from the work tree): git would still read it.
+    (root / "pool" / ".gitattributes").write_text("\n")
+    _git(root, "add", "pool/.gitattributes")
+    (root / "pool" / ".gitattributes").unlink()
+    assert gitrepo.clean_blobs(content) == {}
+
+
+def test_a_pool_folder_whose_name_reads_as_a_glob_has_the_whole_tree_searched(
+    tmp_path: Path,
+) -> None:
+    _, content = _nested_repo(tmp_path, "p[1]")
+    assert set(gitrepo.clean_blobs(content) or {}) == {"dreams/a.json"}
+    (content / "x").mkdir()
+    (content / "x" / ".gitattributes").write_text("\n")
+    assert gitrepo.clean_blobs(content) == {}
+
+
 def test_without_git_the_build_digests_and_says_why_in_a_checkout(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -198,19 +198,34 @@ _CONVERTING = ("text", "eol", "crlf", "ident", "filter", "working-tree-encoding"
 
 
 def _has_attributes(folder: Path) -> bool:
-    """Whether any attributes file of the repository's own could apply: a
-    ``.gitattributes`` anywhere in the index or the work tree, or the git
-    folder's ``info/attributes``. (Errors count as yes: nothing is vouched for.)"""
-    found = _git(
-        folder,
-        "ls-files",
-        "-z",
-        "--cached",
-        "--others",
-        "--",
-        ":(top,glob)**/.gitattributes",
-        ":(top).gitattributes",
-    )
+    """Whether any attributes file of the repository's own could apply to a
+    file under ``folder``: a ``.gitattributes``, in the index or the work
+    tree, in ``folder`` or below it or in a folder above it up to the top of
+    the work tree, or the git folder's ``info/attributes``. (Errors count as
+    yes: nothing is vouched for.)
+
+    Only those can apply: a path's attributes come from the ``.gitattributes``
+    of its own folder and of each folder above it, and from
+    ``info/attributes`` (gitattributes(5), DESCRIPTION). So the rest of the
+    work tree is not walked, which matters because the build's own output
+    sits in it, untracked: at 10k dreams the two generations under
+    ``.site.builds/`` are 60,000 files, and listing every untracked
+    ``.gitattributes`` in the work tree took 0.5 s of a 3.5 s build."""
+    prefix = _git(folder, "rev-parse", "--show-prefix")
+    if prefix.returncode != 0:
+        return True
+    below = os.fsdecode(prefix.stdout.rstrip(b"\n"))  # "content/", or "" at the top
+    parts = [p for p in below.split("/") if p]
+    # Each folder from the top down to ``folder``'s parent: their own file only.
+    above = [
+        f":(top,literal){''.join(p + '/' for p in parts[:i])}.gitattributes"
+        for i in range(len(parts))
+    ]
+    if any(c in below for c in "*?[\\"):  # a glob would misread the name: walk it all
+        pathspecs = [":(top,glob)**/.gitattributes", ":(top).gitattributes"]
+    else:
+        pathspecs = [*above, f":(top,glob){below}**/.gitattributes"]
+    found = _git(folder, "ls-files", "-z", "--cached", "--others", "--", *pathspecs)
     if found.returncode != 0 or found.stdout.strip(b"\0"):
         return True
     info = _git(folder, "rev-parse", "--git-path", "info/attributes")
