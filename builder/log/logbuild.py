@@ -44,8 +44,8 @@ from builder.content.pool import (
     ScannedDream,
     atomic_write,
     check_file,
+    make_durable,
     read_regular,
-    sync_filesystem,
 )
 from builder.errors import InputError, LogError, Problem
 from builder.formats import leaf as leaffmt
@@ -448,7 +448,7 @@ def apply(
             path = content / "dreams" / f"{dream_id}.salt"
             atomic_write(path, salt.encode() + b"\n", sync=False)
         if new_salts:  # durable before any leaf that commits to them
-            sync_filesystem(content / "dreams")
+            make_durable(content / "dreams", [f"{dream_id}.salt" for dream_id in new_salts])
         for leaf in new_leaves:
             tree.append(merkle.leaf_hash(leaf))
         logstate.append(content, state, new_leaves)

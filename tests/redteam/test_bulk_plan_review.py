@@ -180,7 +180,7 @@ def test_an_interrupted_apply_leaves_a_state_the_next_build_accepts(
 
     target = {
         "after the policy": (logbuild, "atomic_write", no_salt),
-        "after the salts": (logbuild, "sync_filesystem", stop),
+        "after the salts": (logbuild, "make_durable", stop),
         "before the leaves": (logstate, "append", stop),
         "after the leaves": (logbuild, "sign_checkpoint", stop),
     }[where]
