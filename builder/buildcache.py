@@ -569,20 +569,26 @@ class BuildCache:
             return {}
         codec = CODECS[name]
         section: dict[Any, Any] = {}
+        damaged = 0
         try:
             with self._connect() as db:
-                rows = db.execute(f'SELECT k, v, d FROM "{name}"').fetchall()
+                # Row by row, never all rows at once: at 10k dreams the scan
+                # section's values alone are 16 MB, which the process would
+                # keep (freed, but not given back) for the rest of the build.
+                for k, v, d in db.execute(f'SELECT k, v, d FROM "{name}"'):
+                    try:
+                        if (
+                            not isinstance(k, str)
+                            or not isinstance(v, bytes)
+                            or _row_digest(k, v) != d
+                        ):
+                            raise ValueError("the row does not match its digest")
+                        section[codec.key_in(k)] = codec.value_in(v)
+                    except Exception:  # any damage is a miss, never an error or a wrong entry
+                        damaged += 1
         except sqlite3.Error as exc:
             self._damaged(exc, "read this build")
             return {}
-        damaged = 0
-        for k, v, d in rows:
-            try:
-                if not isinstance(k, str) or not isinstance(v, bytes) or _row_digest(k, v) != d:
-                    raise ValueError("the row does not match its digest")
-                section[codec.key_in(k)] = codec.value_in(v)
-            except Exception:  # any damage is a miss, never an error or a wrong entry
-                damaged += 1
         if damaged:
             self.notes.append(f"the build store's {name} had {damaged} damaged row(s); ignored")
         return section
