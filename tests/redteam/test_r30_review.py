@@ -3,23 +3,27 @@ where they can apply to the pool (``gitrepo._has_attributes``, T80), and a few
 new salts flushed file by file instead of with one syncfs
 (``pool.make_durable``, T40).
 
-A failing test is a defect the speed-up brought.
+A failing test is an attack that succeeds: the policy test one 3ae98a5 brought
+(fixed); the stale-conversion test one both the old and the new attributes
+check miss (open: see its docstring).
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from builder import build as buildmod
-from builder.content import pool
+from builder.content import filekeys, gitrepo, pool
 from builder.formats.note import parse_private_key
 from builder.log import logbuild, logstate
 from tests.pools import PoolFixture, make_pool
-from tests.redteam import signed, submit
+from tests.redteam import build, signed, submit
 
 
 def _flushes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
@@ -78,3 +82,77 @@ def test_a_first_builds_policy_is_durable_before_its_leaves(
         f"the policy's folder entries are not flushed before the leaves: {sorted(missing)} "
         f"(flushed: {sorted(flushed)})"
     )
+
+
+# --- T80: a conversion an earlier checkout of the work tree applied ----------
+
+_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+    "GIT_COMMITTER_NAME": "T", "GIT_COMMITTER_EMAIL": "t@example.invalid",
+}  # fmt: skip
+
+
+def _git(cwd: Path, *args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")} | _ENV
+    done = subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True)
+    return done.stdout.decode()
+
+
+def test_git_vouches_for_a_file_an_earlier_checkout_converted(tmp_path: Path) -> None:
+    """T80 (not brought by 216eb06: the whole-tree search missed it too):
+    ``_has_attributes`` looks at the attributes files there are now, but git
+    converts a file when it writes it, and keeps it, stat and all, through
+    every later checkout whose tree holds the same blob. A work tree used for
+    more than one commit (a self-hosted runner's, where actions/checkout
+    fetches and checks out over the last job's tree; an operator's own) that
+    ran a pull request's check job is enough: its first push deletes a logged
+    dream and adds ``content/dreams/*.json ident``, its second restores the
+    dream (same blob: written now, and converted), its third removes the
+    attributes. Main's publish job then checks out over it: the dream keeps
+    the converted bytes, no attributes file is left, and git vouches for the
+    blob's id. (The shipped workflows run on fresh GitHub-hosted runners,
+    one checkout each: not there. An operator who builds with the key in a
+    checkout that once checked out such a pull request's commits is hit.
+    Not fixed: only reading the files tells, and a size check misses an
+    ``ident`` over a blob already holding ``$Id: <40 hex> $``.)"""
+    origin = tmp_path / "origin"
+    tp = make_pool(origin)
+    [dream_id] = submit(tp, signed("ada", title="Keep the $Id$ keyword in templates"))
+    submit(tp, signed("bob", title="Bob's other dream"))
+    _git(origin, "init", "-q", "-b", "main")
+    build(tp, origin / "site")
+    _git(origin, "add", "content")
+    _git(origin, "commit", "-q", "-m", "published")
+    dream = f"content/dreams/{dream_id}.json"
+    _git(origin, "checkout", "-q", "-b", "pr")
+    (origin / ".gitattributes").write_text("content/dreams/*.json ident\n")
+    _git(origin, "rm", "-q", dream)
+    _git(origin, "add", ".gitattributes")
+    _git(origin, "commit", "-q", "-m", "push 1: attributes, a dream deleted")
+    _git(origin, "checkout", "-q", "main", "--", dream)
+    _git(origin, "commit", "-q", "-m", "push 2: the dream back")
+    _git(origin, "rm", "-q", ".gitattributes")
+    _git(origin, "commit", "-q", "-m", "push 3: no attributes")
+    _git(origin, "checkout", "-q", "main")
+    work = tmp_path / "runner-workspace"
+    _git(tmp_path, "clone", "-q", str(origin), str(work))
+    for rev in ("origin/pr~2", "origin/pr~1", "origin/pr", "main"):  # one job each
+        time.sleep(1.1)  # jobs are seconds apart: no file is racily clean
+        # actions/checkout over an existing repository: clean, reset, check out.
+        _git(work, "clean", "-ffdx", "-q")
+        _git(work, "reset", "-q", "--hard", "HEAD")
+        _git(work, "checkout", "-q", "--force", rev)
+    time.sleep(1.1)
+    content = work / "content"
+    data = (content / "dreams" / f"{dream_id}.json").read_bytes()
+    assert b"$Id: " in data  # converted by the second push's checkout
+    assert not gitrepo._has_attributes(content)
+    vouched = gitrepo.clean_blobs(content) or {}
+    wrong = {
+        path: blob
+        for path, blob in vouched.items()
+        if filekeys.git_blob_id((content / path).read_bytes()) != blob
+    }
+    assert not wrong, f"git vouches for converted files: {sorted(wrong)}"
