@@ -1296,14 +1296,16 @@ def sync_filesystem(path: Path) -> None:
 DURABLE_ONE_BY_ONE = 64
 
 
-def make_durable(folder: Path, names: Collection[str]) -> None:
+def make_durable(folder: Path, names: Collection[str], *, also: Iterable[Path] = ()) -> None:
     """Make the files ``names`` of ``folder``, just written with
     ``atomic_write(..., sync=False)``, durable: their bytes and their names
-    (the renames are entries of the folder)."""
+    (the renames are entries of the folder); and the entries of the folders
+    ``also`` (say one an ``atomic_write`` renamed a file into, or created),
+    which the syncfs flushed with the rest."""
     if len(names) > DURABLE_ONE_BY_ONE:
         sync_filesystem(folder)
         return
-    for path in [*(folder / name for name in names), folder]:
+    for path in [*(folder / name for name in names), folder, *also]:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
         try:
             os.fsync(fd)

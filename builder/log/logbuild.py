@@ -448,7 +448,17 @@ def apply(
             path = content / "dreams" / f"{dream_id}.salt"
             atomic_write(path, salt.encode() + b"\n", sync=False)
         if new_salts:  # durable before any leaf that commits to them
-            make_durable(content / "dreams", [f"{dream_id}.salt" for dream_id in new_salts])
+            # With the policy's name, and content/log's, if this build wrote it
+            # (its bytes are fsynced): the syncfs here flushed them too, and a
+            # power loss that kept a first build's signed leaves but not its
+            # policy stops every later build (T40; review r30). Resolved: only
+            # the folders below content/ must not be symlinks (check_layout).
+            top = content.resolve()
+            make_durable(
+                content / "dreams",
+                [f"{dream_id}.salt" for dream_id in new_salts],
+                also=[top / "log", top] if planned.policy_text is not None else [],
+            )
         for leaf in new_leaves:
             tree.append(merkle.leaf_hash(leaf))
         logstate.append(content, state, new_leaves)

@@ -1,0 +1,158 @@
+"""Review r30 of two build speed-ups: the attributes files looked for only
+where they can apply to the pool (``gitrepo._has_attributes``, T80), and a few
+new salts flushed file by file instead of with one syncfs
+(``pool.make_durable``, T40).
+
+A failing test is an attack that succeeds: the policy test one 3ae98a5 brought
+(fixed); the stale-conversion test one both the old and the new attributes
+check miss (open: see its docstring).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from builder import build as buildmod
+from builder.content import filekeys, gitrepo, pool
+from builder.formats.note import parse_private_key
+from builder.log import logbuild, logstate
+from tests.pools import PoolFixture, make_pool
+from tests.redteam import build, signed, submit
+
+
+def _flushes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """Each fsync (of which path), each syncfs, and the leaves, in order."""
+    events: list[tuple[str, str]] = []
+    fsync, append = os.fsync, logstate.append
+
+    def synced(fd: int) -> None:
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        fsync(fd)
+
+    def appended(*args: Any, **kwargs: Any) -> Any:
+        events.append(("leaves", ""))
+        return append(*args, **kwargs)
+
+    monkeypatch.setattr(os, "fsync", synced)
+    for module in (pool, logbuild):  # logbuild called it by name before make_durable
+        if hasattr(module, "sync_filesystem"):
+            monkeypatch.setattr(
+                module, "sync_filesystem", lambda path: events.append(("syncfs", ""))
+            )
+    monkeypatch.setattr(logstate, "append", appended)
+    return events
+
+
+def _before_leaves(events: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    return events[: events.index(("leaves", ""))]
+
+
+def test_a_first_builds_policy_is_durable_before_its_leaves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """T40 (crash consistency): the first build writes ``content/log/policy``
+    (in a ``content/log`` it creates), then the salts, then the leaves and a
+    checkpoint. The policy's bytes are fsynced, but its name (a rename into
+    ``content/log``) and ``content/log`` itself were made durable only by the
+    syncfs that followed the salts. With a few new salts fsynced one by one,
+    nothing flushes them before the leaves: after a power loss a file system
+    that does not order renames may keep the leaves and the signed checkpoint
+    without the policy, and every later build then stops ("policy is missing
+    but checkpoints were signed; restore it from git": it was never
+    committed). syncfs (more than 64 salts) still flushes it."""
+    tp: PoolFixture = make_pool(tmp_path / "pool")
+    submit(tp, signed("ada", title="The first dream"))
+    submit(tp, signed("bob", title="The second dream"))
+    assert not (tp.content / "log" / "policy").exists()
+    events = _flushes(monkeypatch)
+    buildmod.build(tp.content, tmp_path / "site", signer=parse_private_key(tp.log_key))
+    before = _before_leaves(events)
+    if ("syncfs", "") in before:
+        return
+    flushed = {path for kind, path in before if kind == "fsync"}
+    content = tp.content.resolve()
+    missing = {str(content / "log"), str(content)} - flushed
+    assert not missing, (
+        f"the policy's folder entries are not flushed before the leaves: {sorted(missing)} "
+        f"(flushed: {sorted(flushed)})"
+    )
+
+
+# --- T80: a conversion an earlier checkout of the work tree applied ----------
+
+_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+    "GIT_COMMITTER_NAME": "T", "GIT_COMMITTER_EMAIL": "t@example.invalid",
+}  # fmt: skip
+
+
+def _git(cwd: Path, *args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")} | _ENV
+    done = subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True)
+    return done.stdout.decode()
+
+
+def test_git_vouches_for_a_file_an_earlier_checkout_converted(tmp_path: Path) -> None:
+    """T80 (not brought by 216eb06: the whole-tree search missed it too):
+    ``_has_attributes`` looks at the attributes files there are now, but git
+    converts a file when it writes it, and keeps it, stat and all, through
+    every later checkout whose tree holds the same blob. A work tree used for
+    more than one commit (a self-hosted runner's, where actions/checkout
+    fetches and checks out over the last job's tree; an operator's own) that
+    ran a pull request's check job is enough: its first push deletes a logged
+    dream and adds ``content/dreams/*.json ident``, its second restores the
+    dream (same blob: written now, and converted), its third removes the
+    attributes. Main's publish job then checks out over it: the dream keeps
+    the converted bytes, no attributes file is left, and git vouches for the
+    blob's id. (The shipped workflows run on fresh GitHub-hosted runners,
+    one checkout each: not there. An operator who builds with the key in a
+    checkout that once checked out such a pull request's commits is hit.
+    Not fixed: only reading the files tells, and a size check misses an
+    ``ident`` over a blob already holding ``$Id: <40 hex> $``.)"""
+    origin = tmp_path / "origin"
+    tp = make_pool(origin)
+    [dream_id] = submit(tp, signed("ada", title="Keep the $Id$ keyword in templates"))
+    submit(tp, signed("bob", title="Bob's other dream"))
+    _git(origin, "init", "-q", "-b", "main")
+    build(tp, origin / "site")
+    _git(origin, "add", "content")
+    _git(origin, "commit", "-q", "-m", "published")
+    dream = f"content/dreams/{dream_id}.json"
+    _git(origin, "checkout", "-q", "-b", "pr")
+    (origin / ".gitattributes").write_text("content/dreams/*.json ident\n")
+    _git(origin, "rm", "-q", dream)
+    _git(origin, "add", ".gitattributes")
+    _git(origin, "commit", "-q", "-m", "push 1: attributes, a dream deleted")
+    _git(origin, "checkout", "-q", "main", "--", dream)
+    _git(origin, "commit", "-q", "-m", "push 2: the dream back")
+    _git(origin, "rm", "-q", ".gitattributes")
+    _git(origin, "commit", "-q", "-m", "push 3: no attributes")
+    _git(origin, "checkout", "-q", "main")
+    work = tmp_path / "runner-workspace"
+    _git(tmp_path, "clone", "-q", str(origin), str(work))
+    for rev in ("origin/pr~2", "origin/pr~1", "origin/pr", "main"):  # one job each
+        time.sleep(1.1)  # jobs are seconds apart: no file is racily clean
+        # actions/checkout over an existing repository: clean, reset, check out.
+        _git(work, "clean", "-ffdx", "-q")
+        _git(work, "reset", "-q", "--hard", "HEAD")
+        _git(work, "checkout", "-q", "--force", rev)
+    time.sleep(1.1)
+    content = work / "content"
+    data = (content / "dreams" / f"{dream_id}.json").read_bytes()
+    assert b"$Id: " in data  # converted by the second push's checkout
+    assert not gitrepo._has_attributes(content)
+    vouched = gitrepo.clean_blobs(content) or {}
+    wrong = {
+        path: blob
+        for path, blob in vouched.items()
+        if filekeys.git_blob_id((content / path).read_bytes()) != blob
+    }
+    assert not wrong, f"git vouches for converted files: {sorted(wrong)}"
