@@ -100,6 +100,11 @@ def _git(cwd: Path, *args: str) -> str:
     return done.stdout.decode()
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="T80 residual: a work tree reused across checkouts keeps a file an earlier "
+    "checkout converted; only reading every file would tell (THREATS.md T80)",
+)
 def test_git_vouches_for_a_file_an_earlier_checkout_converted(tmp_path: Path) -> None:
     """T80 (not brought by 216eb06: the whole-tree search missed it too):
     ``_has_attributes`` looks at the attributes files there are now, but git
