@@ -1289,11 +1289,13 @@ def sync_filesystem(path: Path) -> None:
 
 
 # Up to this many files are made durable one by one (an fsync of each, then one
-# of their folder); more with a single syncfs(2). An fsync each made admitting
-# 1M dreams take hours; but syncfs flushes all that waits to be written on the
-# file system, whoever wrote it (a build store just restored into a CI runner's
-# checkout: 86 MB at 10k dreams), which was 0.55 s of a build adding one dream.
-DURABLE_ONE_BY_ONE = 64
+# of their folder); more with a single syncfs(2). An fsync is ≈0.5 ms here (100
+# salts: 60 ms, measured), so one each made admitting 1M dreams take hours; but
+# syncfs flushes all that waits to be written on the file system, whoever wrote
+# it (a build store just restored into a CI runner's checkout: 86 MB at 10k
+# dreams), which was 0.55 s of a build adding one dream. At this bound the
+# fsyncs cost about as much as that syncfs.
+DURABLE_ONE_BY_ONE = 1024
 
 
 def make_durable(folder: Path, names: Collection[str], *, also: Iterable[Path] = ()) -> None:

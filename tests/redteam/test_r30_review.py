@@ -65,7 +65,7 @@ def test_a_first_builds_policy_is_durable_before_its_leaves(
     that does not order renames may keep the leaves and the signed checkpoint
     without the policy, and every later build then stops ("policy is missing
     but checkpoints were signed; restore it from git": it was never
-    committed). syncfs (more than 64 salts) still flushes it."""
+    committed). syncfs (more than DURABLE_ONE_BY_ONE salts) still flushes it."""
     tp: PoolFixture = make_pool(tmp_path / "pool")
     submit(tp, signed("ada", title="The first dream"))
     submit(tp, signed("bob", title="The second dream"))
