@@ -21,6 +21,7 @@ from builder.formats import note
 from builder.formats.dream import Dream
 from builder.formats.note import parse_private_key
 from builder.log import logbuild, logstate
+from tests import flushes
 from tests.conftest import draft
 from tests.pools import SEEDS, PoolFixture, key_id_of, make_pool
 
@@ -691,26 +692,6 @@ def test_apply_refuses_a_key_the_plan_was_not_checked_with(tp: PoolFixture, tmp_
     assert tree_files(tp.content) == before
 
 
-def _durability_events(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
-    """What a build flushes, in order: each fsync (of which path), each
-    syncfs, and when the leaves are written."""
-    events: list[tuple[str, str]] = []
-    fsync, append = os.fsync, logstate.append
-
-    def synced(fd: int) -> None:
-        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
-        fsync(fd)
-
-    def appended(*args: Any, **kwargs: Any) -> Any:
-        events.append(("leaves", ""))
-        return append(*args, **kwargs)
-
-    monkeypatch.setattr(os, "fsync", synced)
-    monkeypatch.setattr(pool, "sync_filesystem", lambda path: events.append(("syncfs", "")))
-    monkeypatch.setattr(logstate, "append", appended)
-    return events
-
-
 def test_a_few_new_salts_are_flushed_one_by_one_before_any_leaf(
     tp: PoolFixture, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -720,7 +701,7 @@ def test_a_few_new_salts_are_flushed_one_by_one_before_any_leaf(
     pending there, such as a build store just restored (0.55 s of a +1 at 10k)."""
     do_build(tp, tmp_path / "site")
     ids = tp.add("ada", 2)
-    events = _durability_events(monkeypatch)
+    events = flushes.record(monkeypatch)
     do_build(tp, tmp_path / "site")
     dreams = str((tp.content / "dreams").resolve())
     leaves = events.index(("leaves", ""))
@@ -736,7 +717,7 @@ def test_many_new_salts_are_flushed_with_one_syncfs_before_any_leaf(
     one syncfs, before the leaves, and no fsync of each."""
     tp.add("ada", 3)
     monkeypatch.setattr(pool, "DURABLE_ONE_BY_ONE", 2)
-    events = _durability_events(monkeypatch)
+    events = flushes.record(monkeypatch)
     do_build(tp, tmp_path / "site")
     leaves = events.index(("leaves", ""))
     assert ("syncfs", "") in events[:leaves]

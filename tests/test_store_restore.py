@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,20 +19,8 @@ from builder import buildcache
 from builder.content import filekeys, gitrepo, pool
 from builder.errors import DreampoolError
 from builder.formats.note import parse_private_key
+from tests.gitrun import git
 from tests.pools import PoolFixture, make_pool
-
-_ENV = {
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_CONFIG_GLOBAL": os.devnull,
-    "GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.invalid",
-    "GIT_COMMITTER_NAME": "T", "GIT_COMMITTER_EMAIL": "t@example.invalid",
-}  # fmt: skip
-
-
-def _git(cwd: Path, *args: str) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")} | _ENV
-    done = subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True)
-    return done.stdout.decode()
 
 
 def site_files(site: Path) -> dict[str, bytes]:
@@ -62,16 +49,16 @@ def _published(tmp_path: Path) -> tuple[PoolFixture, Path]:
     tp = make_pool(origin)
     tp.add("ada", 3)
     tp.add("bob", 2)
-    _git(origin, "init", "-q", "-b", "main")
+    git(origin, "init", "-q", "-b", "main")
     buildmod.build(tp.content, origin / "site", signer=parse_private_key(tp.log_key))
-    _git(origin, "add", "content")
-    _git(origin, "commit", "-q", "-m", "published")
+    git(origin, "add", "content")
+    git(origin, "commit", "-q", "-m", "published")
     return tp, origin
 
 
 def _fresh_clone(tmp_path: Path, origin: Path) -> Path:
     clone = tmp_path / "clone"
-    _git(tmp_path, "clone", "-q", str(origin), str(clone))
+    git(tmp_path, "clone", "-q", str(origin), str(clone))
     _restore(origin, clone)
     return clone
 
@@ -267,7 +254,7 @@ def test_an_entry_whose_sha256_differs_from_the_bytes_read_is_a_miss(tmp_path: P
 
 def test_git_blob_id_is_gits(tmp_path: Path) -> None:
     (tmp_path / "f").write_bytes(b"a dream\n")
-    assert filekeys.git_blob_id(b"a dream\n") == _git(tmp_path, "hash-object", "f").strip()
+    assert filekeys.git_blob_id(b"a dream\n") == git(tmp_path, "hash-object", "f").strip()
 
 
 def _repo(tmp_path: Path) -> Path:
@@ -276,9 +263,9 @@ def _repo(tmp_path: Path) -> Path:
     for name in ("a.json", "b.json", "c.json", "d.json", "e.json"):
         (root / "content" / "dreams" / name).write_bytes(name.encode() + b"\n")
     os.symlink("a.json", root / "content" / "dreams" / "link.json")
-    _git(root, "init", "-q", "-b", "main")
-    _git(root, "add", "content")
-    _git(root, "commit", "-q", "-m", "x")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "content")
+    git(root, "commit", "-q", "-m", "x")
     return root
 
 
@@ -290,7 +277,7 @@ def test_git_vouches_only_for_unmodified_unconverted_plain_files(tmp_path: Path)
     assert set(blobs) == {f"dreams/{n}.json" for n in "abcde"}  # never the symlink's blob
     assert blobs["dreams/a.json"] == filekeys.git_blob_id(b"a.json\n")
     (content / "dreams" / "b.json").write_bytes(b"B.json\n")  # modified
-    _git(root, "update-index", "--assume-unchanged", "content/dreams/c.json")
+    git(root, "update-index", "--assume-unchanged", "content/dreams/c.json")
     (content / "dreams" / "c.json").write_bytes(b"C.json\n")  # hidden from git's stat
     (content / "dreams" / "new.json").write_bytes(b"new\n")  # untracked
     assert set(gitrepo.clean_blobs(content) or {}) == {
@@ -315,7 +302,7 @@ def test_git_vouches_only_for_unmodified_unconverted_plain_files(tmp_path: Path)
         "dreams/d.json",
         "dreams/e.json",
     }
-    _git(root, "config", "core.autocrlf", "true")
+    git(root, "config", "core.autocrlf", "true")
     assert gitrepo.clean_blobs(content) == {}
     assert gitrepo.clean_blobs(tmp_path) is None  # not a work tree: the bytes decide
 
@@ -328,9 +315,9 @@ def _nested_repo(tmp_path: Path, folder: str) -> tuple[Path, Path]:
     (content / "dreams" / "a.json").write_bytes(b"a.json\n")
     (root / "other").mkdir()
     (root / "other" / "keep").write_text("x\n")
-    _git(root, "init", "-q", "-b", "main")
-    _git(root, "add", ".")
-    _git(root, "commit", "-q", "-m", "x")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "x")
     return root, content
 
 
@@ -354,7 +341,7 @@ def test_only_attributes_files_that_can_apply_to_the_pool_stop_git_vouching(
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("* ident\n")
     assert set(gitrepo.clean_blobs(content) or {}) == vouched
-    _git(root, "add", "other/.gitattributes")
+    git(root, "add", "other/.gitattributes")
     assert set(gitrepo.clean_blobs(content) or {}) == vouched
     for applies in (
         root / ".gitattributes",
@@ -370,7 +357,7 @@ def test_only_attributes_files_that_can_apply_to_the_pool_stop_git_vouching(
         assert set(gitrepo.clean_blobs(content) or {}) == vouched, applies
     # Only in the index (removed from the work tree): git would still read it.
     (root / "pool" / ".gitattributes").write_text("\n")
-    _git(root, "add", "pool/.gitattributes")
+    git(root, "add", "pool/.gitattributes")
     (root / "pool" / ".gitattributes").unlink()
     assert gitrepo.clean_blobs(content) == {}
 

@@ -10,47 +10,18 @@ check miss (open: see its docstring).
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from builder import build as buildmod
-from builder.content import filekeys, gitrepo, pool
+from builder.content import filekeys, gitrepo
 from builder.formats.note import parse_private_key
-from builder.log import logbuild, logstate
+from tests import flushes
+from tests.gitrun import git
 from tests.pools import PoolFixture, make_pool
 from tests.redteam import build, signed, submit
-
-
-def _flushes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
-    """Each fsync (of which path), each syncfs, and the leaves, in order."""
-    events: list[tuple[str, str]] = []
-    fsync, append = os.fsync, logstate.append
-
-    def synced(fd: int) -> None:
-        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
-        fsync(fd)
-
-    def appended(*args: Any, **kwargs: Any) -> Any:
-        events.append(("leaves", ""))
-        return append(*args, **kwargs)
-
-    monkeypatch.setattr(os, "fsync", synced)
-    for module in (pool, logbuild):  # logbuild called it by name before make_durable
-        if hasattr(module, "sync_filesystem"):
-            monkeypatch.setattr(
-                module, "sync_filesystem", lambda path: events.append(("syncfs", ""))
-            )
-    monkeypatch.setattr(logstate, "append", appended)
-    return events
-
-
-def _before_leaves(events: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    return events[: events.index(("leaves", ""))]
 
 
 def test_a_first_builds_policy_is_durable_before_its_leaves(
@@ -70,9 +41,9 @@ def test_a_first_builds_policy_is_durable_before_its_leaves(
     submit(tp, signed("ada", title="The first dream"))
     submit(tp, signed("bob", title="The second dream"))
     assert not (tp.content / "log" / "policy").exists()
-    events = _flushes(monkeypatch)
+    events = flushes.record(monkeypatch)
     buildmod.build(tp.content, tmp_path / "site", signer=parse_private_key(tp.log_key))
-    before = _before_leaves(events)
+    before = flushes.before_leaves(events)
     if ("syncfs", "") in before:
         return
     flushed = {path for kind, path in before if kind == "fsync"}
@@ -85,19 +56,6 @@ def test_a_first_builds_policy_is_durable_before_its_leaves(
 
 
 # --- T80: a conversion an earlier checkout of the work tree applied ----------
-
-_ENV = {
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_CONFIG_GLOBAL": os.devnull,
-    "GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.invalid",
-    "GIT_COMMITTER_NAME": "T", "GIT_COMMITTER_EMAIL": "t@example.invalid",
-}  # fmt: skip
-
-
-def _git(cwd: Path, *args: str) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")} | _ENV
-    done = subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True)
-    return done.stdout.decode()
 
 
 @pytest.mark.xfail(
@@ -126,29 +84,29 @@ def test_git_vouches_for_a_file_an_earlier_checkout_converted(tmp_path: Path) ->
     tp = make_pool(origin)
     [dream_id] = submit(tp, signed("ada", title="Keep the $Id$ keyword in templates"))
     submit(tp, signed("bob", title="Bob's other dream"))
-    _git(origin, "init", "-q", "-b", "main")
+    git(origin, "init", "-q", "-b", "main")
     build(tp, origin / "site")
-    _git(origin, "add", "content")
-    _git(origin, "commit", "-q", "-m", "published")
+    git(origin, "add", "content")
+    git(origin, "commit", "-q", "-m", "published")
     dream = f"content/dreams/{dream_id}.json"
-    _git(origin, "checkout", "-q", "-b", "pr")
+    git(origin, "checkout", "-q", "-b", "pr")
     (origin / ".gitattributes").write_text("content/dreams/*.json ident\n")
-    _git(origin, "rm", "-q", dream)
-    _git(origin, "add", ".gitattributes")
-    _git(origin, "commit", "-q", "-m", "push 1: attributes, a dream deleted")
-    _git(origin, "checkout", "-q", "main", "--", dream)
-    _git(origin, "commit", "-q", "-m", "push 2: the dream back")
-    _git(origin, "rm", "-q", ".gitattributes")
-    _git(origin, "commit", "-q", "-m", "push 3: no attributes")
-    _git(origin, "checkout", "-q", "main")
+    git(origin, "rm", "-q", dream)
+    git(origin, "add", ".gitattributes")
+    git(origin, "commit", "-q", "-m", "push 1: attributes, a dream deleted")
+    git(origin, "checkout", "-q", "main", "--", dream)
+    git(origin, "commit", "-q", "-m", "push 2: the dream back")
+    git(origin, "rm", "-q", ".gitattributes")
+    git(origin, "commit", "-q", "-m", "push 3: no attributes")
+    git(origin, "checkout", "-q", "main")
     work = tmp_path / "runner-workspace"
-    _git(tmp_path, "clone", "-q", str(origin), str(work))
+    git(tmp_path, "clone", "-q", str(origin), str(work))
     for rev in ("origin/pr~2", "origin/pr~1", "origin/pr", "main"):  # one job each
         time.sleep(1.1)  # jobs are seconds apart: no file is racily clean
         # actions/checkout over an existing repository: clean, reset, check out.
-        _git(work, "clean", "-ffdx", "-q")
-        _git(work, "reset", "-q", "--hard", "HEAD")
-        _git(work, "checkout", "-q", "--force", rev)
+        git(work, "clean", "-ffdx", "-q")
+        git(work, "reset", "-q", "--hard", "HEAD")
+        git(work, "checkout", "-q", "--force", rev)
     time.sleep(1.1)
     content = work / "content"
     data = (content / "dreams" / f"{dream_id}.json").read_bytes()

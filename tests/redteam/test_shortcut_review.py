@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -27,6 +26,7 @@ from builder.formats.checkpoint import Checkpoint, sign_checkpoint
 from builder.formats.ed25519 import public_key_of
 from builder.formats.note import generate_key, parse_private_key
 from builder.log import logbuild
+from tests.gitrun import git
 from tests.pools import ORIGIN, PoolFixture, make_pool
 from tests.redteam import build, dump, seed_of, signed, submit, tree
 
@@ -142,21 +142,6 @@ def test_the_pool_log_key_then_signs_over_the_forged_leaf(
 
 # --- T80: git vouches for a file an attribute converted on checkout ----------
 
-_ENV = {
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_CONFIG_GLOBAL": os.devnull,
-    "GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.invalid",
-    "GIT_COMMITTER_NAME": "T", "GIT_COMMITTER_EMAIL": "t@example.invalid",
-}  # fmt: skip
-
-
-def _git(cwd: Path, *args: str, stdin: bytes | None = None) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")} | _ENV
-    done = subprocess.run(
-        ["git", *args], cwd=cwd, env=env, check=True, capture_output=True, input=stdin
-    )
-    return done.stdout.decode()
-
 
 # The pull request's .gitattributes, committed as UTF-8 (with plumbing): on
 # checkout git reads it from the index, so `ident` expands $Id$ in the dream
@@ -173,15 +158,15 @@ def _pr_with_self_hiding_attributes(tmp_path: Path) -> tuple[PoolFixture, Path, 
     tp = make_pool(origin)
     [dream_id] = submit(tp, signed("ada", title="Keep the $Id$ keyword in templates"))
     submit(tp, signed("bob", title="Bob's other dream"))
-    _git(origin, "init", "-q", "-b", "main")
+    git(origin, "init", "-q", "-b", "main")
     build(tp, origin / "site")
-    _git(origin, "add", "content")
-    _git(origin, "commit", "-q", "-m", "published")
-    blob = _git(origin, "hash-object", "-w", "--no-filters", "--stdin", stdin=_ATTRIBUTES).strip()
-    _git(origin, "update-index", "--add", "--cacheinfo", f"100644,{blob},.gitattributes")
+    git(origin, "add", "content")
+    git(origin, "commit", "-q", "-m", "published")
+    blob = git(origin, "hash-object", "-w", "--no-filters", "--stdin", stdin=_ATTRIBUTES).strip()
+    git(origin, "update-index", "--add", "--cacheinfo", f"100644,{blob},.gitattributes")
     (origin / "zz-last").write_text("the last path a checkout writes\n")
-    _git(origin, "add", "zz-last")
-    _git(origin, "commit", "-q", "-m", "a pull request: attributes")
+    git(origin, "add", "zz-last")
+    git(origin, "commit", "-q", "-m", "a pull request: attributes")
     return tp, origin, dream_id
 
 
@@ -194,7 +179,7 @@ def _slow_clone(tmp_path: Path, origin: Path) -> Path:
     attrs = tmp_path / "slow-attributes"
     attrs.write_text("zz-last filter=slow\n")
     clone = tmp_path / "clone"
-    _git(
+    git(
         tmp_path,
         "-c", f"core.attributesFile={attrs}",
         "-c", "filter.slow.smudge=sleep 1.5; cat",
@@ -428,16 +413,16 @@ def test_a_store_the_pull_request_force_adds_is_not_used(tmp_path: Path, tracked
     origin = tmp_path / "origin"
     tp = make_pool(origin)
     [victim, _] = submit(tp, signed("ada", title="Ada's dream"), signed("bob", title="Bob's"))
-    _git(origin, "init", "-q", "-b", "main")
+    git(origin, "init", "-q", "-b", "main")
     build(tp, origin / "site")
-    _git(origin, "add", "content")
-    _git(origin, "commit", "-q", "-m", "published")
+    git(origin, "add", "content")
+    git(origin, "commit", "-q", "-m", "published")
     _forge_store(origin, tp, victim)
     if tracked:
-        _git(origin, "add", "-f", ".site.builds/cache/store.sqlite")
-        _git(origin, "commit", "-q", "-m", "a pull request: a store")
+        git(origin, "add", "-f", ".site.builds/cache/store.sqlite")
+        git(origin, "commit", "-q", "-m", "a pull request: a store")
     clone = tmp_path / "clone"
-    _git(tmp_path, "clone", "-q", str(origin), str(clone))
+    git(tmp_path, "clone", "-q", str(origin), str(clone))
     if not tracked:
         shutil.copytree(origin / ".site.builds", clone / ".site.builds", symlinks=True)
     out = clone / "site"
