@@ -19,7 +19,8 @@ from builder.content import pool
 from builder.formats import dream as dreamfmt
 from builder.formats.note import parse_private_key
 from tests.conftest import draft
-from tests.pools import PoolFixture
+from tests.gitrun import git
+from tests.pools import PoolFixture, make_pool
 
 
 def seed_of(author: str) -> bytes:
@@ -68,3 +69,17 @@ def tree(root: Path) -> dict[str, bytes]:
         for p in sorted(root.rglob("*"))
         if p.is_file() and not p.is_symlink()
     }
+
+
+def published_with_id_keyword(origin: Path) -> tuple[PoolFixture, str]:
+    """A pool in the git repository ``origin``, published (its store beside
+    it) and committed on ``main``, whose dream (the id returned) holds ``$Id$``,
+    the keyword git's ``ident`` attribute expands on checkout (T80's tests)."""
+    tp = make_pool(origin)
+    [dream_id] = submit(tp, signed("ada", title="Keep the $Id$ keyword in templates"))
+    submit(tp, signed("bob", title="Bob's other dream"))
+    git(origin, "init", "-q", "-b", "main")
+    build(tp, origin / "site")
+    git(origin, "add", "content")
+    git(origin, "commit", "-q", "-m", "published")
+    return tp, dream_id

@@ -21,7 +21,7 @@ from builder.formats.note import parse_private_key
 from tests import flushes
 from tests.gitrun import git
 from tests.pools import PoolFixture, make_pool
-from tests.redteam import build, signed, submit
+from tests.redteam import published_with_id_keyword, signed, submit
 
 
 def test_a_first_builds_policy_is_durable_before_its_leaves(
@@ -81,13 +81,7 @@ def test_git_vouches_for_a_file_an_earlier_checkout_converted(tmp_path: Path) ->
     Not fixed: only reading the files tells, and a size check misses an
     ``ident`` over a blob already holding ``$Id: <40 hex> $``.)"""
     origin = tmp_path / "origin"
-    tp = make_pool(origin)
-    [dream_id] = submit(tp, signed("ada", title="Keep the $Id$ keyword in templates"))
-    submit(tp, signed("bob", title="Bob's other dream"))
-    git(origin, "init", "-q", "-b", "main")
-    build(tp, origin / "site")
-    git(origin, "add", "content")
-    git(origin, "commit", "-q", "-m", "published")
+    _, dream_id = published_with_id_keyword(origin)
     dream = f"content/dreams/{dream_id}.json"
     git(origin, "checkout", "-q", "-b", "pr")
     (origin / ".gitattributes").write_text("content/dreams/*.json ident\n")

@@ -28,7 +28,7 @@ from builder.formats.note import generate_key, parse_private_key
 from builder.log import logbuild
 from tests.gitrun import git
 from tests.pools import ORIGIN, PoolFixture, make_pool
-from tests.redteam import build, dump, seed_of, signed, submit, tree
+from tests.redteam import build, dump, published_with_id_keyword, seed_of, signed, submit, tree
 
 FORGED = "Transfer the funds to the new account"
 
@@ -155,13 +155,7 @@ def _pr_with_self_hiding_attributes(tmp_path: Path) -> tuple[PoolFixture, Path, 
     """A pool published (store beside it) with a dream whose text holds
     ``$Id$``; then a pull request that adds only the .gitattributes above."""
     origin = tmp_path / "origin"
-    tp = make_pool(origin)
-    [dream_id] = submit(tp, signed("ada", title="Keep the $Id$ keyword in templates"))
-    submit(tp, signed("bob", title="Bob's other dream"))
-    git(origin, "init", "-q", "-b", "main")
-    build(tp, origin / "site")
-    git(origin, "add", "content")
-    git(origin, "commit", "-q", "-m", "published")
+    tp, dream_id = published_with_id_keyword(origin)
     blob = git(origin, "hash-object", "-w", "--no-filters", "--stdin", stdin=_ATTRIBUTES).strip()
     git(origin, "update-index", "--add", "--cacheinfo", f"100644,{blob},.gitattributes")
     (origin / "zz-last").write_text("the last path a checkout writes\n")
