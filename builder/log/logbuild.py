@@ -391,7 +391,13 @@ def plan(
         new_salts[d.id] = salt
         salt_of[d.id] = salt
         logged.dreams[d.id] = len(leaves) + len(new_leaves)
-        new_leaves.append(leaffmt.encode(leaffmt.DreamLeaf(d.id, commitment(d.body, salt))))
+        committed = commitment(d.body, salt)
+        new_leaves.append(leaffmt.encode(leaffmt.DreamLeaf(d.id, committed)))
+        digest = present[d.id].digest
+        if commitments is not None and digest is not None:
+            # The next build finds it by the file's bytes and its salt, as
+            # _check_logged does, instead of reading the dream's text again.
+            commitments[(digest, salt)] = committed
         log.admitted_now.append(d.id)
     return LogPlan(
         log, origin, new_leaves, new_salts, policy_text, present, salt_of, logged, proven.vkey
