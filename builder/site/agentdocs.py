@@ -487,8 +487,14 @@ def agent_pages(
 ) -> Iterator[Page]:
     """Every agent file (see :func:`render_agent_exports`) as a :class:`Page`.
     With ``dream_key`` (:meth:`builder.site.units.Units.key_for`, a key of all a
-    dream's view holds), each ``agents/since/<m>.md`` carries a key."""
-    yield Page("agents/digest.md", None, lambda: render_digest(model).encode("utf-8"))
+    dream's view holds), ``agents/digest.md`` and each ``agents/since/<m>.md``
+    carry a key: a build that changes none of what one shows neither renders it
+    nor reads the text of its dreams."""
+    digest_key = None
+    if dream_key is not None:
+        newest = model.dreams[:DIGEST_LIMIT]
+        digest_key = key_of(((pool_info(model), model.base_url), [dream_key(d) for d in newest]))
+    yield Page("agents/digest.md", digest_key, lambda: render_digest(model).encode("utf-8"))
     yield Page("llms.txt", None, lambda: render_llms_txt(model).encode("utf-8"))
     oldest = model.dreams[::-1]  # log index ascending
     indexes = [d.index for d in oldest]
