@@ -11,7 +11,10 @@ folder costs time, never correctness.
 Sections (a table each, mapping a key to a value):
 
 * ``scan``: git blob id of a dream file's bytes → (their SHA-256, the
-  :class:`~builder.formats.dream.Dream` verified in them) (:mod:`builder.content.pool`);
+  :class:`~builder.formats.dream.Dream` verified in them) (:mod:`builder.content.pool`).
+  The dream's head (the fields list pages read) is decoded as the section is
+  read, its body only when the build reads it: a build after one new dream
+  decodes the text of the few dreams it renders again, not of all;
 * ``commit``: (SHA-256 of a dream file, salt) → the commitment (:mod:`builder.log.logbuild`);
 * ``salts``: git blob id of a salt file → (SHA-256, its text) (:mod:`builder.log.logbuild`);
 * ``keys``: git blob id of a key file → (SHA-256, its parsed fields) (:mod:`builder.content.pool`);
@@ -87,9 +90,10 @@ from pathlib import Path
 from typing import Any
 
 from builder.content import filekeys
+from builder.errors import DreampoolError
 from builder.files import remove_entry
 from builder.formats.checkpoint import Checkpoint
-from builder.formats.dream import Dream
+from builder.formats.dream import ENTRY_TYPES, HEAD_FIELDS, Dream
 from builder.formats.strictjson import as_int, as_list, as_str
 
 STORE = "store.sqlite"
@@ -98,7 +102,8 @@ STORE = "store.sqlite"
 # 3: a unit's fragments are a section of their own, read a row at a time (Rows).
 # 2: the scan, commit, salts and keys sections are keyed by content
 # (builder.content.filekeys), no longer by a file's stat, so a restored store hits.
-FORMAT = "dreampool-store/5"
+# 6: a dream in the scan section keeps its head apart from its body (_scan_out).
+FORMAT = "dreampool-store/6"
 # The files SQLite keeps beside the database (rollback journal, WAL, shared memory).
 _SIDECARS = ("-journal", "-wal", "-shm")
 _DIGEST = 16
@@ -206,18 +211,66 @@ def _json(data: bytes) -> Any:
     return json.loads(data.decode("utf-8"))
 
 
-def _dream_out(d: Dream) -> bytes:
-    return _dump([d.id, d.key_id, _b64(d.public_key), d.body])
+def _scan_out(entry: tuple[str, Dream]) -> bytes:
+    """A scan entry (SHA-256 of the file, its dream) as two lines of JSON:
+    ``["<64 hex>", id, keyId, public key, head, entry types]``, then the body.
+    JSON without indentation holds no newline, and :func:`_scan_in` decodes
+    the first line only, leaving the body to be decoded when the build first
+    reads it (:meth:`builder.formats.dream.Dream.deferred`)."""
+    digest, d = entry
+    if not isinstance(digest, str) or not filekeys.is_sha256(digest):
+        raise ValueError("not a SHA-256")
+    head = [digest, d.id, d.key_id, _b64(d.public_key), dict(d.head), list(d.entry_types)]
+    return _dump(head) + b"\n" + _dump(d.body)
 
 
-def _dream_in(data: bytes) -> Dream:
-    dream_id, key_id, public_key, body = as_list(_json(data), 4)
-    if not isinstance(body, dict):
-        raise TypeError("a dream's body is an object")
+def _scan_in(data: bytes) -> tuple[str, Dream]:
+    first, newline, body = data.partition(b"\n")
+    if not newline or not body.startswith(b"{") or b"\n" in body:
+        raise ValueError("not a dream's head and body")
+    digest, dream_id, key_id, public_key, head, types = as_list(_json(first), 6)
+    if not isinstance(digest, str) or not filekeys.is_sha256(digest):
+        raise ValueError("not a SHA-256")
+    if not isinstance(head, dict) or not set(head) <= set(HEAD_FIELDS):
+        raise TypeError("a dream's head is an object of its head fields")
+    as_str(head["author"]), as_str(head["title"])
+    if not isinstance(types, list) or not all(t in ENTRY_TYPES for t in types):
+        raise TypeError("a dream's entry types are a list of entry types")
     key = _unb64(public_key)
     if len(key) != 32:
         raise ValueError("a public key is 32 bytes")
-    return Dream(as_str(dream_id), as_str(key_id), key, body)
+    dream_id = as_str(dream_id)
+    load = functools.partial(_body_in, body, head, tuple(types), dream_id)
+    return digest, Dream.deferred(dream_id, as_str(key_id), key, head, tuple(types), load)
+
+
+class StoreDamaged(DreampoolError):
+    """A row of the build's store read back, whose digest held, is not what
+    this code writes: only something that wrote the store itself makes one."""
+
+
+def _body_in(
+    data: bytes, head: dict[str, Any], types: tuple[str, ...], dream_id: str
+) -> dict[str, Any]:
+    """A dream's body as :func:`_scan_out` stored it, when the build first reads
+    it; it must hold the very head and entry types read with it."""
+    try:
+        body = _json(data)
+    except ValueError:
+        body = None
+    if (
+        not isinstance(body, dict)
+        or {k: body[k] for k in HEAD_FIELDS if k in body} != head
+        or not isinstance(body.get("entries"), list)
+        or tuple(e.get("type") if isinstance(e, dict) else None for e in body["entries"]) != types
+    ):
+        raise StoreDamaged(
+            f"dream {dream_id}: its body in the build store does not match the head "
+            "stored with it (only something that wrote the store itself makes one)",
+            hint="delete the build store (the `cache` folder in the builds folder "
+            "beside the site) and build again",
+        )
+    return body
 
 
 def _commit_key(key: tuple[str, str]) -> str:
@@ -400,7 +453,7 @@ class Codec:
 
 
 CODECS: dict[str, Codec] = {
-    "scan": Codec(_blob_key, _blob_key, *_digested(_dream_out, _dream_in)),
+    "scan": Codec(_blob_key, _blob_key, _scan_out, _scan_in),
     "commit": Codec(_commit_key, _commit_key_of, _str_out, _str_in),
     "salts": Codec(_blob_key, _blob_key, *_digested(_str_out, _str_in)),
     "keys": Codec(_blob_key, _blob_key, *_digested(_fields_out, _fields_in)),

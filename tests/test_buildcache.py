@@ -68,7 +68,15 @@ def _sha(i: int) -> str:
 SAMPLES: dict[str, tuple[object, object]] = {
     "scan": (
         _blob(1),
-        (_sha(1), Dream("0" * 16, "sha256:" + "1" * 16, bytes(32), {"title": "t", "tags": ["a"]})),
+        (
+            _sha(1),
+            Dream(
+                "0" * 16,
+                "sha256:" + "1" * 16,
+                bytes(32),
+                {"author": "ada", "title": "t", "tags": ["a"], "entries": [{"type": "fact"}]},
+            ),
+        ),
     ),
     "commit": ((_sha(2), "salt"), "commitment"),
     "salts": (_blob(3), (_sha(3), "c2FsdA")),
@@ -96,6 +104,63 @@ def test_every_section_reads_back_what_it_stored(tmp_path: Path) -> None:
     assert again.notes == []
 
 
+def test_a_dream_read_back_decodes_its_text_only_when_it_is_read(tmp_path: Path) -> None:
+    """The scan section keeps a dream's head apart from its body: list pages and
+    unit keys read the head, and the text of a dream no page renders again
+    stays undecoded (a build after one new dream renders a few)."""
+    blob, (digest, dream) = SAMPLES["scan"]
+    c = BuildCache(tmp_path)
+    c["scan"][blob] = (digest, dream)
+    c.save()
+    again_digest, again = _reload(tmp_path, "scan")[blob]  # type: ignore[misc]
+    assert again_digest == digest
+    assert (again.id, again.key_id, again.public_key) == (dream.id, dream.key_id, dream.public_key)
+    assert (again.author, again.title, again.entry_types) == ("ada", "t", ("fact",))
+    assert again.head == {"author": "ada", "title": "t", "tags": ["a"]}
+    assert not again.loaded
+    assert again.body == dream.body and again.loaded
+    assert again == dream
+
+
+def _forge_scan_row(folder: Path, edit: Any) -> None:
+    """Rewrite every scan row's body with ``edit(body)``, its digest made to match:
+    what only a process that writes the store itself can do."""
+    db = _db(folder)
+    for k, v in db.execute('SELECT k, v FROM "scan"').fetchall():
+        head, _, body = v.partition(b"\n")
+        forged = head + b"\n" + json.dumps(edit(json.loads(body))).encode()
+        db.execute(
+            'UPDATE "scan" SET v = ?, d = ? WHERE k = ?',
+            (forged, buildcache._row_digest(k, forged), k),
+        )
+    db.close()
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda b: {**b, "title": "PWNED"},  # the head says otherwise
+        lambda b: {**b, "entries": [{"type": "rule"}]},  # so do the entry types
+        lambda b: {**b, "entries": "fact"},  # not the list of entries the types count
+    ],
+    ids=["title", "entry-types", "entries-not-a-list"],
+)
+def test_a_body_that_disagrees_with_its_stored_head_is_named_when_read(
+    tmp_path: Path, edit: Any
+) -> None:
+    blob, entry = SAMPLES["scan"]
+    c = BuildCache(tmp_path)
+    c["scan"][blob] = entry
+    c.save()
+    _forge_scan_row(tmp_path, edit)
+    _, again = _reload(tmp_path, "scan")[blob]  # type: ignore[misc]
+    assert again.title == "t"  # the head reads as stored
+    with pytest.raises(buildcache.StoreDamaged) as caught:
+        _ = again.body
+    assert "0" * 16 in caught.value.message and "build store" in caught.value.message
+    assert "delete the build store" in (caught.value.hint or "")
+
+
 def test_the_store_holds_data_only(tmp_path: Path) -> None:
     """T44: every value is JSON text; nothing in the file is a pickle (or any
     format that runs code when read)."""
@@ -109,6 +174,9 @@ def test_the_store_holds_data_only(tmp_path: Path) -> None:
                 assert buildcache._unit_in(v) == SAMPLES["units"][1]
             elif name == "fragments":
                 assert buildcache._fragments_in(v) == SAMPLES["fragments"][1]
+            elif name == "scan":  # a dream's head, then its body
+                head, body = v.split(b"\n")
+                json.loads(head), json.loads(body)
             else:
                 json.loads(v)
     assert b"\x80\x05" not in (tmp_path / buildcache.STORE).read_bytes()  # pickle's protocol 5

@@ -15,7 +15,7 @@ import pytest
 
 from builder.content import anonymity
 from builder.site import charts, keywords
-from builder.site.model import DreamView, EntryView, SiteModel, TagRef, slug
+from builder.site.model import DreamView, SiteModel, TagRef, slug
 from builder.site.patterns import (
     Pair,
     Pattern,
@@ -63,8 +63,13 @@ def model_of(dreams: Sequence[D], *, k: int = 3) -> SiteModel:
                 index=i,
                 date=d.date,
                 title=d.title,
-                summary=d.summary,
-                entries=tuple(EntryView(text, ty, "likely", None) for ty, text in d.entries),
+                text={
+                    "summary": d.summary,
+                    "entries": [
+                        {"text": text, "type": ty, "confidence": "likely"} for ty, text in d.entries
+                    ],
+                },
+                entry_types=tuple(ty for ty, _ in d.entries),
                 tags=tuple(TagRef(t, slug(t)) for t in d.tags),
                 author=None if d.anonymized else d.author,
                 author_slug=None if d.anonymized else slug(d.author),

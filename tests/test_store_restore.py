@@ -11,6 +11,7 @@ import os
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -76,6 +77,29 @@ def test_a_store_restored_into_a_fresh_clone_hits(tmp_path: Path) -> None:
     report = buildmod.build(clone / "content", clone / "site", signer=None)
     assert (report.verified, report.committed, report.rendered) == (0, 0, 0), report.notes
     assert not report.notes
+    assert site_files(clone / "site") == _cold(clone / "content", tmp_path)
+
+
+def test_a_restored_store_decodes_no_dreams_text_when_nothing_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scan section's bodies are decoded only when a page shows a dream's
+    text (builder.formats.dream.Dream.deferred): a build with nothing new renders
+    nothing, so it decodes none, and its site is still a cold build's."""
+    _, origin = _published(tmp_path)
+    clone = _fresh_clone(tmp_path, origin)
+    loaded: list[str] = []
+    read = buildcache._body_in
+
+    def counted(data: bytes, head: Any, types: Any, dream_id: str) -> Any:
+        loaded.append(dream_id)
+        return read(data, head, types, dream_id)
+
+    monkeypatch.setattr(buildcache, "_body_in", counted)
+    report = buildmod.build(clone / "content", clone / "site", signer=None)
+    assert (report.verified, report.rendered) == (0, 0)
+    assert loaded == []
+    monkeypatch.undo()
     assert site_files(clone / "site") == _cold(clone / "content", tmp_path)
 
 

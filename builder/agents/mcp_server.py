@@ -126,7 +126,7 @@ from builder.readers.monitor import (
 )
 from builder.site import agentdocs as agents
 from builder.site import derived, model, patterns
-from builder.site.model import TIER_RANK, DreamView, EntryView, ErasedView, SiteModel, TagRef
+from builder.site.model import TIER_RANK, DreamView, ErasedView, SiteModel, TagRef
 from builder.text import readerview, redact
 
 if TYPE_CHECKING:
@@ -886,11 +886,8 @@ class PoolReader:
                 index=v.index,
                 date=trusted.dates.get(v.id, "") if trusted is not None else "",
                 title=body["title"],
-                summary=body.get("summary", ""),
-                entries=tuple(
-                    EntryView(e["text"], e["type"], e["confidence"], e.get("source"))
-                    for e in body["entries"]
-                ),
+                text=body,
+                entry_types=tuple(e["type"] for e in body["entries"]),
                 tags=tuple(TagRef(t, model.slug(t)) for t in body.get("tags", [])),
                 author=None if anonymized else body["author"],
                 author_slug=None if anonymized else model.slug(body["author"]),
@@ -1282,9 +1279,7 @@ class Tools:
         bodies: dict[str, Mapping[str, Any]] = {}
         views, failed, _ = self._collect(ids, lambda d: True, None, bodies=bodies)
         by_tier = {t: sum(1 for d in views if d.tier == t) for t in pool.TIERS}
-        types = {
-            t: sum(1 for d in views for e in d.entries if e.type == t) for t in dreamfmt.ENTRY_TYPES
-        }
+        types = {t: sum(d.entry_types.count(t) for d in views) for t in dreamfmt.ENTRY_TYPES}
         authors = {d.author for d in views if d.author is not None}
         tags = {t.name for d in views for t in d.tags}
         anonymized = sum(1 for d in views if d.anonymized)

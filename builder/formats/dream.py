@@ -32,7 +32,6 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from builder.errors import InputError, Problem, SignatureError
@@ -80,29 +79,137 @@ def signed_bytes(obj: Mapping[str, Any]) -> bytes:
     return strictjson.canonical({k: obj[k] for k in SIGNED_FIELDS if k in obj})
 
 
-@dataclass(frozen=True, slots=True)
+# The fields of a dream every page that lists it reads (title, author, tags,
+# lineage, consent), beside the types of its entries: a dream's *head*. A build
+# that renders a dream again only for a list page (most of an incremental build)
+# needs no more, and the build's store keeps the head apart from the body, so
+# that the text of dreams nobody renders is never decoded (builder.buildcache).
+HEAD_FIELDS = ("author", "title", "tags", "lineage", "consent")
+
+
 class Dream:
     """A dream whose format and signature have been verified, or (:func:`parse_committed`)
-    whose exact object a proven log leaf commits to, which admission verified."""
+    whose exact object a proven log leaf commits to, which admission verified.
+
+    Immutable. ``body`` is the signed object. A dream read back from the build's
+    store (:meth:`deferred`) holds its head and a way to load the body, and
+    loads it the first time ``body`` is asked for: :attr:`head`,
+    :attr:`entry_types`, :attr:`author` and :attr:`title` never load it.
+    """
+
+    __slots__ = ("_body", "_head", "_load", "_types", "id", "key_id", "public_key")
 
     id: str
     key_id: str
     public_key: bytes
-    body: Mapping[str, Any]
+    _body: Mapping[str, Any] | None
+    _head: Mapping[str, Any] | None
+    _types: tuple[str, ...] | None
+    _load: Callable[[], Mapping[str, Any]] | None
 
-    def __reduce__(self) -> tuple[type[Dream], tuple[str, str, bytes, Mapping[str, Any]]]:
-        # The scan's workers hand every verified dream back pickled, over a
-        # pipe (builder.parallel); the default for a frozen slots dataclass
-        # calls dataclasses.fields() once per object.
-        return (Dream, (self.id, self.key_id, self.public_key, self.body))
+    def __init__(self, id: str, key_id: str, public_key: bytes, body: Mapping[str, Any]) -> None:
+        _set = object.__setattr__
+        _set(self, "id", id)
+        _set(self, "key_id", key_id)
+        _set(self, "public_key", public_key)
+        _set(self, "_body", body)
+        _set(self, "_head", None)
+        _set(self, "_types", None)
+        _set(self, "_load", None)
+
+    @classmethod
+    def deferred(
+        cls,
+        id: str,
+        key_id: str,
+        public_key: bytes,
+        head: Mapping[str, Any],
+        entry_types: tuple[str, ...],
+        load: Callable[[], Mapping[str, Any]],
+    ) -> Dream:
+        """A dream whose ``head`` (:data:`HEAD_FIELDS` present in its body) and
+        entry types are known, and whose body ``load()`` gives when first asked
+        for. The caller vouches that they are of one body (the build's store
+        writes them together, from a dream it verified: builder.buildcache)."""
+        d = cls.__new__(cls)
+        _set = object.__setattr__
+        _set(d, "id", id)
+        _set(d, "key_id", key_id)
+        _set(d, "public_key", public_key)
+        _set(d, "_body", None)
+        _set(d, "_head", head)
+        _set(d, "_types", entry_types)
+        _set(d, "_load", load)
+        return d
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"a Dream is immutable (tried to set {name})")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"a Dream is immutable (tried to delete {name})")
+
+    @property
+    def body(self) -> Mapping[str, Any]:
+        body = self._body
+        if body is None:
+            assert self._load is not None
+            body = self._load()
+            object.__setattr__(self, "_body", body)  # a race loads it twice, equal
+            object.__setattr__(self, "_load", None)
+        return body
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the body is in memory (a deferred dream's, once asked for)."""
+        return self._body is not None
+
+    @property
+    def head(self) -> Mapping[str, Any]:
+        """The fields of :data:`HEAD_FIELDS` the body holds, without loading it."""
+        head = self._head
+        if head is None:
+            body = self.body
+            head = {k: body[k] for k in HEAD_FIELDS if k in body}
+            object.__setattr__(self, "_head", head)
+        return head
+
+    @property
+    def entry_types(self) -> tuple[str, ...]:
+        """Each entry's ``type``, in order, without loading a deferred body."""
+        types = self._types
+        if types is None:
+            types = tuple(str(e["type"]) for e in self.body["entries"])
+            object.__setattr__(self, "_types", types)
+        return types
 
     @property
     def author(self) -> str:
-        return str(self.body["author"])
+        return str(self.head["author"])
 
     @property
     def title(self) -> str:
-        return str(self.body["title"])
+        return str(self.head["title"])
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Dream):
+            return NotImplemented
+        return (self.id, self.key_id, self.public_key, self.body) == (
+            other.id,
+            other.key_id,
+            other.public_key,
+            other.body,
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # the body is a dict
+
+    def __repr__(self) -> str:
+        return f"Dream(id={self.id!r}, key_id={self.key_id!r})"
+
+    def __reduce__(self) -> tuple[type[Dream], tuple[str, str, bytes, Mapping[str, Any]]]:
+        # The scan's workers hand every verified dream back pickled, over a
+        # pipe (builder.parallel), and a unit to render goes to a worker the
+        # same way: with its body, which the worker is about to read.
+        return (Dream, (self.id, self.key_id, self.public_key, self.body))
 
 
 def parse(data: bytes, file: str) -> Dream:

@@ -27,13 +27,14 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from builder.content import anonymity
 from builder.content.pool import KeyDirectory, PoolConfig
 from builder.formats.b64 import b64_encode
+from builder.formats.dream import Dream
 from builder.log.logbuild import Log
 
 TIER_RANK = {"maintainer": 0, "member": 1, "guest": 2}
@@ -121,8 +122,11 @@ class DreamView:
     index: int
     date: str  # RFC 3339 UTC, the time of the first checkpoint holding it
     title: str
-    summary: str  # Markdown source
-    entries: tuple[EntryView, ...]
+    # The signed body (or a mapping of its "summary" and "entries"), read only
+    # by the properties below: a deferred dream's (builder.formats.dream.Dream.deferred)
+    # is loaded when a page shows its text, never to list it.
+    text: Mapping[str, Any] = field(repr=False, compare=False)
+    entry_types: tuple[str, ...]  # each entry's type, in order
     tags: tuple[TagRef, ...]
     author: str | None  # None when anonymized
     author_slug: str | None
@@ -134,6 +138,18 @@ class DreamView:
     parent_id: str | None
     parent_in_pool: bool
     children: tuple[str, ...]
+
+    @property
+    def summary(self) -> str:
+        """Markdown source; empty if the dream has none."""
+        return str(self.text.get("summary", ""))
+
+    @property
+    def entries(self) -> tuple[EntryView, ...]:
+        return tuple(
+            EntryView(e["text"], e["type"], e["confidence"], e.get("source"))
+            for e in self.text["entries"]
+        )
 
     @property
     def month(self) -> str:
@@ -193,7 +209,9 @@ class SiteModel:
     history: tuple[CheckpointView, ...]  # oldest first
     policy: str
     vkey: str
-    bodies: Mapping[str, Mapping[str, Any]]  # id → the signed dream (for patterns)
+    # id → the signed dream's head fields (builder.formats.dream.HEAD_FIELDS):
+    # the patterns count its signed author, which the view hides if anonymized
+    bodies: Mapping[str, Mapping[str, Any]]
     # The erased ids, made once: every page, card and diary line asks whether
     # a parent was erased, and a set per question cost O(erasures) a dream.
     erased_ids: frozenset[str] = field(init=False, repr=False, compare=False)
@@ -206,6 +224,26 @@ class SiteModel:
     def __post_init__(self) -> None:
         object.__setattr__(self, "erased_ids", frozenset(e.id for e in self.erased))
         object.__setattr__(self, "checkpoint_sizes", tuple(h.size for h in self.history))
+
+
+class _Deferred(Mapping[str, Any]):
+    """A deferred dream's body as a mapping, loaded when first read
+    (:attr:`builder.formats.dream.Dream.body`); a view pickled to a worker
+    takes the loaded body with it."""
+
+    __slots__ = ("_dream",)
+
+    def __init__(self, dream: Dream) -> None:
+        self._dream = dream
+
+    def __getitem__(self, key: str) -> Any:
+        return self._dream.body[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._dream.body)
+
+    def __len__(self) -> int:
+        return len(self._dream.body)
 
 
 def build_model(
@@ -223,21 +261,23 @@ def build_model(
             )
         )
     admitted = sorted(log.dreams.values(), key=lambda a: a.index, reverse=True)
+    # Only each dream's head (builder.formats.dream.HEAD_FIELDS) is read here:
+    # the text of a dream the store deferred stays unread unless a page shows it.
     children: dict[str, list[str]] = defaultdict(list)
     for a in admitted:
-        parent = (a.dream.body.get("lineage") or {}).get("parent")
+        parent = (a.dream.head.get("lineage") or {}).get("parent")
         if parent in log.dreams:
             children[parent].append(a.dream.id)
 
     # Slugs are unique within their namespace (authors/, tags/): see slugs().
     author_slug = slugs({a.dream.author for a in admitted} | set(keys_by_author))
-    tag_slug = slugs({t for a in admitted for t in a.dream.body.get("tags", [])})
+    tag_slug = slugs({t for a in admitted for t in a.dream.head.get("tags", [])})
 
     dreams: list[DreamView] = []
     for a in admitted:
-        body = a.dream.body
-        anonymized = bool(body["consent"].get("anonymize"))
-        lineage = body.get("lineage") or {}
+        head = a.dream.head
+        anonymized = bool(head["consent"].get("anonymize"))
+        lineage = head.get("lineage") or {}
         parent = lineage.get("parent")
         tier = directory.keys[a.dream.key_id].tier
         dreams.append(
@@ -245,19 +285,16 @@ def build_model(
                 id=a.dream.id,
                 index=a.index,
                 date=a.date,
-                title=body["title"],
-                summary=body.get("summary", ""),
-                entries=tuple(
-                    EntryView(e["text"], e["type"], e["confidence"], e.get("source"))
-                    for e in body["entries"]
-                ),
-                tags=tuple(TagRef(t, tag_slug[t]) for t in body.get("tags", [])),
-                author=None if anonymized else body["author"],
-                author_slug=None if anonymized else author_slug[body["author"]],
+                title=head["title"],
+                text=a.dream.body if a.dream.loaded else _Deferred(a.dream),
+                entry_types=a.dream.entry_types,
+                tags=tuple(TagRef(t, tag_slug[t]) for t in head.get("tags", [])),
+                author=None if anonymized else head["author"],
+                author_slug=None if anonymized else author_slug[head["author"]],
                 key_id=None if anonymized else a.dream.key_id,
                 tier=tier,
                 anonymized=anonymized,
-                derivatives=bool(body["consent"].get("derivatives", False)),
+                derivatives=bool(head["consent"].get("derivatives", False)),
                 generation=lineage.get("generation"),
                 parent_id=parent,
                 parent_in_pool=parent in log.dreams,
@@ -273,7 +310,7 @@ def build_model(
             by_author[d.author].append(d.id)
     # Keys that signed an anonymized dream here: their authors are not listed
     # for it (docs/protocol.md §1.2).
-    hidden = {a.dream.key_id for a in admitted if anonymity.is_anonymized(a.dream.body)}
+    hidden = {a.dream.key_id for a in admitted if anonymity.is_anonymized(a.dream.head)}
     authors = []
     for name in sorted({a.dream.author for a in admitted} | set(keys_by_author)):
         keys = sorted(keys_by_author.get(name, []), key=lambda k: (k.added, k.key_id))
@@ -323,5 +360,5 @@ def build_model(
         history=history,
         policy=policy,
         vkey=vkey,
-        bodies={a.dream.id: a.dream.body for a in admitted},
+        bodies={a.dream.id: a.dream.head for a in admitted},
     )

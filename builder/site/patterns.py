@@ -287,7 +287,7 @@ def _member_row(dream: DreamView, author: str) -> bytes:
     """What a counted dream adds to the counts but its words (which depend on its
     id alone: :func:`dream_words`), one line of :func:`members_digest`."""
     row = [dream.id, dream.month, author, [t.name for t in dream.tags]]
-    row.append([e.type for e in dream.entries])
+    row.append(list(dream.entry_types))
     return json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
 
 
@@ -314,7 +314,7 @@ def _add(c: Counts, dream: DreamView, author: str, found: DreamWords) -> set[str
             t = c.tags[tag] = _Tally()
         t.dreams += 1
         t.authors.add(author)
-        t.types.update(e.type for e in dream.entries)
+        t.types.update(dream.entry_types)
         b = c.tag_months.setdefault(tag, {}).setdefault(dream.month, _Bucket())
         b.dreams += 1
         b.authors.add(author)
@@ -560,7 +560,7 @@ def inputs_key(model: SiteModel, *, min_tier: str = MIN_TIER, limit: int = KEYWO
         ["dreampool-patterns-inputs/1", model.k, min_tier, limit, span[:1], span[-1:]]
     ]
     rows += (
-        [d.id, d.month, author, [t.name for t in d.tags], [e.type for e in d.entries]]
+        [d.id, d.month, author, [t.name for t in d.tags], list(d.entry_types)]
         for d, author in _counted(model, min_tier)
     )
     text = json.dumps(rows, ensure_ascii=False, separators=(",", ":"))

@@ -72,7 +72,7 @@ LEVEL = "<@level>"
 FILES = ("index.html", "record.json", "proof.tlog-proof")
 # The fields of a DreamView that builder.site.model copies from the signed body
 # unchanged; every other field (a new one too) is part of a unit's key.
-BODY_FIELDS = frozenset({"title", "summary", "entries"})
+BODY_FIELDS = frozenset({"title", "text"})
 VIEW_FIELDS = tuple(f.name for f in dataclasses.fields(DreamView) if f.name not in BODY_FIELDS)
 
 # Pools above this many dreams store their fragments deflated: from there on,
