@@ -232,7 +232,10 @@ def test_hostile_title_is_escaped_and_round_trips(built: Built) -> None:
 
 def test_text_outside_xml_is_made_safe(built: Built) -> None:
     m = built.relative
-    odd = dataclasses.replace(m.dreams[0], title='a\rb\x00c🦉d"\n', summary="x\x1by")
+    first = m.dreams[0]
+    odd = dataclasses.replace(
+        first, title='a\rb\x00c🦉d"\n', text={**first.text, "summary": "x\x1by"}
+    )
     model = dataclasses.replace(m, dreams=(odd,), title='t"<\t>')
     feed = ET.fromstring(render_feeds(model)["feed.xml"])
     entry = feed.find(A + "entry")
