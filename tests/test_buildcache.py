@@ -148,6 +148,8 @@ def _forge_scan_row(folder: Path, edit: Any) -> None:
 def test_a_body_that_disagrees_with_its_stored_head_is_named_when_read(
     tmp_path: Path, edit: Any
 ) -> None:
+    """T44: a row whose digest holds but whose body and head disagree (only a
+    writer of the store makes one) stops the read, naming the dream."""
     blob, entry = SAMPLES["scan"]
     c = BuildCache(tmp_path)
     c["scan"][blob] = entry
