@@ -107,6 +107,7 @@ FORMAT = "dreampool-store/6"
 # The files SQLite keeps beside the database (rollback journal, WAL, shared memory).
 _SIDECARS = ("-journal", "-wal", "-shm")
 _DIGEST = 16
+_blake2b = hashlib.blake2b
 _HEX = re.compile("[0-9a-f]+")
 
 
@@ -478,11 +479,11 @@ def _table_sql(name: str) -> str:
 
 
 def _row_digest(k: str, v: bytes) -> bytes:
-    h = hashlib.blake2b(digest_size=_DIGEST)
-    h.update(len(k.encode()).to_bytes(8, "big"))
-    h.update(k.encode())
-    h.update(v)
-    return h.digest()
+    """BLAKE2b of the key's length (8 bytes, big-endian), the key and the value.
+    One call on the joined bytes: a build reads tens of thousands of rows, and
+    three updates cost twice as much as the copy."""
+    key = k.encode()
+    return _blake2b(len(key).to_bytes(8, "big") + key + v, digest_size=_DIGEST).digest()
 
 
 # --- the store ---------------------------------------------------------------
@@ -620,7 +621,7 @@ class BuildCache:
     def _load(self, name: str) -> dict[Any, Any]:
         if self.folder is None:
             return {}
-        codec = CODECS[name]
+        key_in, value_in = CODECS[name].key_in, CODECS[name].value_in
         section: dict[Any, Any] = {}
         damaged = 0
         try:
@@ -636,7 +637,7 @@ class BuildCache:
                             or _row_digest(k, v) != d
                         ):
                             raise ValueError("the row does not match its digest")
-                        section[codec.key_in(k)] = codec.value_in(v)
+                        section[key_in(k)] = value_in(v)
                     except Exception:  # any damage is a miss, never an error or a wrong entry
                         damaged += 1
         except sqlite3.Error as exc:
