@@ -275,7 +275,7 @@ def _entry_shape(entry: dict[str, Any]) -> bool:
     return (
         isinstance(entry.get("text"), str)
         and isinstance(entry.get("confidence"), str)
-        and isinstance(entry.get("source", ""), str)
+        and isinstance(entry.get("source"), (str, type(None)))  # pages read .get("source")
     )
 
 
