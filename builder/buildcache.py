@@ -235,6 +235,7 @@ def _scan_in(data: bytes) -> tuple[str, Dream]:
     if not isinstance(head, dict) or not set(head) <= set(HEAD_FIELDS):
         raise TypeError("a dream's head is an object of its head fields")
     as_str(head["author"]), as_str(head["title"])
+    _head_shape(head)
     if not isinstance(types, list) or not all(t in ENTRY_TYPES for t in types):
         raise TypeError("a dream's entry types are a list of entry types")
     key = _unb64(public_key)
@@ -243,6 +244,40 @@ def _scan_in(data: bytes) -> tuple[str, Dream]:
     dream_id = as_str(dream_id)
     load = functools.partial(_body_in, body, head, tuple(types), dream_id)
     return digest, Dream.deferred(dream_id, as_str(key_id), key, head, tuple(types), load)
+
+
+def _head_shape(head: dict[str, Any]) -> None:
+    """The head's tags, lineage and consent are of the shapes a verified dream's
+    are (builder.formats.dream.validate), as far as the site model reads them:
+    the body is checked against the head only when it is read, and a head of
+    another shape listed a dream under wrong tags or stopped the build with a
+    traceback in build_model (review r31). Raises, so the row is a miss."""
+    tags = head.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise TypeError("a dream's tags are a list of strings")
+    lineage = head.get("lineage")
+    if lineage is not None:
+        if not isinstance(lineage, dict) or not set(lineage) <= {"parent", "generation"}:
+            raise TypeError("a dream's lineage is an object {parent?, generation}")
+        if "parent" in lineage:
+            as_str(lineage["parent"])
+        generation = lineage.get("generation")
+        if generation is not None:
+            as_int(generation)
+    consent = head["consent"]
+    if not isinstance(consent, dict) or not all(
+        isinstance(consent.get(k, False), bool) for k in ("share", "derivatives", "anonymize")
+    ):
+        raise TypeError("a dream's consent is an object of booleans")
+
+
+def _entry_shape(entry: dict[str, Any]) -> bool:
+    """An entry of the shape a verified dream's has, as far as pages read it."""
+    return (
+        isinstance(entry.get("text"), str)
+        and isinstance(entry.get("confidence"), str)
+        and isinstance(entry.get("source"), (str, type(None)))  # pages read .get("source")
+    )
 
 
 class StoreDamaged(DreampoolError):
@@ -261,9 +296,15 @@ def _body_in(
         body = None
     if (
         not isinstance(body, dict)
-        or {k: body[k] for k in HEAD_FIELDS if k in body} != head
+        # As JSON, not by ==: 1 == True and 0 == False, so a body whose consent
+        # said 0 passed for the head's false (review r31).
+        or _dump({k: body[k] for k in HEAD_FIELDS if k in body}) != _dump(head)
         or not isinstance(body.get("entries"), list)
         or tuple(e.get("type") if isinstance(e, dict) else None for e in body["entries"]) != types
+        # What the pages read of the text (DreamView.summary, .entries): of
+        # another shape, a page that shows it stopped with a traceback (r31).
+        or not isinstance(body.get("summary", ""), str)
+        or not all(_entry_shape(e) for e in body["entries"])
     ):
         raise StoreDamaged(
             f"dream {dream_id}: its body in the build store does not match the head "

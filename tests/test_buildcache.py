@@ -74,7 +74,14 @@ SAMPLES: dict[str, tuple[object, object]] = {
                 "0" * 16,
                 "sha256:" + "1" * 16,
                 bytes(32),
-                {"author": "ada", "title": "t", "tags": ["a"], "entries": [{"type": "fact"}]},
+                {
+                    "author": "ada",
+                    "title": "t",
+                    "tags": ["a"],
+                    "entries": [{"text": "x", "type": "fact", "confidence": "confirmed"}],
+                    # every verified dream has one, and the site model reads it
+                    "consent": {"share": True, "anonymize": False},
+                },
             ),
         ),
     ),
@@ -116,7 +123,12 @@ def test_a_dream_read_back_decodes_its_text_only_when_it_is_read(tmp_path: Path)
     assert again_digest == digest
     assert (again.id, again.key_id, again.public_key) == (dream.id, dream.key_id, dream.public_key)
     assert (again.author, again.title, again.entry_types) == ("ada", "t", ("fact",))
-    assert again.head == {"author": "ada", "title": "t", "tags": ["a"]}
+    assert again.head == {
+        "author": "ada",
+        "title": "t",
+        "tags": ["a"],
+        "consent": {"share": True, "anonymize": False},
+    }
     assert not again.loaded
     assert again.body == dream.body and again.loaded
     assert again == dream

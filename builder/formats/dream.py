@@ -150,10 +150,15 @@ class Dream:
 
     @property
     def body(self) -> Mapping[str, Any]:
+        # _load is read before _body: a first read in another thread stores
+        # _body before it clears _load, so a None _load here means _body is
+        # set. Read the other way round, a reader that found _body None could
+        # then find _load cleared by the other thread, and failed (review r31).
+        load = self._load
         body = self._body
         if body is None:
-            assert self._load is not None
-            body = self._load()
+            assert load is not None
+            body = load()
             object.__setattr__(self, "_body", body)  # a race loads it twice, equal
             object.__setattr__(self, "_load", None)
         return body
