@@ -280,6 +280,19 @@ def _entry_shape(entry: dict[str, Any]) -> bool:
     )
 
 
+def _same_json(a: Any, b: Any) -> bool:
+    """Whether two decoded JSON values are the same value: equal, and of the
+    same type all through (in Python 1 == True == 1.0). Walked here, not
+    compared as dumped text: two dumps were most of the cost of reading a body."""
+    if type(a) is not type(b):
+        return False
+    if type(a) is dict:
+        return bool(a.keys() == b.keys()) and all(_same_json(v, b[k]) for k, v in a.items())
+    if type(a) is list:
+        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
 class StoreDamaged(DreampoolError):
     """A row of the build's store read back, whose digest held, is not what
     this code writes: only something that wrote the store itself makes one."""
@@ -296,9 +309,9 @@ def _body_in(
         body = None
     if (
         not isinstance(body, dict)
-        # As JSON, not by ==: 1 == True and 0 == False, so a body whose consent
-        # said 0 passed for the head's false (review r31).
-        or _dump({k: body[k] for k in HEAD_FIELDS if k in body}) != _dump(head)
+        # Equal as JSON, not only by ==: 1 == True and 0 == False, so a body
+        # whose consent said 0 passed for the head's false (review r31).
+        or not _same_json({k: body[k] for k in HEAD_FIELDS if k in body}, head)
         or not isinstance(body.get("entries"), list)
         or tuple(e.get("type") if isinstance(e, dict) else None for e in body["entries"]) != types
         # What the pages read of the text (DreamView.summary, .entries): of

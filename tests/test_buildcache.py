@@ -589,3 +589,19 @@ def test_a_store_reader_opens_no_link_and_no_file_it_did_not_find(
     assert sorted(p.name for p in real.iterdir()) == [buildcache.STORE]
     if kind == "missing":
         assert list(folder.iterdir()) == []  # nothing made
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ({"x": [1, "a", {"y": False}]}, {"x": [1, "a", {"y": False}]}, True),
+        ({"y": False}, {"y": 0}, False),  # equal in Python, not as JSON
+        ([1], [True], False),
+        ([1], [1.0], False),
+        ({"x": 1}, {"x": 1, "z": 2}, False),
+        (["a", "b"], ["a"], False),
+    ],
+)
+def test_a_stored_head_matches_its_body_only_as_the_same_json(a: Any, b: Any, same: bool) -> None:
+    assert buildcache._same_json(a, b) is same
+    assert buildcache._same_json(b, a) is same

@@ -858,6 +858,11 @@ class PoolReader:
                 admitted = self._logged(dream_id, index, snap)
                 if admitted is not None:
                     todo.append(admitted)
+            # Each body read here, once: one the build's store deferred
+            # (builder.formats.dream.Dream.deferred) would otherwise be decoded in
+            # the worker that checks it and again here, where the answer shows it.
+            for admitted in todo:
+                _ = admitted.dream.body
             try:
                 held = parallel.map_ordered(
                     lambda i: _signature_holds(todo[i].dream.body),
