@@ -87,6 +87,10 @@ def signed_bytes(obj: Mapping[str, Any]) -> bytes:
 HEAD_FIELDS = ("author", "title", "tags", "lineage", "consent")
 
 
+# Dream's slots in _fill's order.
+_DREAM_SLOTS = ("id", "key_id", "public_key", "_body", "_head", "_types", "_load")
+
+
 class Dream:
     """A dream whose format and signature have been verified, or (:func:`parse_committed`)
     whose exact object a proven log leaf commits to, which admission verified.
@@ -108,14 +112,7 @@ class Dream:
     _load: Callable[[], Mapping[str, Any]] | None
 
     def __init__(self, id: str, key_id: str, public_key: bytes, body: Mapping[str, Any]) -> None:
-        _set = object.__setattr__
-        _set(self, "id", id)
-        _set(self, "key_id", key_id)
-        _set(self, "public_key", public_key)
-        _set(self, "_body", body)
-        _set(self, "_head", None)
-        _set(self, "_types", None)
-        _set(self, "_load", None)
+        self._fill(id, key_id, public_key, body, None, None, None)
 
     @classmethod
     def deferred(
@@ -132,15 +129,22 @@ class Dream:
         for. The caller vouches that they are of one body (the build's store
         writes them together, from a dream it verified: builder.buildcache)."""
         d = cls.__new__(cls)
-        _set = object.__setattr__
-        _set(d, "id", id)
-        _set(d, "key_id", key_id)
-        _set(d, "public_key", public_key)
-        _set(d, "_body", None)
-        _set(d, "_head", head)
-        _set(d, "_types", entry_types)
-        _set(d, "_load", load)
+        d._fill(id, key_id, public_key, None, head, entry_types, load)
         return d
+
+    def _fill(
+        self,
+        id: str,
+        key_id: str,
+        public_key: bytes,
+        body: Mapping[str, Any] | None,
+        head: Mapping[str, Any] | None,
+        types: tuple[str, ...] | None,
+        load: Callable[[], Mapping[str, Any]] | None,
+    ) -> None:
+        values = (id, key_id, public_key, body, head, types, load)
+        for name, value in zip(_DREAM_SLOTS, values, strict=True):
+            object.__setattr__(self, name, value)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"a Dream is immutable (tried to set {name})")
