@@ -28,6 +28,7 @@ import pytest
 import yaml
 
 from builder.content import init
+from tests import gitrun
 from tests.conftest import REPO
 
 SCRIPT = REPO / ".ci" / "lint-workflows"
@@ -270,16 +271,9 @@ def pull_request_checkout(root: Path, marks: Path) -> Path:
     requirements.txt, and its first parent, the target branch."""
     work = root / "workspace"
     work.mkdir()
-    env = {
-        **os.environ,
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.invalid",
-        "GIT_COMMITTER_NAME": "T", "GIT_COMMITTER_EMAIL": "t@example.invalid",
-    }  # fmt: skip
 
     def git(*args: str) -> None:
-        subprocess.run(["git", *args], cwd=work, env=env, check=True, capture_output=True)
+        gitrun.git(work, *args)
 
     git("init", "-q", "-b", "main")
     (work / "requirements.txt").write_text("dreampool-standin\n")
