@@ -241,9 +241,9 @@ def _scan_in(data: bytes) -> tuple[str, Dream]:
     key = _unb64(public_key)
     if len(key) != 32:
         raise ValueError("a public key is 32 bytes")
-    dream_id = as_str(dream_id)
-    load = functools.partial(_body_in, body, head, tuple(types), dream_id)
-    return digest, Dream.deferred(dream_id, as_str(key_id), key, head, tuple(types), load)
+    dream_id, entry_types = as_str(dream_id), tuple(types)
+    load = functools.partial(_body_in, body, head, entry_types, dream_id)
+    return digest, Dream.deferred(dream_id, as_str(key_id), key, head, entry_types, load)
 
 
 def _head_shape(head: dict[str, Any]) -> None:

@@ -242,7 +242,7 @@ def _model(dreams: list[DreamView], history: list[tuple[int, str]]) -> SiteModel
         history=views,
         policy="",
         vkey="",
-        bodies={},
+        heads={},
     )
 
 

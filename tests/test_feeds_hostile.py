@@ -115,7 +115,7 @@ def hostile_model(base_url: str) -> SiteModel:
         history=history,
         policy="",
         vkey="",
-        bodies={},
+        heads={},
     )
 
 

@@ -54,7 +54,7 @@ class D:
 
 def model_of(dreams: Sequence[D], *, k: int = 3) -> SiteModel:
     views = []
-    bodies: dict[str, dict[str, Any]] = {}
+    heads: dict[str, dict[str, Any]] = {}
     for i, d in enumerate(dreams):
         dream_id = f"id{i:04d}"
         views.append(
@@ -83,7 +83,7 @@ def model_of(dreams: Sequence[D], *, k: int = 3) -> SiteModel:
                 children=(),
             )
         )
-        bodies[dream_id] = {
+        heads[dream_id] = {
             "author": d.author,
             "title": d.title,
             "consent": {"derivatives": d.derivatives, "anonymize": d.anonymized},
@@ -103,7 +103,7 @@ def model_of(dreams: Sequence[D], *, k: int = 3) -> SiteModel:
         history=(),
         policy="",
         vkey="",
-        bodies=bodies,
+        heads=heads,
     )
 
 
@@ -304,7 +304,7 @@ def test_html_never_shows_texts_titles_or_authors() -> None:
     assert {q.term for q in p.keywords} == {"marmot", "lantern", "数据库"}
     html = render_patterns_html(p)
     for d in m.dreams:
-        author = m.bodies[d.id]["author"]
+        author = m.heads[d.id]["author"]
         for text in [d.title, d.summary, author, author.lower(), *(e.text for e in d.entries)]:
             assert text not in html
     # No unique word of any text, in any case, and no id or link.

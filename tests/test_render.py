@@ -448,7 +448,7 @@ _EMPTY = model.SiteModel(
     history=(),
     policy="",
     vkey="",
-    bodies={},
+    heads={},
 )
 
 

@@ -1248,7 +1248,7 @@ class Tools:
             history=(),
             policy="",
             vkey="",
-            bodies=bodies,
+            heads=bodies,  # a whole body holds its head fields
         )
         with self._words_lock:
             # Those the build found from the same inputs (the page's limit, of which

@@ -211,7 +211,7 @@ class SiteModel:
     vkey: str
     # id → the signed dream's head fields (builder.formats.dream.HEAD_FIELDS):
     # the patterns count its signed author, which the view hides if anonymized
-    bodies: Mapping[str, Mapping[str, Any]]
+    heads: Mapping[str, Mapping[str, Any]]
     # The erased ids, made once: every page, card and diary line asks whether
     # a parent was erased, and a set per question cost O(erasures) a dream.
     erased_ids: frozenset[str] = field(init=False, repr=False, compare=False)
@@ -360,5 +360,5 @@ def build_model(
         history=history,
         policy=policy,
         vkey=vkey,
-        bodies={a.dream.id: a.dream.head for a in admitted},
+        heads={a.dream.id: a.dream.head for a in admitted},
     )

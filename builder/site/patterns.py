@@ -202,7 +202,7 @@ def _counted(model: SiteModel, min_tier: str) -> list[tuple[DreamView, str]]:
     (the view has none for anonymized dreams); the name is only ever counted."""
     if min_tier not in TIER_RANK:
         raise ValueError(f"min_tier must be one of {sorted(TIER_RANK)}, is {min_tier!r}")
-    counted = ((d, str(model.bodies[d.id]["author"])) for d in model.dreams if counts(d, min_tier))
+    counted = ((d, str(model.heads[d.id]["author"])) for d in model.dreams if counts(d, min_tier))
     # One-time keys under the reserved name may all be one person, perhaps an
     # author counted already: they count as no author (docs/protocol.md §1.2).
     return [(d, author) for d, author in counted if author != anonymity.NAME]

@@ -153,8 +153,8 @@ def _named(dreams: list[tuple[str, D]], k: int = 3) -> SiteModel:
     model = model_of([d for _, d in dreams], k=k)
     ids = {f"id{i:04d}": name for i, (name, _) in enumerate(dreams)}
     views = tuple(dataclasses.replace(v, id=ids[v.id]) for v in model.dreams)
-    bodies = {ids[i]: b for i, b in model.bodies.items()}
-    return dataclasses.replace(model, dreams=views, by_id={v.id: v for v in views}, bodies=bodies)
+    heads = {ids[i]: b for i, b in model.heads.items()}
+    return dataclasses.replace(model, dreams=views, by_id={v.id: v for v in views}, heads=heads)
 
 
 class _Killed(BaseException):
