@@ -198,7 +198,10 @@ def _build(
     started = time.monotonic()
     config = pool.load_config(content)
     notes = derived.secure(out)  # before anything beside the output is read
-    cache = buildcache.BuildCache(writer.builds_dir(out) / "cache")
+    # A build that signs tags the rows it writes with a key only the log key
+    # gives, and takes no other row (THREATS.md T81: a restored cache).
+    row_key = None if signer is None else buildcache.row_key(signer.seed)
+    cache = buildcache.BuildCache(writer.builds_dir(out) / "cache", key=row_key)
     # What git vouches for under content/: the store's keys for unchanged files.
     keys = filekeys.load(content)
     if keys.note is not None:

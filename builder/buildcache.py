@@ -57,7 +57,15 @@ accepts only the shapes the build writes (a pickle, which runs code as it
 loads, was used here until a planted one ran an attacker's command with the
 log key in the environment). Each row carries a
 BLAKE2b digest of its key and value, checked before it is decoded, so a
-damaged row reads as a miss, never as a wrong entry. The store's file and
+damaged row reads as a miss, never as a wrong entry.
+
+**Rows a build with the log key takes are its own.** Anyone who can write the
+store can compute a digest, and the publish workflow restores the store from
+a cache that code in another workflow could have written (THREATS.md T81). So
+each row also carries a tag, BLAKE2b keyed with :func:`row_key` (derived from
+the log key), and a build given the log key decodes only rows tagged with its
+own row key: any other row is a miss. Builds without the key and the agents'
+server check the digest alone. The store's file and
 its folder must be plain (a symlink or a hard-linked file is removed, never
 followed or written through), and :mod:`builder.site.derived` discards a store
 that git tracks before this module opens it.
@@ -73,6 +81,7 @@ import base64
 import contextlib
 import functools
 import hashlib
+import hmac
 import json
 import os
 import re
@@ -103,7 +112,8 @@ STORE = "store.sqlite"
 # 2: the scan, commit, salts and keys sections are keyed by content
 # (builder.content.filekeys), no longer by a file's stat, so a restored store hits.
 # 6: a dream in the scan section keeps its head apart from its body (_scan_out).
-FORMAT = "dreampool-store/6"
+# 7: each row carries a second digest, keyed with the log key's row key (row_key).
+FORMAT = "dreampool-store/7"
 # The files SQLite keeps beside the database (rollback journal, WAL, shared memory).
 _SIDECARS = ("-journal", "-wal", "-shm")
 _DIGEST = 16
@@ -529,15 +539,33 @@ def _table_sql(name: str) -> str:
     # fragments) then filled half the file with overflow pages. Measured
     # at 10k dreams: the file 121 MB against 55, and a fragment read
     # by key 39 µs against 8.
-    return f'CREATE TABLE "{name}" (k TEXT PRIMARY KEY, v BLOB NOT NULL, d BLOB NOT NULL)'
+    # d: the row's digest, which anyone can compute (damage); a: its tag under
+    # the row key (row_key), NULL when a build without the log key wrote it.
+    return f'CREATE TABLE "{name}" (k TEXT PRIMARY KEY, v BLOB NOT NULL, d BLOB NOT NULL, a BLOB)'
 
 
-def _row_digest(k: str, v: bytes) -> bytes:
-    """BLAKE2b of the key's length (8 bytes, big-endian), the key and the value.
-    One call on the joined bytes: a build reads tens of thousands of rows, and
-    three updates cost twice as much as the copy."""
-    key = k.encode()
-    return _blake2b(len(key).to_bytes(8, "big") + key + v, digest_size=_DIGEST).digest()
+def _row_digest(k: str, v: bytes, key: bytes = b"") -> bytes:
+    """BLAKE2b of the key's length (8 bytes, big-endian), the key and the value;
+    keyed with ``key`` (BLAKE2b's own keyed mode, RFC 7693 §2.5: a MAC) when
+    one is given. One call on the joined bytes: a build reads tens of
+    thousands of rows, and three updates cost twice as much as the copy."""
+    kb = k.encode()
+    return _blake2b(len(kb).to_bytes(8, "big") + kb + v, digest_size=_DIGEST, key=key).digest()
+
+
+ROW_KEY_LABEL = b"dreampool build store rows v1"
+
+
+def row_key(seed: bytes) -> bytes:
+    """The key a build that holds the log key tags its store's rows with:
+    HMAC-SHA256 (RFC 2104, as a pseudorandom function) of
+    :data:`ROW_KEY_LABEL` under the log key's 32-byte Ed25519 seed. Only a
+    holder of the log key can compute it, and from it nothing about the seed
+    follows. THREATS.md T81: the publish workflow restores the store from
+    GitHub's cache, which code running in another workflow on main could
+    have written; such a row carries no valid tag, and a build with the log
+    key takes it for a miss."""
+    return hmac.new(seed, ROW_KEY_LABEL, hashlib.sha256).digest()
 
 
 # --- the store ---------------------------------------------------------------
@@ -555,8 +583,10 @@ class BuildCache:
 
     SECTIONS = tuple(CODECS)
 
-    def __init__(self, folder: Path | None) -> None:
+    def __init__(self, folder: Path | None, *, key: bytes | None = None) -> None:
         self.folder = folder
+        # The row key (row_key) of the build's log key, or None: see _sound.
+        self._key = key
         self.sections: dict[str, dict[Any, Any]] = {}
         # per loaded section: a shallow copy as read (save() compares values by
         # identity: entries are immutable and reused, never edited in place)
@@ -565,6 +595,34 @@ class BuildCache:
         self._ready = False
         # Rows sections whose Rows.retain could not delete: name -> the keys to keep.
         self._retain: dict[str, set[str]] = {}
+
+    def _sound(self, k: Any, v: Any, d: Any, a: Any) -> bool:
+        """Whether a row read back may be decoded. With a row key (a build that
+        holds the log key), only if its tag ``a`` is that key's over the key
+        and value: a row written by anything else is a miss, whether it was
+        damaged or planted (T81). Without one (a build that signs nothing,
+        ``dreampool mcp`` reading the store), if its digest ``d`` matches: a
+        damaged row is a miss."""
+        if not isinstance(k, str) or not isinstance(v, bytes):
+            return False
+        if self._key is None:
+            return bool(_row_digest(k, v) == d)
+        return isinstance(a, bytes) and hmac.compare_digest(_row_digest(k, v, self._key), a)
+
+    def _untagged(self, k: Any, v: Any, d: Any) -> bool:
+        """Whether a row :meth:`_sound` refused is whole but not tagged with
+        this build's row key: written by a build without the log key (or
+        with another), or planted; else it is damaged."""
+        return (
+            self._key is not None
+            and isinstance(k, str)
+            and isinstance(v, bytes)
+            and _row_digest(k, v) == d
+        )
+
+    def _row(self, k: str, v: bytes) -> tuple[str, bytes, bytes, bytes | None]:
+        """A row to write: its key, value, digest and (with a row key) tag."""
+        return k, v, _row_digest(k, v), None if self._key is None else _row_digest(k, v, self._key)
 
     def __getitem__(self, name: str) -> dict[Any, Any]:
         if name not in CODECS:
@@ -677,20 +735,20 @@ class BuildCache:
             return {}
         key_in, value_in = CODECS[name].key_in, CODECS[name].value_in
         section: dict[Any, Any] = {}
-        damaged = 0
+        damaged = untagged = 0
         try:
             with self._connect() as db:
                 # Row by row, never all rows at once: at 10k dreams the scan
                 # section's values alone are 16 MB, which the process would
                 # keep (freed, but not given back) for the rest of the build.
-                for k, v, d in db.execute(f'SELECT k, v, d FROM "{name}"'):
+                for k, v, d, a in db.execute(f'SELECT k, v, d, a FROM "{name}"'):
+                    if not self._sound(k, v, d, a):
+                        if self._untagged(k, v, d):
+                            untagged += 1
+                        else:
+                            damaged += 1
+                        continue
                     try:
-                        if (
-                            not isinstance(k, str)
-                            or not isinstance(v, bytes)
-                            or _row_digest(k, v) != d
-                        ):
-                            raise ValueError("the row does not match its digest")
                         section[key_in(k)] = value_in(v)
                     except Exception:  # any damage is a miss, never an error or a wrong entry
                         damaged += 1
@@ -699,6 +757,8 @@ class BuildCache:
             return {}
         if damaged:
             self.notes.append(f"the build store's {name} had {damaged} damaged row(s); ignored")
+        if untagged:
+            self.notes.append(_untagged_note(name, untagged))
         return section
 
     def save(self, *names: str) -> None:
@@ -734,12 +794,12 @@ class BuildCache:
                 k, v = codec.key_out(key), codec.value_out(value)
             except (TypeError, ValueError):
                 continue  # not a shape the store keeps: the entry is computed again
-            upsert.append((k, v, _row_digest(k, v)))
+            upsert.append(self._row(k, v))
         deleted = [(codec.key_out(k),) for k in loaded if k not in section]
         if upsert or deleted:
             db.execute("BEGIN IMMEDIATE")
             db.executemany(f'DELETE FROM "{name}" WHERE k = ?', deleted)
-            db.executemany(f'INSERT OR REPLACE INTO "{name}" VALUES (?, ?, ?)', upsert)
+            db.executemany(f'INSERT OR REPLACE INTO "{name}" VALUES (?, ?, ?, ?)', upsert)
             db.execute("COMMIT")
         self._loaded[name] = dict(section)
 
@@ -835,6 +895,13 @@ class StoreReader(BuildCache):
         raise TypeError("a StoreReader reads whole sections only")
 
 
+def _untagged_note(name: str, count: int) -> str:
+    return (
+        f"the build store's {name} had {count} row(s) not tagged with this log key "
+        "(written by a build without it, or planted: THREATS.md T81); ignored"
+    )
+
+
 def _in_wal_mode(path: Path) -> bool:
     """Whether the database header of ``path`` says WAL (its read and write
     versions, bytes 18 and 19, are 2; the build's stores are 1, journal_mode
@@ -902,6 +969,7 @@ class Rows:
         self._db: sqlite3.Connection | None = None
         self._failed = cache.folder is None
         self.damaged = 0
+        self.untagged = 0  # whole, but not tagged with the build's row key (T81)
 
     def get(self, key: Any) -> Any | None:
         if key in self._pending:
@@ -913,7 +981,9 @@ class Rows:
             if self._db is None:
                 self._db = self._cache._open()
                 _OPEN.add(self)
-            row = self._db.execute(f'SELECT v, d FROM "{self._name}" WHERE k = ?', (k,)).fetchone()
+            row = self._db.execute(
+                f'SELECT v, d, a FROM "{self._name}" WHERE k = ?', (k,)
+            ).fetchone()
         except sqlite3.Error as exc:
             self._fail(exc, "read this build")
             return None
@@ -936,19 +1006,23 @@ class Rows:
             for i in range(0, len(names), self._BATCH):
                 batch = names[i : i + self._BATCH]
                 marks = ",".join("?" * len(batch))
-                query = f'SELECT k, v, d FROM "{self._name}" WHERE k IN ({marks})'
-                for k, v, d in self._db.execute(query, batch):
-                    value = self._decode(k, v, d)
+                query = f'SELECT k, v, d, a FROM "{self._name}" WHERE k IN ({marks})'
+                for k, v, d, a in self._db.execute(query, batch):
+                    value = self._decode(k, v, d, a)
                     if value is not None and k in wanted:
                         found[wanted[k]] = value
         except sqlite3.Error as exc:
             self._fail(exc, "read this build")
         return found
 
-    def _decode(self, k: Any, v: Any, d: Any) -> Any | None:
+    def _decode(self, k: Any, v: Any, d: Any, a: Any) -> Any | None:
+        if not self._cache._sound(k, v, d, a):
+            if self._cache._untagged(k, v, d):
+                self.untagged += 1
+            else:
+                self.damaged += 1
+            return None
         try:
-            if not isinstance(k, str) or not isinstance(v, bytes) or _row_digest(k, v) != d:
-                raise ValueError("the row does not match its digest")
             return self._codec.value_in(v)
         except Exception:  # damage is a miss, never an error or a wrong entry
             self.damaged += 1
@@ -969,11 +1043,11 @@ class Rows:
                 k, v = self._codec.key_out(key), self._codec.value_out(value)
             except (TypeError, ValueError):
                 continue  # not a shape the store keeps: made again next time
-            rows.append((k, v, _row_digest(k, v)))
+            rows.append(self._cache._row(k, v))
         try:
             with self._cache._connect() as db:
                 db.execute("BEGIN IMMEDIATE")
-                db.executemany(f'INSERT OR REPLACE INTO "{self._name}" VALUES (?, ?, ?)', rows)
+                db.executemany(f'INSERT OR REPLACE INTO "{self._name}" VALUES (?, ?, ?, ?)', rows)
                 db.execute("COMMIT")
         except sqlite3.Error as exc:
             self._fail(exc, "written this build")

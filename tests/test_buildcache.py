@@ -295,7 +295,9 @@ def test_a_planted_row_of_another_shape_is_a_miss(tmp_path: Path) -> None:
         "scan": (_blob(9), json.dumps([_sha(9), ["0" * 16, "k", "AAAA", {}]]).encode()),
     }
     for table, (k, v) in bad.items():
-        db.execute(f"INSERT INTO {table} VALUES (?, ?, ?)", (k, v, buildcache._row_digest(k, v)))
+        db.execute(
+            f"INSERT INTO {table} VALUES (?, ?, ?, NULL)", (k, v, buildcache._row_digest(k, v))
+        )
     db.close()
     c = BuildCache(tmp_path)
     assert "x" not in c["units"] and c["scan"] == {}
@@ -605,3 +607,89 @@ def test_a_store_reader_opens_no_link_and_no_file_it_did_not_find(
 def test_a_stored_head_matches_its_body_only_as_the_same_json(a: Any, b: Any, same: bool) -> None:
     assert buildcache._same_json(a, b) is same
     assert buildcache._same_json(b, a) is same
+
+
+# --- rows tagged with the log key's row key (THREATS.md T81) -----------------
+
+SEED = bytes(range(32))
+OTHER_SEED = bytes(range(1, 33))
+
+
+def _keyed(folder: Path, seed: bytes = SEED) -> BuildCache:
+    return BuildCache(folder, key=buildcache.row_key(seed))
+
+
+def test_the_row_key_is_hmac_sha256_of_the_label_under_the_seed() -> None:
+    """An independent HMAC (pyca/cryptography's) of the documented label."""
+    from cryptography.hazmat.primitives import hashes, hmac
+
+    mac = hmac.HMAC(SEED, hashes.SHA256())
+    mac.update(b"dreampool build store rows v1")
+    assert buildcache.row_key(SEED) == mac.finalize()
+    assert buildcache.row_key(OTHER_SEED) != buildcache.row_key(SEED)
+
+
+def test_a_build_with_a_row_key_takes_only_rows_tagged_with_it(tmp_path: Path) -> None:
+    c = _keyed(tmp_path)
+    c["units"].update({f"id{i}": _unit(i) for i in range(3)})
+    c.save()
+    want = {f"id{i}": _unit(i) for i in range(3)}
+    assert _keyed(tmp_path)["units"] == want
+    # A build without the log key (a preview) and dreampool mcp read them too:
+    # they check the row's digest, which the tagged build writes as well.
+    assert BuildCache(tmp_path)["units"] == want
+    assert buildcache.StoreReader(tmp_path)["units"] == want
+    other = _keyed(tmp_path, OTHER_SEED)
+    assert other["units"] == {}
+    assert other.notes == [buildcache._untagged_note("units", 3)]
+
+
+def test_a_row_with_a_valid_digest_but_no_tag_is_a_miss_with_a_row_key(tmp_path: Path) -> None:
+    """T81: what anyone who can write the store can make (the digest is public),
+    planted beside the tagged rows: a build holding the log key ignores it and
+    says so; the tagged rows still hit."""
+    c = _keyed(tmp_path)
+    c["units"]["id0"] = _unit(0)
+    c.save()
+    planted = BuildCache(tmp_path)  # no row key: the forger's
+    planted["units"]["id1"] = _unit(1, "forged")
+    planted.save()
+    keyed = _keyed(tmp_path)
+    assert keyed["units"] == {"id0": _unit(0)}
+    assert keyed.notes == [buildcache._untagged_note("units", 1)]
+    # A tag moved from another row does not fit this one.
+    db = _db(tmp_path)
+    (tag,) = db.execute('SELECT a FROM "units" WHERE k = ?', ("id0",)).fetchone()
+    db.execute('UPDATE "units" SET a = ? WHERE k = ?', (tag, "id1"))
+    db.close()
+    assert _keyed(tmp_path)["units"] == {"id0": _unit(0)}
+
+
+def test_rows_read_a_row_at_a_time_are_tagged_too(tmp_path: Path) -> None:
+    rows = _keyed(tmp_path).rows("fragments")
+    rows.put(_key(1), FRAGMENTS)
+    rows.flush()
+    rows.close()
+    planted = BuildCache(tmp_path).rows("fragments")
+    planted.put(_key(2), (b"forged card", b"", b"", b""))
+    planted.flush()
+    planted.close()
+    again = _keyed(tmp_path).rows("fragments")
+    assert again.get(_key(1)) == FRAGMENTS
+    assert again.get(_key(2)) is None
+    assert again.get_many([_key(1), _key(2)]) == {_key(1): FRAGMENTS}
+    assert (again.untagged, again.damaged) == (2, 0)
+    again.close()
+
+
+def test_the_store_holds_neither_the_log_key_nor_its_row_key(tmp_path: Path) -> None:
+    c = _keyed(tmp_path)
+    c["units"].update({f"id{i}": _unit(i) for i in range(3)})
+    c.save()
+    rows = c.rows("fragments")
+    rows.put(_key(1), FRAGMENTS)
+    rows.flush()
+    rows.close()
+    data = (tmp_path / buildcache.STORE).read_bytes()
+    assert SEED not in data and buildcache.row_key(SEED) not in data
+    assert SEED.hex().encode() not in data and buildcache.row_key(SEED).hex().encode() not in data

@@ -7,6 +7,7 @@ Every case compares every file of the site with a cold build's."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -419,3 +420,39 @@ def test_a_scan_puts_back_the_store_entries_it_used_as_they_were(tmp_path: Path)
     pool.scan_dreams(tp.content, directory, cache=cache)
     assert len(first) == 3
     assert all(cache[k] is first[k] for k in first)
+
+
+def _forge_titles(store: Path, title: str) -> int:
+    """Give every dream in the scan section another title, in its head and its
+    body alike, each row's digest made to match: what anyone who can write the
+    cache the publish workflow restores can do (the digest is public; the
+    tag, keyed with the log key's row key, is left as it was)."""
+    db = sqlite3.connect(store, isolation_level=None)
+    rows = db.execute('SELECT k, v FROM "scan"').fetchall()
+    for k, v in rows:
+        first, _, rest = v.partition(b"\n")
+        head, body = json.loads(first), json.loads(rest)
+        head[4]["title"] = body["title"] = title
+        forged = buildcache._dump(head) + b"\n" + buildcache._dump(body)
+        db.execute(
+            'UPDATE "scan" SET v = ?, d = ? WHERE k = ?',
+            (forged, buildcache._row_digest(k, forged), k),
+        )
+    db.close()
+    return len(rows)
+
+
+def test_a_restored_store_forged_without_the_log_key_changes_no_byte(tmp_path: Path) -> None:
+    """THREATS.md T81: the publish build (it holds the log key) restores a store
+    whose scan rows were rewritten by someone without the key. It takes none of
+    them: every dream is read from its file again, and the site is a cold
+    build's, with no forged title in it."""
+    tp, origin = _published(tmp_path)
+    clone = _fresh_clone(tmp_path, origin)
+    assert _forge_titles(_store(clone / "site"), "PWNED by the cache") == 5
+    report = buildmod.build(clone / "content", clone / "site", signer=parse_private_key(tp.log_key))
+    assert report.verified + report.committed == 5
+    assert any("not tagged with this log key" in n for n in report.notes), report.notes
+    built = site_files(clone / "site")
+    assert not any(b"PWNED" in data for data in built.values())
+    assert built == _cold(clone / "content", tmp_path)

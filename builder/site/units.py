@@ -223,6 +223,12 @@ class Units:
                 f"the build store's fragments had {self._rows.damaged} damaged row(s); "
                 "rendered them again"
             )
+        if self._rows.untagged:
+            self.cache.notes.append(
+                f"the build store's fragments had {self._rows.untagged} row(s) not tagged "
+                "with this log key (written by a build without it, or planted: THREATS.md "
+                "T81); rendered them again"
+            )
 
     def close(self) -> None:
         """Close the store's reading connection (before the build forks again)."""

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.buildcache import BuildCache, Rows
+from builder.buildcache import BuildCache, Rows, row_key
 from builder.site import assemble, patterns
 from builder.site.model import SiteModel
 from tests.test_patterns import D, model_of
@@ -98,19 +98,22 @@ def test_a_counts_row_for_no_dreams_can_carry_no_tally(tmp_path: Path) -> None:
     assert found == patterns.compute_patterns(model)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="T81: store rows are not authenticated (key-less digests); a forged counts "
-    "row whose members digest matches is believed and carried forward by add_new. "
-    "Needs rows keyed with a secret (e.g. derived from the log key): too big here.",
-)
+# The row key of a log key (builder.buildcache.row_key): what the publish build tags with.
+LOG_SEED = bytes(range(32))
+
+
 def test_a_forged_counts_row_survives_new_dreams(tmp_path: Path) -> None:
     """T81, T116 (escalated by this change). A forged row matching the public
     members digest of the pool's counted dreams, with self-consistent tallies
     (no more authors than dreams, no more dreams than counted), shows a keyword
     no counted dream holds. Unlike a forged ``patterns`` row, which is dropped
     at the next change of the inputs, the counts are added to and written back
-    by every build after a new dream: the forgery outlives every append."""
+    by every build after a new dream: the forgery outlives every append.
+
+    The forger can write the store (a cache restored by the publish workflow)
+    and compute any public digest, but does not hold the log key: a build
+    that does (the publish build) takes only rows tagged with its row key.
+    Before rows were tagged, this row was believed (a strict xfail here)."""
     before = _model()
     # The build's own row for these dreams, and one keyword more, its tallies
     # adding up (3 dreams of the 3 counted, by their 3 authors, in their month).
@@ -119,9 +122,12 @@ def test_a_forged_counts_row_survives_new_dreams(tmp_path: Path) -> None:
     who = sorted(names.index(a) for a in AUTHORS)
     row[7] = sorted([*row[7], ["exfiltrated", 3, who, [[0, 3]], [["exfiltrated", 3]], []]])
     row[8] = sorted([*row[8], ["exfiltrated", [["2025-01", 3, who]]]])
-    cache = _plant(tmp_path / "cache", row)
+    _plant(tmp_path / "cache", row)
+    cache = BuildCache(tmp_path / "cache", key=row_key(LOG_SEED))
     after = _model(extra=1)  # a new member's dream: the patterns' inputs changed
     found = assemble._count(after, cache, False)
+    assert found == patterns.compute_patterns(after)
+    assert any("not tagged with this log key" in n for n in cache.notes), cache.notes
     assert "exfiltrated" not in [p.term for p in found.keywords]
 
 
