@@ -1,0 +1,65 @@
+"""Review r32: store rows tagged with a key derived from the log key (d0290ab, T81).
+
+A failing test is a defect found in review.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+from builder import buildcache
+from builder.log import erase
+from tests.pools import make_pool
+from tests.redteam import build, signed, submit
+
+CANARIES = ("rtwoquillcanary", "rtwodriftcanary", "rtwotagcanary")
+
+
+def _store_bytes(out: Path) -> bytes:
+    """Every row of the store beside ``out``, raw (keys, values, digests, tags)."""
+    path = out.parent / f".{out.name}.builds" / "cache" / buildcache.STORE
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        return b"\n".join(
+            repr(row).encode() for t in tables for row in db.execute(f'SELECT * FROM "{t}"')
+        )
+    finally:
+        db.close()
+
+
+def test_an_erased_dream_a_keyless_build_stored_leaves_no_row_after_a_keyed_build(
+    tmp_path: Path,
+) -> None:
+    """T48 (with T81's row tags): a build with the log key takes no row it did
+    not tag, and so never loaded, and never deleted, the rows a build without
+    the key wrote (a preview after an upgrade started the store afresh). The
+    erased dream's scan row, its text whole, stayed in the store after
+    ``erase`` and a signing build; before the tags that build read the row
+    and deleted it with the dream's file."""
+    tp = make_pool(tmp_path)
+    (gone,) = submit(
+        tp,
+        signed(
+            "ada",
+            title=f"The {CANARIES[0]}",
+            entries=[{"text": f"Found {CANARIES[1]}.", "type": "fact", "confidence": "confirmed"}],
+            tags=[CANARIES[2]],
+        ),
+    )
+    submit(tp, signed("bob", title="Bob stays"))
+    site = tmp_path / "site"
+    build(tp, site)  # logged and signed
+    # A new dreampool (or a deleted cache folder) starts the store afresh, and
+    # the maintainer previews before publishing: every row is untagged.
+    shutil.rmtree(tmp_path / ".site.builds" / "cache")
+    build(tp, site, key=False)
+    assert CANARIES[0].encode() in _store_bytes(site)
+    for path in tmp_path.glob("in-*.json"):
+        path.unlink()
+    erase.erase(tp.content, gone, "author-request")
+    build(tp, site)
+    store = _store_bytes(site)
+    assert [c for c in CANARIES if c.encode() in store] == []
