@@ -807,7 +807,8 @@ class BuildCache:
             upsert.append(self._row(k, v))
         deleted = [(codec.key_out(k),) for k in loaded if k not in section]
         # Rows refused as read go too (those still wanted are written again below).
-        deleted += [(k,) for k in self._refused.pop(name, ())]
+        written = {row[0] for row in upsert}
+        deleted += [(k,) for k in self._refused.pop(name, ()) if k not in written]
         if upsert or deleted:
             db.execute("BEGIN IMMEDIATE")
             db.executemany(f'DELETE FROM "{name}" WHERE k = ?', deleted)

@@ -89,11 +89,18 @@ class SiteWriter:
     generation live (:meth:`commit`); an exception leaves ``out`` untouched.
     """
 
-    def __init__(self, out: Path, *, erasures: int = 0) -> None:
+    def __init__(self, out: Path, *, erasures: int = 0, verify: bool = False) -> None:
         # How many erased dreams the log holds: recorded in the manifest, so
         # that a later build can tell whether the other generation may still
         # show one of them (see retire_stale).
         self.erasures = erasures
+        # Whether a file is kept only once its bytes are read and match the
+        # digest wanted, not on its size and mtime alone (_unchanged). The
+        # build that holds the log key sets it: the publish workflow restores
+        # the generations and their manifests from a cache that code in
+        # another workflow could have written (THREATS.md T81), and tar sets
+        # any size and mtime the archive says (review r32).
+        self.verify = verify
         self.out = out.absolute()
         self.root = builds_dir(self.out)
         _plain_folder(self.root)  # a link here would lead every write elsewhere
@@ -161,7 +168,7 @@ class SiteWriter:
         d = digest(data)
         entry = self.had.get(rel)
         final = f"{self._gen}/{rel}"
-        if entry is not None and entry[0] == d and _unchanged(final, entry):
+        if entry is not None and entry[0] == d and _unchanged(final, entry, self.verify):
             return entry, False
         fd = -1
         if entry is None:
@@ -213,10 +220,18 @@ class SiteWriter:
         generation (recorded in its manifest, and its size and mtime say nobody
         edited it since), so it can be kept without its bytes."""
         entry = self.had.get(rel)
-        if entry is not None and entry[0] == want and _unchanged(f"{self._gen}/{rel}", entry):
+        if (
+            entry is not None
+            and entry[0] == want
+            and _unchanged(f"{self._gen}/{rel}", entry, self.verify)
+        ):
             return True
         entry = self.live_manifest.get(rel)
-        return entry is not None and entry[0] == want and _unchanged(f"{self._live}/{rel}", entry)
+        return (
+            entry is not None
+            and entry[0] == want
+            and _unchanged(f"{self._live}/{rel}", entry, self.verify)
+        )
 
     def keep_all(self, files: Sequence[tuple[str, bytes]]) -> bool:
         """Keep every one of ``files`` (path, digest of the bytes a past build
@@ -241,7 +256,7 @@ class SiteWriter:
             entry = self.had.get(rel)
             if entry is None or entry[0] != want or rel in self._claimed:
                 return False
-            if not _unchanged(f"{self._gen}/{rel}", entry):
+            if not _unchanged(f"{self._gen}/{rel}", entry, self.verify):
                 return False
             found.append((rel, entry))
         for rel, entry in found:
@@ -256,7 +271,11 @@ class SiteWriter:
         entry = self.had.get(rel)
         # Only as it was recorded: a copy edited in place is replaced from the
         # live generation (can_keep said one of the two would do).
-        if entry is not None and entry[0] == want and _unchanged(f"{self._gen}/{rel}", entry):
+        if (
+            entry is not None
+            and entry[0] == want
+            and _unchanged(f"{self._gen}/{rel}", entry, self.verify)
+        ):
             self.written[rel] = entry
             return
         entry = self.live_manifest.get(rel)
@@ -333,12 +352,22 @@ def _in_folder(gen: str, rel: str, path: str, flags: int) -> int:
         return os.open(path, flags, 0o644)
 
 
-def _unchanged(path: str, entry: Entry) -> bool:
+def _unchanged(path: str, entry: Entry, verify: bool = False) -> bool:
+    """Whether the file at ``path`` is as ``entry`` records it: its size and
+    mtime, and with ``verify`` its bytes' digest too (SiteWriter.verify)."""
     try:
         st = os.stat(path, follow_symlinks=False)
     except OSError:
         return False
-    return st.st_size == entry[1] and st.st_mtime_ns == entry[2]
+    if st.st_size != entry[1] or st.st_mtime_ns != entry[2]:
+        return False
+    if not verify:
+        return True
+    try:
+        data = _read_plain(Path(path))
+    except OSError:
+        return False
+    return data is not None and digest(data) == entry[0]
 
 
 def write_tree(out: Path, plan: Mapping[str, bytes]) -> int:

@@ -5,11 +5,14 @@ A failing test is a defect found in review.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 from pathlib import Path
 
+from builder import build as buildmod
 from builder import buildcache
+from builder.formats.note import parse_private_key
 from builder.log import erase
 from tests.pools import make_pool
 from tests.redteam import build, signed, submit
@@ -63,3 +66,33 @@ def test_an_erased_dream_a_keyless_build_stored_leaves_no_row_after_a_keyed_buil
     build(tp, site)
     store = _store_bytes(site)
     assert [c for c in CANARIES if c.encode() in store] == []
+
+
+def test_a_restored_generation_forged_without_the_log_key_is_not_published(
+    tmp_path: Path,
+) -> None:
+    """T81: the publish workflow restores the two site generations with the
+    store from the same cache (scaffold publish.yml: ``.site.builds`` and
+    ``site``), and whoever can forge a store row there can edit a generation's
+    file. The row tags stop forged rows, but the writer keeps a file whose
+    manifest digest matches the (tagged) units row when its size and mtime are
+    the manifest's, without reading it: a dream page edited in place, its size
+    and mtime kept (tar restores both as the archive says), was published by
+    the build that holds the log key."""
+    from tests.test_store_restore import _fresh_clone, _published, site_files
+
+    tp, origin = _published(tmp_path)
+    clone = _fresh_clone(tmp_path, origin)
+    live = (clone / "site").resolve()
+    page = next(live.glob("dreams/*/index.html"))
+    st = page.stat()
+    data = page.read_bytes()
+    title = data[data.index(b"<title>") + 7 : data.index(b"</title>")]
+    forged = b"PWNED" + b"!" * (len(title) - 5)
+    assert len(title) >= 5
+    page.write_bytes(data.replace(title, forged))
+    os.utime(page, ns=(st.st_atime_ns, st.st_mtime_ns))
+    signer = parse_private_key(tp.log_key)
+    report = buildmod.build(clone / "content", clone / "site", signer=signer)
+    built = site_files(clone / "site")
+    assert not any(b"PWNED" in v for v in built.values()), report.notes
