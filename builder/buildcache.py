@@ -568,6 +568,17 @@ def row_key(seed: bytes) -> bytes:
     return hmac.new(seed, ROW_KEY_LABEL, hashlib.sha256).digest()
 
 
+def _code_key(key: bytes) -> bytes:
+    """The key rows are tagged with: HMAC-SHA256 of the store's format and
+    :func:`code_digest` under the row key. The meta row naming the code that
+    made the store carries no tag, and rows of another code are a miss only
+    because that row says so: a signing build of an older dreampool tagged its
+    rows with the same row key, and with the meta row set to this code's
+    (public) digest they were all taken, units and fragments an older renderer
+    made among them (THREATS.md T81, review r32)."""
+    return hmac.new(key, f"{FORMAT}\0{code_digest()}".encode(), hashlib.sha256).digest()
+
+
 # --- the store ---------------------------------------------------------------
 
 
@@ -585,8 +596,9 @@ class BuildCache:
 
     def __init__(self, folder: Path | None, *, key: bytes | None = None) -> None:
         self.folder = folder
-        # The row key (row_key) of the build's log key, or None: see _sound.
-        self._key = key
+        # The row key (row_key) of the build's log key, or None: see _sound;
+        # bound to this code (_code_key).
+        self._key = None if key is None else _code_key(key)
         self.sections: dict[str, dict[Any, Any]] = {}
         # per loaded section: a shallow copy as read (save() compares values by
         # identity: entries are immutable and reused, never edited in place)

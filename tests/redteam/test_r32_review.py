@@ -10,6 +10,8 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from builder import build as buildmod
 from builder import buildcache
 from builder.formats.note import parse_private_key
@@ -96,3 +98,29 @@ def test_a_restored_generation_forged_without_the_log_key_is_not_published(
     report = buildmod.build(clone / "content", clone / "site", signer=signer)
     built = site_files(clone / "site")
     assert not any(b"PWNED" in v for v in built.values()), report.notes
+
+
+def test_a_store_of_older_code_replayed_under_this_codes_digest_is_not_taken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """T81: the store's format and code digest (meta) carry no tag, and a row's
+    tag binds its key and value only. Rows a signing build of an older
+    dreampool wrote (same log key: tagged) are kept in caches that any workflow
+    on main can read; with the meta row set to this code's digest (public: it
+    hashes the installed builder), they were all taken, so units, pages and
+    fragments an older (say, since fixed) renderer made were published by this
+    code: a unit's key leaves the code out because a store of other code was
+    discarded whole."""
+    tp = make_pool(tmp_path)
+    tp.add("ada", 2)
+    site = tmp_path / "site"
+    real = buildcache.code_digest()
+    monkeypatch.setattr(buildcache, "code_digest", lambda: "an older dreampool")
+    build(tp, site)
+    monkeypatch.setattr(buildcache, "code_digest", lambda: real)
+    store = tmp_path / ".site.builds" / "cache" / buildcache.STORE
+    db = sqlite3.connect(store, isolation_level=None)
+    db.execute("UPDATE meta SET value = ? WHERE name = 'code'", (real,))
+    db.close()
+    report = build(tp, site)
+    assert report.rendered == 2, report.notes
