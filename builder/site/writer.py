@@ -38,7 +38,7 @@ import hashlib
 import os
 import shutil
 import stat
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -339,6 +339,11 @@ class SiteWriter:
                 os.unlink(f"{self._gen}/{rel}")
             self.changed += 1
         _remove_empty_dirs(self.gen, {r.rpartition("/")[0] for r in gone})
+        if self.verify:
+            # A restored generation may hold files its manifest does not name
+            # (a sound manifest's checksum is public), and the folder goes live
+            # whole (THREATS.md T81, T46 without git; review r32).
+            self.changed += _remove_unlisted(self._gen, self.written.keys())
         _write_manifest(self.root / f"manifest-{self.target}", self.written, erasures=self.erasures)
         _go_live(self.out, self.root, self.target)
 
@@ -519,6 +524,24 @@ def _replace(tmp: str, dest: str) -> None:
     except IsADirectoryError:  # a past site had a folder here
         shutil.rmtree(dest)
         os.replace(tmp, dest)
+
+
+def _remove_unlisted(gen: str, keep: Collection[str]) -> int:
+    """Remove everything under ``gen`` but the files ``keep`` names (links as
+    links, never followed), and the folders left empty; returns how many
+    entries went."""
+    removed = 0
+    for top, dirs, files in os.walk(gen, topdown=False):
+        prefix = "" if top == gen else os.path.relpath(top, gen).replace(os.sep, "/") + "/"
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(top, d))]:
+            path = os.path.join(top, name)
+            if prefix + name not in keep or not os.path.isfile(path) or os.path.islink(path):
+                remove_entry(Path(path))
+                removed += 1
+        if top != gen:
+            with contextlib.suppress(OSError):
+                os.rmdir(top)  # only if empty
+    return removed
 
 
 def _remove_empty_dirs(gen: Path, candidates: set[str]) -> None:

@@ -124,3 +124,31 @@ def test_a_store_of_older_code_replayed_under_this_codes_digest_is_not_taken(
     db.close()
     report = build(tp, site)
     assert report.rendered == 2, report.notes
+
+
+def test_a_file_planted_in_a_restored_generation_beside_a_sound_manifest_is_not_published(
+    tmp_path: Path,
+) -> None:
+    """T81 (T46 without git): the publish workflow restores the generations and
+    manifests from the cache, and uploads the live generation's folder
+    (``upload-pages-artifact`` of ``site``). A generation the build writes
+    into, with a sound manifest (its checksum is public) and one file more than
+    it lists, kept that file: the build removes only what the manifest names.
+    T46's defence (git tracks it) does not see a restored cache, and the build
+    that signs published a planted script."""
+    from tests.test_store_restore import _fresh_clone, _published, site_files
+
+    tp, origin = _published(tmp_path)
+    clone = _fresh_clone(tmp_path, origin)
+    builds = clone / ".site.builds"
+    live = (clone / "site").resolve().name
+    target = "b" if live == "a" else "a"
+    shutil.rmtree(builds / target, ignore_errors=True)
+    shutil.copytree(builds / live, builds / target)
+    shutil.copy2(builds / f"manifest-{live}", builds / f"manifest-{target}")
+    (builds / target / "static").mkdir(exist_ok=True)
+    (builds / target / "static" / "pwn.js").write_text("alert('PWNED')\n")
+    report = buildmod.build(clone / "content", clone / "site", signer=parse_private_key(tp.log_key))
+    assert (clone / "site").resolve().name == target
+    built = site_files(clone / "site")
+    assert "static/pwn.js" not in built, report.notes
