@@ -122,6 +122,10 @@ class SiteWriter:
             had = {}
         self.had: dict[str, Entry] = had
         _plain_folder(self.gen)
+        # A generation restored from the publish workflow's cache may hold a
+        # link where a folder was (THREATS.md T45, T81): writes and hard links
+        # made through it landed outside (review r32).
+        _remove_links(self._gen)
         self.written: dict[str, Entry] = {}
         self._claimed: set[str] = set()
         self.changed = 0
@@ -524,6 +528,19 @@ def _replace(tmp: str, dest: str) -> None:
     except IsADirectoryError:  # a past site had a folder here
         shutil.rmtree(dest)
         os.replace(tmp, dest)
+
+
+def _remove_links(gen: str) -> None:
+    """Remove, as itself, every entry under ``gen`` that is neither a plain
+    folder nor a plain file (a link above all: never followed)."""
+    for top, dirs, files in os.walk(gen):
+        for names in (dirs, files):
+            for name in list(names):
+                path = os.path.join(top, name)
+                mode = os.lstat(path).st_mode
+                if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+                    remove_entry(Path(path))
+                    names.remove(name)
 
 
 def _remove_unlisted(gen: str, keep: Collection[str]) -> int:

@@ -152,3 +152,26 @@ def test_a_file_planted_in_a_restored_generation_beside_a_sound_manifest_is_not_
     assert (clone / "site").resolve().name == target
     built = site_files(clone / "site")
     assert "static/pwn.js" not in built, report.notes
+
+
+def test_a_link_inside_a_restored_generation_leads_no_write_outside(tmp_path: Path) -> None:
+    """T45, T81: the generations come from the restored cache; only the
+    builds folder, each generation and each manifest are checked to be plain.
+    A folder inside the generation the build writes into, replaced by a link
+    to a folder outside, must lead no write there."""
+    from tests.test_store_restore import _fresh_clone, _published
+
+    tp, origin = _published(tmp_path)
+    clone = _fresh_clone(tmp_path, origin)
+    builds = clone / ".site.builds"
+    live = (clone / "site").resolve().name
+    target = "b" if live == "a" else "a"
+    shutil.rmtree(builds / target, ignore_errors=True)
+    shutil.copytree(builds / live, builds / target)
+    shutil.copy2(builds / f"manifest-{live}", builds / f"manifest-{target}")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    shutil.rmtree(builds / target / "dreams")
+    (builds / target / "dreams").symlink_to(outside)
+    buildmod.build(clone / "content", clone / "site", signer=parse_private_key(tp.log_key))
+    assert list(outside.iterdir()) == []
