@@ -568,6 +568,17 @@ def row_key(seed: bytes) -> bytes:
     return hmac.new(seed, ROW_KEY_LABEL, hashlib.sha256).digest()
 
 
+def _code_key(key: bytes) -> bytes:
+    """The key rows are tagged with: HMAC-SHA256 of the store's format and
+    :func:`code_digest` under the row key. The meta row naming the code that
+    made the store carries no tag, and rows of another code are a miss only
+    because that row says so: a signing build of an older dreampool tagged its
+    rows with the same row key, and with the meta row set to this code's
+    (public) digest they were all taken, units and fragments an older renderer
+    made among them (THREATS.md T81, review r32)."""
+    return hmac.new(key, f"{FORMAT}\0{code_digest()}".encode(), hashlib.sha256).digest()
+
+
 # --- the store ---------------------------------------------------------------
 
 
@@ -585,8 +596,9 @@ class BuildCache:
 
     def __init__(self, folder: Path | None, *, key: bytes | None = None) -> None:
         self.folder = folder
-        # The row key (row_key) of the build's log key, or None: see _sound.
-        self._key = key
+        # The row key (row_key) of the build's log key, or None: see _sound;
+        # bound to this code (_code_key).
+        self._key = None if key is None else _code_key(key)
         self.sections: dict[str, dict[Any, Any]] = {}
         # per loaded section: a shallow copy as read (save() compares values by
         # identity: entries are immutable and reused, never edited in place)
@@ -595,6 +607,12 @@ class BuildCache:
         self._ready = False
         # Rows sections whose Rows.retain could not delete: name -> the keys to keep.
         self._retain: dict[str, set[str]] = {}
+        # per loaded section: the keys of the rows _load refused (damaged, or not
+        # tagged with this build's row key), which _save deletes. Never loaded,
+        # such a row was never deleted either: with row tags, the rows a build
+        # without the log key wrote outlived every signing build, an erased
+        # dream's text among them (T48, review r32).
+        self._refused: dict[str, list[Any]] = {}
 
     def _sound(self, k: Any, v: Any, d: Any, a: Any) -> bool:
         """Whether a row read back may be decoded. With a row key (a build that
@@ -712,6 +730,7 @@ class BuildCache:
             remove_entry(Path(str(self.path) + suffix))
         for name in self.sections:  # what this build saves next starts a new file
             self._loaded[name] = {}
+        self._refused.clear()
         self.notes.append(f"the build store {self.path} {why}; started it afresh")
 
     def _ensure_schema(self, db: sqlite3.Connection) -> None:
@@ -736,6 +755,7 @@ class BuildCache:
         key_in, value_in = CODECS[name].key_in, CODECS[name].value_in
         section: dict[Any, Any] = {}
         damaged = untagged = 0
+        refused = self._refused[name] = []
         try:
             with self._connect() as db:
                 # Row by row, never all rows at once: at 10k dreams the scan
@@ -747,11 +767,13 @@ class BuildCache:
                             untagged += 1
                         else:
                             damaged += 1
+                        refused.append(k)
                         continue
                     try:
                         section[key_in(k)] = value_in(v)
                     except Exception:  # any damage is a miss, never an error or a wrong entry
                         damaged += 1
+                        refused.append(k)
         except sqlite3.Error as exc:
             self._damaged(exc, "read this build")
             return {}
@@ -796,6 +818,9 @@ class BuildCache:
                 continue  # not a shape the store keeps: the entry is computed again
             upsert.append(self._row(k, v))
         deleted = [(codec.key_out(k),) for k in loaded if k not in section]
+        # Rows refused as read go too (those still wanted are written again below).
+        written = {row[0] for row in upsert}
+        deleted += [(k,) for k in self._refused.pop(name, ()) if k not in written]
         if upsert or deleted:
             db.execute("BEGIN IMMEDIATE")
             db.executemany(f'DELETE FROM "{name}" WHERE k = ?', deleted)

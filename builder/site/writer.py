@@ -38,7 +38,7 @@ import hashlib
 import os
 import shutil
 import stat
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -89,11 +89,18 @@ class SiteWriter:
     generation live (:meth:`commit`); an exception leaves ``out`` untouched.
     """
 
-    def __init__(self, out: Path, *, erasures: int = 0) -> None:
+    def __init__(self, out: Path, *, erasures: int = 0, verify: bool = False) -> None:
         # How many erased dreams the log holds: recorded in the manifest, so
         # that a later build can tell whether the other generation may still
         # show one of them (see retire_stale).
         self.erasures = erasures
+        # Whether a file is kept only once its bytes are read and match the
+        # digest wanted, not on its size and mtime alone (_unchanged). The
+        # build that holds the log key sets it: the publish workflow restores
+        # the generations and their manifests from a cache that code in
+        # another workflow could have written (THREATS.md T81), and tar sets
+        # any size and mtime the archive says (review r32).
+        self.verify = verify
         self.out = out.absolute()
         self.root = builds_dir(self.out)
         _plain_folder(self.root)  # a link here would lead every write elsewhere
@@ -115,6 +122,10 @@ class SiteWriter:
             had = {}
         self.had: dict[str, Entry] = had
         _plain_folder(self.gen)
+        # A generation restored from the publish workflow's cache may hold a
+        # link where a folder was (THREATS.md T45, T81): writes and hard links
+        # made through it landed outside (review r32).
+        _remove_links(self._gen)
         self.written: dict[str, Entry] = {}
         self._claimed: set[str] = set()
         self.changed = 0
@@ -161,7 +172,7 @@ class SiteWriter:
         d = digest(data)
         entry = self.had.get(rel)
         final = f"{self._gen}/{rel}"
-        if entry is not None and entry[0] == d and _unchanged(final, entry):
+        if entry is not None and entry[0] == d and _unchanged(final, entry, self.verify):
             return entry, False
         fd = -1
         if entry is None:
@@ -213,10 +224,18 @@ class SiteWriter:
         generation (recorded in its manifest, and its size and mtime say nobody
         edited it since), so it can be kept without its bytes."""
         entry = self.had.get(rel)
-        if entry is not None and entry[0] == want and _unchanged(f"{self._gen}/{rel}", entry):
+        if (
+            entry is not None
+            and entry[0] == want
+            and _unchanged(f"{self._gen}/{rel}", entry, self.verify)
+        ):
             return True
         entry = self.live_manifest.get(rel)
-        return entry is not None and entry[0] == want and _unchanged(f"{self._live}/{rel}", entry)
+        return (
+            entry is not None
+            and entry[0] == want
+            and _unchanged(f"{self._live}/{rel}", entry, self.verify)
+        )
 
     def keep_all(self, files: Sequence[tuple[str, bytes]]) -> bool:
         """Keep every one of ``files`` (path, digest of the bytes a past build
@@ -241,7 +260,7 @@ class SiteWriter:
             entry = self.had.get(rel)
             if entry is None or entry[0] != want or rel in self._claimed:
                 return False
-            if not _unchanged(f"{self._gen}/{rel}", entry):
+            if not _unchanged(f"{self._gen}/{rel}", entry, self.verify):
                 return False
             found.append((rel, entry))
         for rel, entry in found:
@@ -256,7 +275,11 @@ class SiteWriter:
         entry = self.had.get(rel)
         # Only as it was recorded: a copy edited in place is replaced from the
         # live generation (can_keep said one of the two would do).
-        if entry is not None and entry[0] == want and _unchanged(f"{self._gen}/{rel}", entry):
+        if (
+            entry is not None
+            and entry[0] == want
+            and _unchanged(f"{self._gen}/{rel}", entry, self.verify)
+        ):
             self.written[rel] = entry
             return
         entry = self.live_manifest.get(rel)
@@ -320,6 +343,11 @@ class SiteWriter:
                 os.unlink(f"{self._gen}/{rel}")
             self.changed += 1
         _remove_empty_dirs(self.gen, {r.rpartition("/")[0] for r in gone})
+        if self.verify:
+            # A restored generation may hold files its manifest does not name
+            # (a sound manifest's checksum is public), and the folder goes live
+            # whole (THREATS.md T81, T46 without git; review r32).
+            self.changed += _remove_unlisted(self._gen, self.written.keys())
         _write_manifest(self.root / f"manifest-{self.target}", self.written, erasures=self.erasures)
         _go_live(self.out, self.root, self.target)
 
@@ -333,12 +361,22 @@ def _in_folder(gen: str, rel: str, path: str, flags: int) -> int:
         return os.open(path, flags, 0o644)
 
 
-def _unchanged(path: str, entry: Entry) -> bool:
+def _unchanged(path: str, entry: Entry, verify: bool = False) -> bool:
+    """Whether the file at ``path`` is as ``entry`` records it: its size and
+    mtime, and with ``verify`` its bytes' digest too (SiteWriter.verify)."""
     try:
         st = os.stat(path, follow_symlinks=False)
     except OSError:
         return False
-    return st.st_size == entry[1] and st.st_mtime_ns == entry[2]
+    if st.st_size != entry[1] or st.st_mtime_ns != entry[2]:
+        return False
+    if not verify:
+        return True
+    try:
+        data = _read_plain(Path(path))
+    except OSError:
+        return False
+    return data is not None and digest(data) == entry[0]
 
 
 def write_tree(out: Path, plan: Mapping[str, bytes]) -> int:
@@ -490,6 +528,37 @@ def _replace(tmp: str, dest: str) -> None:
     except IsADirectoryError:  # a past site had a folder here
         shutil.rmtree(dest)
         os.replace(tmp, dest)
+
+
+def _remove_links(gen: str) -> None:
+    """Remove, as itself, every entry under ``gen`` that is neither a plain
+    folder nor a plain file (a link above all: never followed)."""
+    for top, dirs, files in os.walk(gen):
+        for names in (dirs, files):
+            for name in list(names):
+                path = os.path.join(top, name)
+                mode = os.lstat(path).st_mode
+                if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+                    remove_entry(Path(path))
+                    names.remove(name)
+
+
+def _remove_unlisted(gen: str, keep: Collection[str]) -> int:
+    """Remove everything under ``gen`` but the files ``keep`` names (links as
+    links, never followed), and the folders left empty; returns how many
+    entries went."""
+    removed = 0
+    for top, dirs, files in os.walk(gen, topdown=False):
+        prefix = "" if top == gen else os.path.relpath(top, gen).replace(os.sep, "/") + "/"
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(top, d))]:
+            path = os.path.join(top, name)
+            if prefix + name not in keep or not os.path.isfile(path) or os.path.islink(path):
+                remove_entry(Path(path))
+                removed += 1
+        if top != gen:
+            with contextlib.suppress(OSError):
+                os.rmdir(top)  # only if empty
+    return removed
 
 
 def _remove_empty_dirs(gen: Path, candidates: set[str]) -> None:
