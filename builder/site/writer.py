@@ -532,33 +532,41 @@ def _replace(tmp: str, dest: str) -> None:
 
 def _remove_links(gen: str) -> None:
     """Remove, as itself, every entry under ``gen`` that is neither a plain
-    folder nor a plain file (a link above all: never followed)."""
-    for top, dirs, files in os.walk(gen):
-        for names in (dirs, files):
-            for name in list(names):
-                path = os.path.join(top, name)
-                mode = os.lstat(path).st_mode
-                if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
-                    remove_entry(Path(path))
-                    names.remove(name)
+    folder nor a plain file (a link above all: never followed). Each folder's
+    entries are typed by ``scandir`` as it lists them (the type the directory
+    entry holds, no ``stat`` per file: at 10k dreams a generation is 30,000
+    files); one whose type the listing does not give is asked with ``lstat``."""
+    folders = [gen]
+    while folders:
+        with os.scandir(folders.pop()) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append(entry.path)
+                elif not entry.is_file(follow_symlinks=False):
+                    remove_entry(Path(entry.path))
 
 
 def _remove_unlisted(gen: str, keep: Collection[str]) -> int:
-    """Remove everything under ``gen`` but the files ``keep`` names (links as
-    links, never followed), and the folders left empty; returns how many
-    entries went."""
-    removed = 0
-    for top, dirs, files in os.walk(gen, topdown=False):
-        prefix = "" if top == gen else os.path.relpath(top, gen).replace(os.sep, "/") + "/"
-        for name in files + [d for d in dirs if os.path.islink(os.path.join(top, d))]:
-            path = os.path.join(top, name)
-            if prefix + name not in keep or not os.path.isfile(path) or os.path.islink(path):
-                remove_entry(Path(path))
+    """Remove everything under ``gen`` but the plain files ``keep`` names
+    (links as links, never followed), and the folders left empty; returns how
+    many entries went. Typed by ``scandir`` as :func:`_remove_links` is."""
+
+    def sweep(folder: str, prefix: str) -> int:
+        removed = 0
+        with os.scandir(folder) as listed:
+            entries = list(listed)
+        for entry in entries:
+            rel = prefix + entry.name
+            if entry.is_dir(follow_symlinks=False):
+                removed += sweep(entry.path, rel + "/")
+                with contextlib.suppress(OSError):
+                    os.rmdir(entry.path)  # only if empty
+            elif rel not in keep or not entry.is_file(follow_symlinks=False):
+                remove_entry(Path(entry.path))
                 removed += 1
-        if top != gen:
-            with contextlib.suppress(OSError):
-                os.rmdir(top)  # only if empty
-    return removed
+        return removed
+
+    return sweep(gen, "")
 
 
 def _remove_empty_dirs(gen: Path, candidates: set[str]) -> None:
