@@ -261,12 +261,7 @@ def _build(
         view = model.build_model(log, directory, config, base_url=url)
     committed = sum(1 for s in scanned if s.committed)
     verified = sum(1 for s in scanned if not s.cached and not s.committed)
-    # A build that signs reads every file it keeps (T81: the generations come
-    # from the same restored cache as the store).
-    with (
-        stage("site"),
-        writer.SiteWriter(out, erasures=len(log.erased), verify=signer is not None) as w,
-    ):
+    with stage("site"), writer.SiteWriter(out, erasures=len(log.erased)) as w:
         rendered = site.write_site(log, view, w, cache)
     # The generation that was live until now may still show an erased dream:
     # no file under the checkout may keep its text (T48).

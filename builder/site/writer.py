@@ -38,7 +38,7 @@ import hashlib
 import os
 import shutil
 import stat
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -89,18 +89,11 @@ class SiteWriter:
     generation live (:meth:`commit`); an exception leaves ``out`` untouched.
     """
 
-    def __init__(self, out: Path, *, erasures: int = 0, verify: bool = False) -> None:
+    def __init__(self, out: Path, *, erasures: int = 0) -> None:
         # How many erased dreams the log holds: recorded in the manifest, so
         # that a later build can tell whether the other generation may still
         # show one of them (see retire_stale).
         self.erasures = erasures
-        # Whether a file is kept only once its bytes are read and match the
-        # digest wanted, not on its size and mtime alone (_unchanged). The
-        # build that holds the log key sets it: the publish workflow restores
-        # the generations and their manifests from a cache that code in
-        # another workflow could have written (THREATS.md T81), and tar sets
-        # any size and mtime the archive says (review r32).
-        self.verify = verify
         self.out = out.absolute()
         self.root = builds_dir(self.out)
         _plain_folder(self.root)  # a link here would lead every write elsewhere
@@ -172,7 +165,7 @@ class SiteWriter:
         d = digest(data)
         entry = self.had.get(rel)
         final = f"{self._gen}/{rel}"
-        if entry is not None and entry[0] == d and _unchanged(final, entry, self.verify):
+        if entry is not None and entry[0] == d and _unchanged(final, entry):
             return entry, False
         fd = -1
         if entry is None:
@@ -227,14 +220,14 @@ class SiteWriter:
         if (
             entry is not None
             and entry[0] == want
-            and _unchanged(f"{self._gen}/{rel}", entry, self.verify)
+            and _unchanged(f"{self._gen}/{rel}", entry)
         ):
             return True
         entry = self.live_manifest.get(rel)
         return (
             entry is not None
             and entry[0] == want
-            and _unchanged(f"{self._live}/{rel}", entry, self.verify)
+            and _unchanged(f"{self._live}/{rel}", entry)
         )
 
     def keep_all(self, files: Sequence[tuple[str, bytes]]) -> bool:
@@ -260,7 +253,7 @@ class SiteWriter:
             entry = self.had.get(rel)
             if entry is None or entry[0] != want or rel in self._claimed:
                 return False
-            if not _unchanged(f"{self._gen}/{rel}", entry, self.verify):
+            if not _unchanged(f"{self._gen}/{rel}", entry):
                 return False
             found.append((rel, entry))
         for rel, entry in found:
@@ -278,7 +271,7 @@ class SiteWriter:
         if (
             entry is not None
             and entry[0] == want
-            and _unchanged(f"{self._gen}/{rel}", entry, self.verify)
+            and _unchanged(f"{self._gen}/{rel}", entry)
         ):
             self.written[rel] = entry
             return
@@ -343,11 +336,6 @@ class SiteWriter:
                 os.unlink(f"{self._gen}/{rel}")
             self.changed += 1
         _remove_empty_dirs(self.gen, {r.rpartition("/")[0] for r in gone})
-        if self.verify:
-            # A restored generation may hold files its manifest does not name
-            # (a sound manifest's checksum is public), and the folder goes live
-            # whole (THREATS.md T81, T46 without git; review r32).
-            self.changed += _remove_unlisted(self._gen, self.written.keys())
         _write_manifest(self.root / f"manifest-{self.target}", self.written, erasures=self.erasures)
         _go_live(self.out, self.root, self.target)
 
@@ -361,22 +349,14 @@ def _in_folder(gen: str, rel: str, path: str, flags: int) -> int:
         return os.open(path, flags, 0o644)
 
 
-def _unchanged(path: str, entry: Entry, verify: bool = False) -> bool:
+def _unchanged(path: str, entry: Entry) -> bool:
     """Whether the file at ``path`` is as ``entry`` records it: its size and
-    mtime, and with ``verify`` its bytes' digest too (SiteWriter.verify)."""
+    mtime (unread: THREATS.md T81 says what a restored generation can hide)."""
     try:
         st = os.stat(path, follow_symlinks=False)
     except OSError:
         return False
-    if st.st_size != entry[1] or st.st_mtime_ns != entry[2]:
-        return False
-    if not verify:
-        return True
-    try:
-        data = _read_plain(Path(path))
-    except OSError:
-        return False
-    return data is not None and digest(data) == entry[0]
+    return st.st_size == entry[1] and st.st_mtime_ns == entry[2]
 
 
 def write_tree(out: Path, plan: Mapping[str, bytes]) -> int:
@@ -544,29 +524,6 @@ def _remove_links(gen: str) -> None:
                     folders.append(entry.path)
                 elif not entry.is_file(follow_symlinks=False):
                     remove_entry(Path(entry.path))
-
-
-def _remove_unlisted(gen: str, keep: Collection[str]) -> int:
-    """Remove everything under ``gen`` but the plain files ``keep`` names
-    (links as links, never followed), and the folders left empty; returns how
-    many entries went. Typed by ``scandir`` as :func:`_remove_links` is."""
-
-    def sweep(folder: str, prefix: str) -> int:
-        removed = 0
-        with os.scandir(folder) as listed:
-            entries = list(listed)
-        for entry in entries:
-            rel = prefix + entry.name
-            if entry.is_dir(follow_symlinks=False):
-                removed += sweep(entry.path, rel + "/")
-                with contextlib.suppress(OSError):
-                    os.rmdir(entry.path)  # only if empty
-            elif rel not in keep or not entry.is_file(follow_symlinks=False):
-                remove_entry(Path(entry.path))
-                removed += 1
-        return removed
-
-    return sweep(gen, "")
 
 
 def _remove_empty_dirs(gen: Path, candidates: set[str]) -> None:
