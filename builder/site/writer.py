@@ -217,18 +217,10 @@ class SiteWriter:
         generation (recorded in its manifest, and its size and mtime say nobody
         edited it since), so it can be kept without its bytes."""
         entry = self.had.get(rel)
-        if (
-            entry is not None
-            and entry[0] == want
-            and _unchanged(f"{self._gen}/{rel}", entry)
-        ):
+        if entry is not None and entry[0] == want and _unchanged(f"{self._gen}/{rel}", entry):
             return True
         entry = self.live_manifest.get(rel)
-        return (
-            entry is not None
-            and entry[0] == want
-            and _unchanged(f"{self._live}/{rel}", entry)
-        )
+        return entry is not None and entry[0] == want and _unchanged(f"{self._live}/{rel}", entry)
 
     def keep_all(self, files: Sequence[tuple[str, bytes]]) -> bool:
         """Keep every one of ``files`` (path, digest of the bytes a past build
@@ -268,11 +260,7 @@ class SiteWriter:
         entry = self.had.get(rel)
         # Only as it was recorded: a copy edited in place is replaced from the
         # live generation (can_keep said one of the two would do).
-        if (
-            entry is not None
-            and entry[0] == want
-            and _unchanged(f"{self._gen}/{rel}", entry)
-        ):
+        if entry is not None and entry[0] == want and _unchanged(f"{self._gen}/{rel}", entry):
             self.written[rel] = entry
             return
         entry = self.live_manifest.get(rel)
