@@ -136,6 +136,19 @@ def test_a_store_of_older_code_replayed_under_this_codes_digest_is_not_taken(
     assert report.rendered == 2, report.notes
 
 
+def _target_copied_from_live(clone: Path) -> tuple[Path, str]:
+    """The generation the next build writes into, made a copy of the live one
+    with its manifest (sound: its checksum is public), as a restored cache may
+    hold it; returns the builds folder and that generation's name."""
+    builds = clone / ".site.builds"
+    live = (clone / "site").resolve().name
+    target = "b" if live == "a" else "a"
+    shutil.rmtree(builds / target, ignore_errors=True)
+    shutil.copytree(builds / live, builds / target)
+    shutil.copy2(builds / f"manifest-{live}", builds / f"manifest-{target}")
+    return builds, target
+
+
 @_GENERATIONS_RESIDUAL
 def test_a_file_planted_in_a_restored_generation_beside_a_sound_manifest_is_not_published(
     tmp_path: Path,
@@ -151,12 +164,7 @@ def test_a_file_planted_in_a_restored_generation_beside_a_sound_manifest_is_not_
 
     tp, origin = _published(tmp_path)
     clone = _fresh_clone(tmp_path, origin)
-    builds = clone / ".site.builds"
-    live = (clone / "site").resolve().name
-    target = "b" if live == "a" else "a"
-    shutil.rmtree(builds / target, ignore_errors=True)
-    shutil.copytree(builds / live, builds / target)
-    shutil.copy2(builds / f"manifest-{live}", builds / f"manifest-{target}")
+    builds, target = _target_copied_from_live(clone)
     (builds / target / "static").mkdir(exist_ok=True)
     (builds / target / "static" / "pwn.js").write_text("alert('PWNED')\n")
     report = buildmod.build(clone / "content", clone / "site", signer=parse_private_key(tp.log_key))
@@ -174,12 +182,7 @@ def test_a_link_inside_a_restored_generation_leads_no_write_outside(tmp_path: Pa
 
     tp, origin = _published(tmp_path)
     clone = _fresh_clone(tmp_path, origin)
-    builds = clone / ".site.builds"
-    live = (clone / "site").resolve().name
-    target = "b" if live == "a" else "a"
-    shutil.rmtree(builds / target, ignore_errors=True)
-    shutil.copytree(builds / live, builds / target)
-    shutil.copy2(builds / f"manifest-{live}", builds / f"manifest-{target}")
+    builds, target = _target_copied_from_live(clone)
     outside = tmp_path / "outside"
     outside.mkdir()
     shutil.rmtree(builds / target / "dreams")
