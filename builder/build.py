@@ -261,7 +261,10 @@ def _build(
         view = model.build_model(log, directory, config, base_url=url)
     committed = sum(1 for s in scanned if s.committed)
     verified = sum(1 for s in scanned if not s.cached and not s.committed)
-    with stage("site"), writer.SiteWriter(out, erasures=len(log.erased)) as w:
+    # The seals say which generation this pool's builds made (T81: the publish
+    # workflow restores both from a cache); rows a signing build takes are tagged.
+    seals = cache["seals"]
+    with stage("site"), writer.SiteWriter(out, erasures=len(log.erased), seals=seals) as w:
         rendered = site.write_site(log, view, w, cache)
     # The generation that was live until now may still show an erased dream:
     # no file under the checkout may keep its text (T48).

@@ -104,6 +104,7 @@ from builder.files import remove_entry
 from builder.formats.checkpoint import Checkpoint
 from builder.formats.dream import ENTRY_TYPES, HEAD_FIELDS, Dream
 from builder.formats.strictjson import as_int, as_list, as_str
+from builder.site.writer import GENERATIONS, SEAL_SIZE
 
 STORE = "store.sqlite"
 # 5: the patterns' counts, kept so that new counted dreams are added to them.
@@ -113,7 +114,8 @@ STORE = "store.sqlite"
 # (builder.content.filekeys), no longer by a file's stat, so a restored store hits.
 # 6: a dream in the scan section keeps its head apart from its body (_scan_out).
 # 7: each row carries a second digest, keyed with the log key's row key (row_key).
-FORMAT = "dreampool-store/7"
+# 8: the seals section (builder.site.writer: which generation a build made).
+FORMAT = "dreampool-store/8"
 # The files SQLite keeps beside the database (rollback journal, WAL, shared memory).
 _SIDECARS = ("-journal", "-wal", "-shm")
 _DIGEST = 16
@@ -498,6 +500,25 @@ def _bytes_in(data: bytes) -> bytes:
     return data
 
 
+def _generation(name: str) -> str:
+    """A site generation's name (builder.site.writer.GENERATIONS), both ways."""
+    if name not in GENERATIONS:
+        raise ValueError("not a generation")
+    return name
+
+
+def _seal_out(v: bytes) -> bytes:
+    if not isinstance(v, bytes) or len(v) != SEAL_SIZE:
+        raise TypeError("not a seal")
+    return v
+
+
+def _seal_in(data: bytes) -> bytes:
+    if len(data) != SEAL_SIZE:
+        raise ValueError("not a seal")
+    return bytes(data)
+
+
 def _tier(name: str) -> str:
     """A tier rule's name (builder.site.patterns.MIN_TIER's kind), both ways."""
     if name not in ("guest", "member", "maintainer"):
@@ -530,6 +551,7 @@ CODECS: dict[str, Codec] = {
     "words": Codec(_same, _same, _words_out, _words_in),
     "patterns": Codec(_sha256_key, _sha256_key, _bytes_out, _bytes_in),
     "counts": Codec(_tier, _tier, _bytes_out, _bytes_in),
+    "seals": Codec(_generation, _generation, _seal_out, _seal_in),
 }
 
 

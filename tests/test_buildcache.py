@@ -96,6 +96,7 @@ SAMPLES: dict[str, tuple[object, object]] = {
     "words": ("0123456789abcdef", (("parser", "tokens"), (("fact", ("parser",)),))),
     "patterns": (_sha(5), b'[2,"member",0,[],[],[],[]]'),
     "counts": ("member", b'["dreampool-pattern-counts/1","member",0,"",[],[],[],[],[]]'),
+    "seals": ("b", bytes(range(32))),
 }
 
 
@@ -191,6 +192,8 @@ def test_the_store_holds_data_only(tmp_path: Path) -> None:
             elif name == "scan":  # a dream's head, then its body
                 head, body = v.split(b"\n")
                 json.loads(head), json.loads(body)
+            elif name == "seals":  # fixed-size bytes, read by slicing
+                assert buildcache._seal_in(v) == SAMPLES["seals"][1]
             else:
                 json.loads(v)
     assert b"\x80\x05" not in (tmp_path / buildcache.STORE).read_bytes()  # pickle's protocol 5

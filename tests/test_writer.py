@@ -235,3 +235,116 @@ def test_a_manifest_reaches_the_disk_before_its_name(
     writer.write_tree(tmp_path / "site", plan_of(1))
     at = events.index("rename to manifest-a")
     assert at > 0 and events[at - 1] == "fsync"
+
+
+# --- seals: a generation restored from elsewhere (THREATS.md T81) -----------
+
+
+def _sealed_build(out: Path, plan: dict[str, bytes], seals: dict[str, bytes]) -> int:
+    with writer.SiteWriter(out, seals=seals) as w:
+        w.add_all(plan)
+    return w.changed
+
+
+def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every file the writer reads to check its bytes, by path."""
+    reads: list[str] = []
+    holds = writer._holds
+
+    def counted(path: str, want: bytes) -> writer.Entry | None:
+        reads.append(path)
+        return holds(path, want)
+
+    monkeypatch.setattr(writer, "_holds", counted)
+    return reads
+
+
+def _restored(tmp_path: Path, out: Path) -> Path:
+    """A copy of ``out`` and its generations as a cache restore makes it:
+    every folder and file new, sizes and mtimes as they were."""
+    import shutil
+
+    copy = tmp_path / "restored"
+    copy.mkdir()
+    shutil.copytree(writer.builds_dir(out), copy / f".{out.name}.builds", symlinks=True)
+    os.symlink(os.readlink(out), copy / out.name)
+    return copy / out.name
+
+
+def _target(out: Path) -> Path:
+    return writer.builds_dir(out) / ("a" if os.readlink(out).endswith("b") else "b")
+
+
+def test_a_sealed_generation_is_kept_unread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out, seals = tmp_path / "site", {}
+    for _ in range(2):
+        _sealed_build(out, plan_of(20), seals)
+    assert set(seals) == {"a", "b"}
+    reads = _count_reads(monkeypatch)
+    assert _sealed_build(out, plan_of(20), seals) == 0
+    assert _sealed_build(out, plan_of(20, changed=3), seals) == 1
+    assert reads == []
+
+
+def test_a_restored_generation_is_read_whole_and_only_what_it_lists_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """T81: tar restores every size and mtime as its archive says; a page
+    edited with both kept, a file the manifest does not list, and a link
+    are all gone from the generation that goes live."""
+    out, seals = tmp_path / "site", {}
+    for _ in range(2):
+        _sealed_build(out, plan_of(20), seals)
+    restored = _restored(tmp_path, out)
+    target = _target(restored)
+    page = target / "dreams" / "004" / "index.html"
+    st = page.stat()
+    page.write_bytes(b"PWNED!")  # the same size as "page 4"
+    os.utime(page, ns=(st.st_atime_ns, st.st_mtime_ns))
+    (target / "static").mkdir()
+    (target / "static" / "pwn.js").write_text("alert(1)")
+    (target / "dreams" / "000" / "x.html").symlink_to("/etc/passwd")
+    reads = _count_reads(monkeypatch)
+    assert _sealed_build(restored, plan_of(20), seals) == 1  # the edited page
+    assert tree(restored) == plan_of(20)
+    assert not (target / "static" / "pwn.js").exists()
+    assert len(reads) == 21  # every file the manifest lists, each once
+    # Sealed again: what this build made is taken unread next time but one
+    # (the other generation was restored too, and is read once).
+    _sealed_build(restored, plan_of(20), seals)
+    reads.clear()
+    _sealed_build(restored, plan_of(20), seals)
+    assert reads == []
+
+
+def test_a_restored_live_file_is_kept_only_once_read(tmp_path: Path) -> None:
+    """The live generation, restored, lends a file to the new one (a hard
+    link) only if its bytes are the digest its manifest records."""
+    out, seals = tmp_path / "site", {}
+    with writer.SiteWriter(out, seals=seals) as w:
+        w.add_all({"a.html": b"AAAA", "b.html": b"BBBB"})
+    restored = _restored(tmp_path, out)
+    live = restored.resolve()
+    st = (live / "a.html").stat()
+    (live / "a.html").write_bytes(b"EVIL")
+    os.utime(live / "a.html", ns=(st.st_atime_ns, st.st_mtime_ns))
+    with writer.SiteWriter(restored, seals=seals) as w:
+        assert not w.can_keep("a.html", writer.digest(b"AAAA"))
+        assert w.keep_all([("b.html", writer.digest(b"BBBB"))])
+        w.add("a.html", b"AAAA")
+    assert tree(restored) == {"a.html": b"AAAA", "b.html": b"BBBB"}
+
+
+def test_a_seal_binds_the_manifest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A manifest other than the one the seal names (its checksum is public,
+    so anyone can write a sound one) makes the generation unsealed: read whole."""
+    out, seals = tmp_path / "site", {}
+    for _ in range(2):
+        _sealed_build(out, plan_of(5), seals)
+    target = _target(out).name
+    seals[target] = bytes(16) + seals[target][16:]
+    reads = _count_reads(monkeypatch)
+    assert _sealed_build(out, plan_of(5), seals) == 0
+    assert len(reads) == 6

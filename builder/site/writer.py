@@ -23,6 +23,17 @@ to the generation is written in place. Every write goes into a file it has
 just made (``O_EXCL``): a name found in the generation, even a temporary
 one, may be a link to a file the live site serves.
 
+A generation may come from elsewhere: the publish workflow restores both
+from a cache that code in another workflow could have written (THREATS.md
+T81), and tar sets every size and mtime as its archive says. So a build
+records a *seal* for the generation it made (:meth:`SiteWriter.commit`, kept
+in the build store, whose rows a signing build tags): its manifest's checksum
+and its folder's inode and ctime, which no restore can set (a restore makes
+the folder anew; tar then sets its mtime, which stamps its ctime again). A
+generation whose seal does not match is taken only after each file it lists
+is read and found to hold the recorded digest, and everything else in it is
+removed; files are read in threads (hashlib and reads release the GIL).
+
 Paths are checked before a byte is written: relative, no ``..``, no empty or
 ``.`` segment, no two writers of one path.
 """
@@ -38,7 +49,9 @@ import hashlib
 import os
 import shutil
 import stat
-from collections.abc import Iterable, Mapping, Sequence
+import struct
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 
@@ -81,6 +94,11 @@ def builds_dir(out: Path) -> Path:
 
 Entry = tuple[bytes, int, int]  # digest, size, mtime_ns of one file of a generation
 
+# A generation's seal: its manifest's checksum, then its folder's inode and
+# ctime (nanoseconds), big-endian. See the module's docstring.
+_SEAL_STAT = struct.Struct(">QQ")
+SEAL_SIZE = DIGEST_SIZE + _SEAL_STAT.size
+
 
 class SiteWriter:
     """One build's writes into the generation that is not live.
@@ -89,11 +107,21 @@ class SiteWriter:
     generation live (:meth:`commit`); an exception leaves ``out`` untouched.
     """
 
-    def __init__(self, out: Path, *, erasures: int = 0) -> None:
+    def __init__(
+        self,
+        out: Path,
+        *,
+        erasures: int = 0,
+        seals: MutableMapping[str, bytes] | None = None,
+    ) -> None:
         # How many erased dreams the log holds: recorded in the manifest, so
         # that a later build can tell whether the other generation may still
         # show one of them (see retire_stale).
         self.erasures = erasures
+        # The seals of both generations (see seal): given by a build, read
+        # from its store, and updated by commit. Without them (write_tree),
+        # a generation is taken as its manifest records it.
+        self._seals = seals
         self.out = out.absolute()
         self.root = builds_dir(self.out)
         _plain_folder(self.root)  # a link here would lead every write elsewhere
@@ -106,22 +134,38 @@ class SiteWriter:
         self._gen = str(self.gen)
         self._live = f"{self.root}/{live}"
         self._live_manifest: dict[str, Entry] | None = None if live else {}
-        had = _read_manifest(self.root / f"manifest-{self.target}")
+        self._live_sealed = True
+        # The unsealed live generation's files read so far: each as it is, or None.
+        self._live_read: dict[str, Entry | None] = {}
+        found = _read_manifest(self.root / f"manifest-{self.target}")
+        sealed = found is not None and self._sealed(self.target, found[1])
         # From here until commit the target generation is being changed.
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.root / f"manifest-{self.target}")
-        if had is None:
+        if self._seals is not None:
+            self._seals.pop(self.target, None)
+        had = {} if found is None else found[0]
+        if found is None:
             remove_entry(self.gen)
-            had = {}
-        self.had: dict[str, Entry] = had
         _plain_folder(self.gen)
-        # A generation restored from the publish workflow's cache may hold a
-        # link where a folder was (THREATS.md T45, T81): writes and hard links
-        # made through it landed outside (review r32).
-        _remove_links(self._gen)
+        if sealed:
+            # A generation restored from the publish workflow's cache may hold a
+            # link where a folder was (THREATS.md T45, T81): writes and hard links
+            # made through it landed outside (review r32).
+            _remove_links(self._gen)
+        else:
+            had = _verified(self._gen, had)
+        self.had: dict[str, Entry] = had
         self.written: dict[str, Entry] = {}
         self._claimed: set[str] = set()
         self.changed = 0
+
+    def _sealed(self, gen: str, checksum: bytes) -> bool:
+        """Whether ``gen`` is the generation a build of this pool sealed (its
+        manifest's checksum, its folder's inode and ctime): True without seals."""
+        if self._seals is None:
+            return True
+        return self._seals.get(gen) == _seal(self.root / gen, checksum)
 
     def __enter__(self) -> SiteWriter:
         return self
@@ -144,8 +188,22 @@ class SiteWriter:
         """The live generation's manifest, read when first needed: a build
         that finds its files in its own generation never needs it."""
         if self._live_manifest is None:
-            self._live_manifest = _read_manifest(self.root / f"manifest-{self.live}") or {}
+            assert self.live is not None
+            found = _read_manifest(self.root / f"manifest-{self.live}")
+            self._live_manifest = {} if found is None else found[0]
+            self._live_sealed = found is not None and self._sealed(self.live, found[1])
         return self._live_manifest
+
+    def _live_holds(self, rel: str, entry: Entry) -> bool:
+        """Whether the live generation's file at ``rel`` is as its manifest
+        records it: its size and mtime if the generation is sealed, else its
+        bytes, read once (a restored generation: T81)."""
+        path = f"{self._live}/{rel}"
+        if self._live_sealed:
+            return _unchanged(path, entry)
+        if rel not in self._live_read:
+            self._live_read[rel] = _holds(path, entry[0])
+        return self._live_read[rel] is not None
 
     # --- adding files -----------------------------------------------------
 
@@ -220,7 +278,7 @@ class SiteWriter:
         if entry is not None and entry[0] == want and _unchanged(f"{self._gen}/{rel}", entry):
             return True
         entry = self.live_manifest.get(rel)
-        return entry is not None and entry[0] == want and _unchanged(f"{self._live}/{rel}", entry)
+        return entry is not None and entry[0] == want and self._live_holds(rel, entry)
 
     def keep_all(self, files: Sequence[tuple[str, bytes]]) -> bool:
         """Keep every one of ``files`` (path, digest of the bytes a past build
@@ -266,6 +324,7 @@ class SiteWriter:
         entry = self.live_manifest.get(rel)
         if entry is None or entry[0] != want:
             raise PlanError(f"{rel}: kept, but no generation holds it", hint="report this")
+        entry = self._live_read.get(rel) or entry  # as read, if it was (unsealed)
         tmp = self._tmp(rel)
         _unlink_if_there(tmp)
         try:
@@ -314,6 +373,8 @@ class SiteWriter:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(manifest)
         remove_entry(self.root / self.live)
+        if self._seals is not None:
+            self._seals.pop(self.live, None)
         return True
 
     def commit(self) -> None:
@@ -324,8 +385,15 @@ class SiteWriter:
                 os.unlink(f"{self._gen}/{rel}")
             self.changed += 1
         _remove_empty_dirs(self.gen, {r.rpartition("/")[0] for r in gone})
-        _write_manifest(self.root / f"manifest-{self.target}", self.written, erasures=self.erasures)
+        checksum = _write_manifest(
+            self.root / f"manifest-{self.target}", self.written, erasures=self.erasures
+        )
         _go_live(self.out, self.root, self.target)
+        if self._seals is not None:
+            # After the last change to the folder: the next build finds it as sealed.
+            seal = _seal(self.gen, checksum)
+            if seal is not None:
+                self._seals[self.target] = seal
 
 
 def _in_folder(gen: str, rel: str, path: str, flags: int) -> int:
@@ -339,12 +407,80 @@ def _in_folder(gen: str, rel: str, path: str, flags: int) -> int:
 
 def _unchanged(path: str, entry: Entry) -> bool:
     """Whether the file at ``path`` is as ``entry`` records it: its size and
-    mtime (unread: THREATS.md T81 says what a restored generation can hide)."""
+    mtime, unread. Enough only in a sealed generation (the module's docstring;
+    an unsealed one was read whole by _verified first: THREATS.md T81)."""
     try:
         st = os.stat(path, follow_symlinks=False)
     except OSError:
         return False
     return st.st_size == entry[1] and st.st_mtime_ns == entry[2]
+
+
+def _seal(folder: Path, checksum: bytes) -> bytes | None:
+    """The seal of the generation in ``folder`` whose manifest has ``checksum``;
+    None if the folder is gone or not a plain folder."""
+    try:
+        st = os.lstat(folder)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode):
+        return None
+    return checksum + _SEAL_STAT.pack(st.st_ino, st.st_ctime_ns)
+
+
+def _holds(path: str, want: bytes) -> Entry | None:
+    """The entry of the plain file at ``path`` if its bytes have digest
+    ``want``, as it is now (size and mtime); None if they do not, or it is
+    not a plain file (never followed: a link is not one)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        h = _checksum()
+        while chunk := os.read(fd, 1 << 20):
+            h.update(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return (want, st.st_size, st.st_mtime_ns) if h.digest() == want else None
+
+
+def _verified(gen: str, listed: Mapping[str, Entry]) -> dict[str, Entry]:
+    """The entries of ``listed`` whose files in the unsealed generation ``gen``
+    hold their recorded bytes, each as the file now is. Every other entry
+    under ``gen`` goes, as itself: a file the manifest does not list, or
+    whose bytes differ, a link, anything but a plain file or folder (the
+    folder goes live whole, and its manifest's checksum is public: T46 and
+    T81 without git). Read in threads: each file's read and digest release
+    the GIL, so the disk and both cores work at once."""
+    found: list[str] = []
+    folders = [(gen, "")]
+    while folders:
+        folder, prefix = folders.pop()
+        with os.scandir(folder) as entries:
+            for item in entries:
+                rel = prefix + item.name
+                if item.is_dir(follow_symlinks=False):
+                    folders.append((item.path, rel + "/"))
+                elif rel in listed and item.is_file(follow_symlinks=False):
+                    found.append(rel)
+                else:
+                    remove_entry(Path(item.path))
+    workers = min(8, (os.cpu_count() or 1) + 2)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        held = pool.map(lambda rel: _holds(f"{gen}/{rel}", listed[rel][0]), found, chunksize=64)
+        out: dict[str, Entry] = {}
+        for rel, entry in zip(found, held, strict=True):
+            if entry is None:
+                _unlink_if_there(f"{gen}/{rel}")
+            else:
+                out[rel] = entry
+    return out
 
 
 def write_tree(out: Path, plan: Mapping[str, bytes]) -> int:
@@ -369,10 +505,10 @@ def live_site(out: Path) -> tuple[Path, dict[str, Entry]] | None:
     live = _live_generation(out, root)
     if live is None:
         return None
-    entries = _read_manifest(root / f"manifest-{live}")
-    if entries is None:
+    found = _read_manifest(root / f"manifest-{live}")
+    if found is None:
         return None
-    return root / live, entries
+    return root / live, found[0]
 
 
 def _live_generation(out: Path, root: Path) -> str | None:
@@ -540,22 +676,24 @@ MANIFEST_FORMAT = b"dreampool-manifest 3"
 _MANIFEST_END = b"end "
 
 
-def _read_manifest(path: Path) -> dict[str, Entry] | None:
-    """The manifest's entries, or None if it is missing or damaged (the
-    generation is then rewritten in full)."""
+def _read_manifest(path: Path) -> tuple[dict[str, Entry], bytes] | None:
+    """The manifest's entries and checksum, or None if it is missing or
+    damaged (the generation is then rewritten in full)."""
     try:
         data = _read_plain(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
     if data is None:
         return None
-    body = _checked_body(data)
-    if body is None:
+    checked = _checked_body(data)
+    if checked is None:
         return None
+    body, checksum = checked
     try:
-        return _parse_entries(str(body, "utf-8"))
+        entries = _parse_entries(str(body, "utf-8"))
     except (UnicodeDecodeError, ValueError):
         return None
+    return None if entries is None else (entries, checksum)
 
 
 def _read_plain(path: Path) -> bytes | None:
@@ -576,15 +714,16 @@ def _read_plain(path: Path) -> bytes | None:
         os.close(fd)
 
 
-def _checked_body(data: bytes) -> memoryview | None:
-    """``data`` up to its closing line, if that line holds the body's checksum."""
+def _checked_body(data: bytes) -> tuple[memoryview, bytes] | None:
+    """``data`` up to its closing line, and its checksum, if that line holds it."""
     if not data.endswith(b"\n"):
         return None  # cut short, or empty
     start = data.rfind(b"\n", 0, len(data) - 1) + 1
     body = memoryview(data)[:start]
-    if data[start:-1] != _MANIFEST_END + _checksum(body).hexdigest().encode():
+    checksum = _checksum(body)
+    if data[start:-1] != _MANIFEST_END + checksum.hexdigest().encode():
         return None
-    return body
+    return body, checksum.digest()
 
 
 def _checksum(data: bytes | memoryview = b"") -> hashlib.blake2b:
@@ -637,10 +776,11 @@ def _manifest_erasures(path: Path) -> int | None:
     return None if header is None else header[1]
 
 
-def _write_manifest(path: Path, entries: Mapping[str, Entry], *, erasures: int = 0) -> None:
+def _write_manifest(path: Path, entries: Mapping[str, Entry], *, erasures: int = 0) -> bytes:
     """Write ``entries`` under a temporary name, flush it to the disk, then
     rename it into place: unsynced, a power cut can leave the new name on
-    an empty file (the rename reached the disk, the bytes did not)."""
+    an empty file (the rename reached the disk, the bytes did not). Returns
+    its checksum."""
     tmp = str(path.with_name(path.name + ".tmp"))
     with open(_create_new(tmp), "wb") as f:
         check = _checksum()
@@ -651,6 +791,7 @@ def _write_manifest(path: Path, entries: Mapping[str, Entry], *, erasures: int =
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+    return check.digest()
 
 
 def _manifest_chunks(

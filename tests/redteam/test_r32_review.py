@@ -70,16 +70,6 @@ def test_an_erased_dream_a_keyless_build_stored_leaves_no_row_after_a_keyed_buil
     assert [c for c in CANARIES if c.encode() in store] == []
 
 
-_GENERATIONS_RESIDUAL = pytest.mark.xfail(
-    strict=True,
-    reason="T81 residual: a generation restored from the publish cache is kept by its files' "
-    "size and mtime, which tar restores as the archive says. Reading every kept file "
-    "(review r32's fix) took a +1 at 10k from 4.28 s to 7.99 s; the fix to come reads only "
-    "a generation whose manifest the store's tagged rows do not vouch for (inode, ctime).",
-)
-
-
-@_GENERATIONS_RESIDUAL
 def test_a_restored_generation_forged_without_the_log_key_is_not_published(
     tmp_path: Path,
 ) -> None:
@@ -149,7 +139,6 @@ def _target_copied_from_live(clone: Path) -> tuple[Path, str]:
     return builds, target
 
 
-@_GENERATIONS_RESIDUAL
 def test_a_file_planted_in_a_restored_generation_beside_a_sound_manifest_is_not_published(
     tmp_path: Path,
 ) -> None:
