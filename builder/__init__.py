@@ -35,7 +35,7 @@ path as itself); :mod:`builder.errors` is the one error family.
 
 The build's data flow (README.md, "How the build works", has the diagram)::
 
-    content/ ─▶ log.logbuild.prove ─▶ content.pool.scan_dreams ─▶ log.logbuild.update
+    content/ ─▶ log.logbuild.prove ─▶ content.pool.scan_dreams ─▶ log.logbuild.plan/apply
              ─▶ site.model ─▶ site.assemble ─▶ site.writer ─▶ site/ (a link to a generation)
 
 with :mod:`builder.buildcache` (``.site.builds/cache/store.sqlite``) keeping

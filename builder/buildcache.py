@@ -104,7 +104,6 @@ from builder.files import remove_entry
 from builder.formats.checkpoint import Checkpoint
 from builder.formats.dream import ENTRY_TYPES, HEAD_FIELDS, Dream
 from builder.formats.strictjson import as_int, as_list, as_str
-from builder.site.writer import GENERATIONS, SEAL_SIZE
 
 STORE = "store.sqlite"
 # 5: the patterns' counts, kept so that new counted dreams are added to them.
@@ -500,9 +499,16 @@ def _bytes_in(data: bytes) -> bytes:
     return data
 
 
+# A seals row (builder.site.writer.SiteWriter's seals, which sits above the
+# store: tests/test_writer.py checks the two agree): a generation's name, and
+# its manifest's checksum, folder inode and ctime.
+_GENERATIONS = ("a", "b")
+SEAL_SIZE = 32
+
+
 def _generation(name: str) -> str:
-    """A site generation's name (builder.site.writer.GENERATIONS), both ways."""
-    if name not in GENERATIONS:
+    """A site generation's name, both ways."""
+    if name not in _GENERATIONS:
         raise ValueError("not a generation")
     return name
 

@@ -456,3 +456,32 @@ def test_a_restored_store_forged_without_the_log_key_changes_no_byte(tmp_path: P
     built = site_files(clone / "site")
     assert not any(b"PWNED" in data for data in built.values())
     assert built == _cold(clone / "content", tmp_path)
+
+
+def test_a_restored_generation_is_read_once_then_sealed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """T81's cost stays bounded: the first builds after a restore read each
+    restored generation once (builder.site.writer seals), and a build after
+    that reads no file of the site, with or without the log key."""
+    from builder.site import writer
+
+    tp, origin = _published(tmp_path)
+    clone = _fresh_clone(tmp_path, origin)
+    reads: list[str] = []
+    holds = writer._holds
+
+    def counted(path: str, want: bytes) -> writer.Entry | None:
+        reads.append(path)
+        return holds(path, want)
+
+    monkeypatch.setattr(writer, "_holds", counted)
+    signer = parse_private_key(tp.log_key)
+    for _ in range(2):  # one build a generation
+        buildmod.build(clone / "content", clone / "site", signer=signer)
+    assert reads
+    for key in (signer, None, signer):
+        reads.clear()
+        buildmod.build(clone / "content", clone / "site", signer=key)
+        assert reads == []
+    assert site_files(clone / "site") == _cold(clone / "content", tmp_path)

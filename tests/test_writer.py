@@ -275,6 +275,13 @@ def _target(out: Path) -> Path:
     return writer.builds_dir(out) / ("a" if os.readlink(out).endswith("b") else "b")
 
 
+def test_the_store_keeps_seals_as_the_writer_makes_them() -> None:
+    from builder import buildcache
+
+    assert buildcache.SEAL_SIZE == writer.SEAL_SIZE
+    assert buildcache._GENERATIONS == writer.GENERATIONS
+
+
 def test_a_sealed_generation_is_kept_unread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
