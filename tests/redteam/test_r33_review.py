@@ -1,0 +1,165 @@
+"""Review r33: the generation seals (ce2a01c, THREATS.md T81).
+
+A failing test is a defect found in review.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from builder import build as buildmod
+from builder.formats.note import parse_private_key
+from builder.site import writer
+from tests.redteam.test_r32_review import _target_copied_from_live
+from tests.test_store_restore import _cold, _fresh_clone, _published, site_files
+
+
+def _sound_manifest(builds: Path, gen: str, files: dict[str, bytes]) -> None:
+    """A manifest for ``gen`` listing ``files`` as they are on disk there: sound,
+    as anyone can write one (its checksum is public)."""
+    entries: dict[str, writer.Entry] = {}
+    for rel, data in files.items():
+        path = builds / gen / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        st = path.stat()
+        entries[rel] = (writer.digest(data), st.st_size, st.st_mtime_ns)
+    (builds / f"manifest-{gen}").unlink(missing_ok=True)
+    writer._write_manifest(builds / f"manifest-{gen}", entries)
+
+
+def test_a_restored_file_where_the_site_has_a_folder_is_no_traceback(tmp_path: Path) -> None:
+    """T81: a restored generation whose sound manifest lists ``patterns`` as a
+    file (on disk, with its digest) where the site has the folder ``patterns/``.
+    The build makes the folder in its place, then commit unlinks ``patterns``
+    as a file it no longer has: IsADirectoryError, a traceback from the build
+    that signs (and the publish run fails)."""
+    tp, origin = _published(tmp_path)
+    clone = _fresh_clone(tmp_path, origin)
+    builds, target = _target_copied_from_live(clone)
+    shutil.rmtree(builds / target)
+    _sound_manifest(builds, target, {"patterns": b"not a folder\n"})
+    buildmod.build(clone / "content", clone / "site", signer=parse_private_key(tp.log_key))
+    assert (clone / "site").resolve().name == target
+    assert site_files(clone / "site") == _cold(clone / "content", tmp_path)
+
+
+def test_a_restored_folder_where_the_site_has_a_file_is_no_traceback(tmp_path: Path) -> None:
+    """T81: the reverse: a sound manifest lists ``index.html/x`` (a folder where
+    the site has the file ``index.html``). The build replaces the folder with
+    the page, then commit unlinks ``index.html/x``: NotADirectoryError."""
+    tp, origin = _published(tmp_path)
+    clone = _fresh_clone(tmp_path, origin)
+    builds, target = _target_copied_from_live(clone)
+    shutil.rmtree(builds / target)
+    _sound_manifest(builds, target, {"index.html/x": b"a file under a page\n"})
+    buildmod.build(clone / "content", clone / "site", signer=parse_private_key(tp.log_key))
+    assert (clone / "site").resolve().name == target
+    assert site_files(clone / "site") == _cold(clone / "content", tmp_path)
+
+
+def test_a_restored_sparse_file_is_not_read_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """T81 (new with the seals): a generation no seal vouches for is read whole
+    (_verified), each listed file to its end, whatever its size. A restored
+    cache is a tar archive, and tar restores a sparse file (GNU sparse
+    members) from a few bytes: one listed file of terabytes of holes, with a
+    sound manifest recording that size, makes the signing build hash it all
+    (about a second a gigabyte): past the job's 30-minute timeout, the run is
+    cancelled, the cache step that would replace the poisoned state is skipped
+    (``!cancelled()``), and every later publish restores it again. Here 512 MiB
+    of holes: the build hashes them all, though no page of the site is that
+    big and the build wants no file of that digest."""
+    tp, origin = _published(tmp_path)
+    clone = _fresh_clone(tmp_path, origin)
+    builds, target = _target_copied_from_live(clone)
+    found = writer._read_manifest(builds / f"manifest-{target}")
+    assert found is not None
+    entries = dict(found[0])
+    size = 1 << 29
+    hole = builds / target / "static" / "big.bin"
+    with open(hole, "wb") as f:
+        f.truncate(size)
+    entries["static/big.bin"] = (bytes(16), size, hole.stat().st_mtime_ns)
+    (builds / f"manifest-{target}").unlink()
+    writer._write_manifest(builds / f"manifest-{target}", entries)
+    hashed = [0]
+    checksum = writer._checksum
+
+    class Counted:
+        def __init__(self, data: bytes | memoryview = b"") -> None:
+            self.h = checksum(data)
+            hashed[0] += len(data)
+
+        def update(self, data: bytes | memoryview) -> None:
+            hashed[0] += len(data)
+            self.h.update(data)
+
+        def digest(self) -> bytes:
+            return self.h.digest()
+
+        def hexdigest(self) -> str:
+            return self.h.hexdigest()
+
+    monkeypatch.setattr(writer, "_checksum", Counted)
+    buildmod.build(clone / "content", clone / "site", signer=parse_private_key(tp.log_key))
+    assert "static/big.bin" not in site_files(clone / "site")
+    assert hashed[0] < size // 4
+
+
+def test_a_deep_folder_in_a_restored_generation_is_no_traceback(tmp_path: Path) -> None:
+    """T81: a generation without a sound manifest is removed whole
+    (remove_entry: shutil.rmtree, which recurses once per level on Python
+    3.11 and 3.12, an open descriptor each). A restored generation holding
+    a chain of 1,200 nested folders (2,400 bytes of path: tar makes it)
+    raises RecursionError from the signing build; the generation stays, the
+    workflow saves it back (the build failed, the run was not cancelled),
+    and every later publish fails the same way."""
+    tp, origin = _published(tmp_path)
+    clone = _fresh_clone(tmp_path, origin)
+    builds, target = _target_copied_from_live(clone)
+    (builds / f"manifest-{target}").unlink()
+    deep = builds / target / "d"
+    deep.mkdir()
+    fd = os.open(deep, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(1200):
+            os.mkdir("d", dir_fd=fd)
+            nxt = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+    finally:
+        os.close(fd)
+    try:
+        buildmod.build(clone / "content", clone / "site", signer=parse_private_key(tp.log_key))
+        assert (clone / "site").resolve().name == target
+        assert site_files(clone / "site") == _cold(clone / "content", tmp_path)
+    finally:
+        _remove_deep(builds / target)
+
+
+def _remove_deep(top: Path) -> None:
+    """Remove ``top`` however deep it goes, without recursion (pytest's own
+    cleanup uses shutil.rmtree too)."""
+    if not top.exists():
+        return
+    chain = [top]
+    files: list[Path] = []
+    while True:
+        subs = []
+        for p in chain[-1].iterdir():
+            (subs if p.is_dir() and not p.is_symlink() else files).append(p)
+        if not subs:
+            break
+        chain.append(subs[0])
+        for other in subs[1:]:
+            _remove_deep(other)
+    for f in files:
+        f.unlink()
+    for p in reversed(chain):
+        p.rmdir()
