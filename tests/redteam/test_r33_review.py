@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -163,3 +164,41 @@ def _remove_deep(top: Path) -> None:
         f.unlink()
     for p in reversed(chain):
         p.rmdir()
+
+
+def test_a_page_a_cache_restores_over_a_kept_checkout_is_not_published(tmp_path: Path) -> None:
+    """T81: the seal is the generation folder's inode and ctime, and a restore
+    is said to make the folder anew. tar makes only what is missing: where
+    the checkout is kept between runs (a self-hosted runner's workspace, or
+    the same steps run by hand: docs/operators.md "Publishing without
+    GitHub"), an archive holding one page and no entry for its folders
+    (GNU tar, as actions/cache runs it: ``--posix``, ``-xf``) replaces that
+    page in ``dreams/<id>/`` with its size and nanosecond mtime, and leaves
+    the generation folder, its inode and its ctime, as they were. The seal
+    matches, the page is kept unread by the build that signs, and published."""
+    tp, origin = _published(tmp_path)
+    buildmod.build(tp.content, origin / "site", signer=parse_private_key(tp.log_key))
+    live = (origin / "site").resolve().name
+    target = "b" if live == "a" else "a"
+    rel = next((origin / ".site.builds" / target).glob("dreams/*/index.html"))
+    rel = rel.relative_to(origin)
+    page = origin / rel
+    data = page.read_bytes()
+    title = data[data.index(b"<title>") + 7 : data.index(b"</title>")]
+    forged = data.replace(title, b"PWNED" + b"!" * (len(title) - 5))
+    staged = tmp_path / "staged" / rel
+    staged.parent.mkdir(parents=True)
+    staged.write_bytes(forged)
+    mtime = page.stat().st_mtime_ns
+    os.utime(staged, ns=(mtime, mtime))
+    archive = tmp_path / "cache.tar"
+    subprocess.run(
+        ["tar", "--posix", "-cf", str(archive), "-C", str(tmp_path / "staged"), str(rel)],
+        check=True,
+    )
+    subprocess.run(["tar", "-xf", str(archive), "-P", "-C", str(origin)], check=True)
+    assert page.read_bytes() == forged and page.stat().st_mtime_ns == mtime
+    report = buildmod.build(tp.content, origin / "site", signer=parse_private_key(tp.log_key))
+    assert (origin / "site").resolve().name == target
+    built = site_files(origin / "site")
+    assert not any(b"PWNED" in v for v in built.values()), report.notes
