@@ -381,8 +381,7 @@ class SiteWriter:
         """Remove what the new site no longer has, record the manifest, go live."""
         gone = self.had.keys() - self.written.keys()
         for rel in gone:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(f"{self._gen}/{rel}")
+            _unlink_gone(f"{self._gen}/{rel}")
             self.changed += 1
         _remove_empty_dirs(self.gen, {r.rpartition("/")[0] for r in gone})
         checksum = _write_manifest(
@@ -394,6 +393,19 @@ class SiteWriter:
             seal = _seal(self.gen, checksum)
             if seal is not None:
                 self._seals[self.target] = seal
+
+
+def _unlink_gone(path: str) -> None:
+    """Remove the file at ``path`` the new site no longer has. The path may now
+    be a folder this build made, or lie under a file it wrote (a restored
+    manifest may list either, THREATS.md T81): that is the new site's."""
+    try:
+        os.unlink(path)
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    except OSError:  # EISDIR; EPERM on macOS
+        if not stat.S_ISDIR(os.lstat(path).st_mode):
+            raise
 
 
 def _in_folder(gen: str, rel: str, path: str, flags: int) -> int:
