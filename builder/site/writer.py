@@ -202,7 +202,7 @@ class SiteWriter:
         if self._live_sealed:
             return _unchanged(path, entry)
         if rel not in self._live_read:
-            self._live_read[rel] = _holds(path, entry[0])
+            self._live_read[rel] = _holds(path, entry)
         return self._live_read[rel] is not None
 
     # --- adding files -----------------------------------------------------
@@ -440,17 +440,28 @@ def _seal(folder: Path, checksum: bytes) -> bytes | None:
     return checksum + _SEAL_STAT.pack(st.st_ino, st.st_ctime_ns)
 
 
-def _holds(path: str, want: bytes) -> Entry | None:
-    """The entry of the plain file at ``path`` if its bytes have digest
-    ``want``, as it is now (size and mtime); None if they do not, or it is
-    not a plain file (never followed: a link is not one)."""
+# A file bigger than this with less than half its size on the disk (holes)
+# is not read: see _holds.
+_SPARSE_FROM = 1 << 16
+
+
+def _holds(path: str, entry: Entry) -> Entry | None:
+    """The entry of the plain file at ``path`` if its bytes have the digest
+    ``entry`` records, as it is now (size and mtime); None if they do not, or
+    it is not a plain file (never followed: a link is not one). A file of
+    another size than recorded, or mostly holes, is not read: tar restores a
+    sparse file of terabytes from a few bytes of archive (THREATS.md T81,
+    review r33), so what is read is bounded by what the disk holds."""
+    want = entry[0]
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return None
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
+        if not stat.S_ISREG(st.st_mode) or st.st_size != entry[1]:
+            return None
+        if st.st_size > _SPARSE_FROM and st.st_blocks * 512 < st.st_size // 2:
             return None
         h = _checksum()
         while chunk := os.read(fd, 1 << 20):
@@ -485,7 +496,7 @@ def _verified(gen: str, listed: Mapping[str, Entry]) -> dict[str, Entry]:
                     remove_entry(Path(item.path))
     workers = min(8, (os.cpu_count() or 1) + 2)
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        held = pool.map(lambda rel: _holds(f"{gen}/{rel}", listed[rel][0]), found, chunksize=64)
+        held = pool.map(lambda rel: _holds(f"{gen}/{rel}", listed[rel]), found, chunksize=64)
         out: dict[str, Entry] = {}
         for rel, entry in zip(found, held, strict=True):
             if entry is None:
