@@ -47,7 +47,6 @@ import errno
 import fcntl
 import hashlib
 import os
-import shutil
 import stat
 import struct
 from collections.abc import Iterable, Mapping, MutableMapping, Sequence
@@ -555,12 +554,12 @@ def _go_live(out: Path, root: Path, gen: str) -> None:
         # A plain folder (an older dreampool, or made by hand): swap it for the
         # symlink in one step, then delete it.
         if _renameat2_exchange(link, out):
-            shutil.rmtree(link)
+            remove_entry(link)
             return
         old = out.parent / f".{out.name}.old-{os.getpid()}"
         os.rename(out, old)
         os.rename(link, out)
-        shutil.rmtree(old)
+        remove_entry(old)
         return
     os.replace(link, out)
 
@@ -653,7 +652,7 @@ def _replace(tmp: str, dest: str) -> None:
     try:
         os.replace(tmp, dest)
     except IsADirectoryError:  # a past site had a folder here
-        shutil.rmtree(dest)
+        remove_entry(Path(dest))
         os.replace(tmp, dest)
 
 

@@ -202,3 +202,24 @@ def test_a_page_a_cache_restores_over_a_kept_checkout_is_not_published(tmp_path:
     assert (origin / "site").resolve().name == target
     built = site_files(origin / "site")
     assert not any(b"PWNED" in v for v in built.values()), report.notes
+
+
+def test_remove_entry_follows_no_link_in_a_tree(tmp_path: Path) -> None:
+    """T45: the iterative removal (review r33's fix for the deep folder) removes
+    links as themselves, at any depth, and nothing they name."""
+    from builder.files import remove_entry
+
+    outside = tmp_path / "outside"
+    (outside / "sub").mkdir(parents=True)
+    (outside / "sub" / "keep.txt").write_text("keep")
+    tree = tmp_path / "tree"
+    (tree / "a" / "b" / "c").mkdir(parents=True)
+    (tree / "a" / "b" / "c" / "f").write_text("x")
+    (tree / "a" / "file").write_text("y")
+    (tree / "a" / "b" / "dirlink").symlink_to(outside)
+    (tree / "a" / "filelink").symlink_to(outside / "sub" / "keep.txt")
+    (tree / "e").mkdir()
+    os.mkfifo(tree / "e" / "fifo")
+    remove_entry(tree)
+    assert not tree.exists() and not tree.is_symlink()
+    assert (outside / "sub" / "keep.txt").read_text() == "keep"
