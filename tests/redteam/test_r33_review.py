@@ -223,3 +223,65 @@ def test_remove_entry_follows_no_link_in_a_tree(tmp_path: Path) -> None:
     remove_entry(tree)
     assert not tree.exists() and not tree.is_symlink()
     assert (outside / "sub" / "keep.txt").read_text() == "keep"
+
+
+_READ_ONLY_FOLDER = r"""
+import os, shutil, sys
+from pathlib import Path
+from builder.site import derived, writer
+
+tmp, step = Path(sys.argv[1]), sys.argv[2]
+plan = {f"dreams/{i:03}/index.html": f"page {i}".encode() for i in range(5)}
+out, copy = tmp / "site", tmp / "restored"
+if step == "setup":
+    seals = {}
+    for _ in range(2):
+        with writer.SiteWriter(out, seals=seals) as w:
+            w.add_all(plan)
+    # As a restore makes it: new folders, no seal; the generation the next
+    # build writes holds a file its manifest does not list, in a folder of
+    # mode 0o500.
+    copy.mkdir()
+    shutil.copytree(writer.builds_dir(out), copy / ".site.builds", symlinks=True)
+    os.symlink(os.readlink(out), copy / "site")
+    target = copy / ".site.builds" / ("a" if os.readlink(out).endswith("b") else "b")
+    (target / "dreams" / "000" / "planted.js").write_text("alert(1)")
+    os.chmod(target / "dreams" / "000", 0o500)
+    os.chmod(copy / ".site.builds", 0o500)
+else:
+    derived.secure(copy / "site")  # as build.build does first
+    with writer.SiteWriter(copy / "site", seals={}) as w:
+        w.add_all(plan)
+"""
+
+
+def test_a_read_only_folder_in_a_restored_generation_wedges_no_build() -> None:
+    """T81: tar restores a folder's mode as its archive says (umask 022 leaves
+    the owner's bits). The builds folder of mode 0o500: no manifest can be
+    written. A folder of mode 0o500 in the generation the build writes,
+    holding a file its manifest does not list: _verified cannot unlink the
+    file (PermissionError from the signing build); the manifest is gone by
+    then, so the next build removes the generation whole, and cannot either.
+    Every build fails, and the publish workflow saves the same state back
+    after each (the build failed, the run was not cancelled). Run as an
+    unprivileged user (root ignores the mode)."""
+    import sys
+    import tempfile
+
+    # Not under tmp_path: pytest's folders are root's alone.
+    work = Path(tempfile.mkdtemp(prefix="r33-"))
+    cmd = [sys.executable, "-c", _READ_ONLY_FOLDER, str(work)]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    if os.geteuid() == 0:
+        os.chown(work, 65534, 65534)
+        cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
+    try:
+        for step in ("setup", "build", "build again"):
+            # A failed build leaves the generation for the next to try.
+            done = subprocess.run([*cmd, step], env=env, capture_output=True, text=True)
+            assert done.returncode == 0, f"{step}: {done.stderr}"
+    finally:
+        for folder, dirs, _ in os.walk(work):
+            for d in dirs:
+                os.chmod(os.path.join(folder, d), 0o755)
+        shutil.rmtree(work)
