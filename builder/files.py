@@ -62,6 +62,22 @@ def remove_entry(path: Path) -> None:
 
 
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+_OWNER = stat.S_IRWXU
+
+
+def owner_may_change(path: str | os.PathLike[str], st: os.stat_result | None = None) -> None:
+    """Give the plain folder at ``path`` (``st``: its lstat, if known) its
+    owner's read, write and search bits if it lacks any: tar restores a
+    folder's mode as its archive says, and a folder of mode 0o500 or 0o000
+    in the build's derived state would fail every build after it (review
+    r33). A link, or anything not a folder, is left as it is."""
+    if st is None:
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return
+    if stat.S_ISDIR(st.st_mode) and st.st_mode & _OWNER != _OWNER:
+        os.chmod(path, stat.S_IMODE(st.st_mode) | _OWNER)
 
 
 def _remove_tree(path: Path) -> None:
@@ -71,6 +87,7 @@ def _remove_tree(path: Path) -> None:
     can nest as deep as tar makes it (RecursionError, review r33). Each
     folder is opened by name from its parent without following a link, its
     other entries unlinked as themselves; going back up is ``..``."""
+    owner_may_change(path)
     fd = os.open(path, _FOLDER)
     # The folders gone down into (each by its name in its parent), each with
     # the subfolders it still holds.
@@ -80,7 +97,13 @@ def _remove_tree(path: Path) -> None:
             name, subs = stack[-1]
             if subs:
                 sub = subs.pop()
-                child = os.open(sub, _FOLDER, dir_fd=fd)
+                try:
+                    child = os.open(sub, _FOLDER, dir_fd=fd)
+                except PermissionError:  # mode 0o000 (see owner_may_change)
+                    os.chmod(sub, _OWNER, dir_fd=fd)
+                    child = os.open(sub, _FOLDER, dir_fd=fd)
+                with contextlib.suppress(OSError):  # mode 0o500: its entries stay
+                    os.fchmod(child, _OWNER)
                 os.close(fd)
                 fd = child
                 stack.append((sub, _unlink_files(fd)))

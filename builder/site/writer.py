@@ -55,7 +55,7 @@ from pathlib import Path
 from types import TracebackType
 
 from builder.errors import DreampoolError
-from builder.files import remove_entry
+from builder.files import owner_may_change, remove_entry
 
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
@@ -482,12 +482,15 @@ def _verified(gen: str, listed: Mapping[str, Entry]) -> dict[str, Entry]:
     the GIL, so the disk and both cores work at once."""
     found: list[str] = []
     folders = [(gen, "")]
+    owner_may_change(gen)
     while folders:
         folder, prefix = folders.pop()
         with os.scandir(folder) as entries:
             for item in entries:
                 rel = prefix + item.name
                 if item.is_dir(follow_symlinks=False):
+                    # A folder of mode 0o500 restored (T81): nothing in it could go.
+                    owner_may_change(item.path, item.stat(follow_symlinks=False))
                     folders.append((item.path, rel + "/"))
                 elif rel in listed and item.is_file(follow_symlinks=False):
                     found.append(rel)
