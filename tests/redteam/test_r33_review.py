@@ -285,3 +285,31 @@ def test_a_read_only_folder_in_a_restored_generation_wedges_no_build() -> None:
             for d in dirs:
                 os.chmod(os.path.join(folder, d), 0o755)
         shutil.rmtree(work)
+
+
+def test_a_live_generation_that_is_a_link_is_not_taken_as_sealed(tmp_path: Path) -> None:
+    """T81, T45 (defence in depth): ``_sealed`` compares the store's row with
+    the folder's seal, and both are None when there is no row and the
+    generation is not a plain folder (a link): the writer took it as sealed,
+    and kept a page of the folder the link names by its size and mtime,
+    unread. A build removes such a link first (derived.secure), so only the
+    writer's own check is at fault here; it should not depend on that."""
+    out, seals = tmp_path / "site", {}
+    plan = {"x/a.html": b"AAAA", "x/b.html": b"BBBB"}
+    with writer.SiteWriter(out, seals=seals) as w:
+        w.add_all(plan)
+    root = writer.builds_dir(out)
+    live = os.readlink(out).rsplit("/", 1)[1]
+    forged = tmp_path / "forged"
+    shutil.copytree(root / live, forged)
+    page = forged / "x" / "a.html"
+    st = page.stat()
+    page.write_bytes(b"EVIL")
+    os.utime(page, ns=(st.st_atime_ns, st.st_mtime_ns))
+    shutil.rmtree(root / live)
+    (root / live).symlink_to(forged)
+    with writer.SiteWriter(out, seals={}) as w:
+        if not w.keep_all([("x/a.html", writer.digest(b"AAAA"))]):
+            w.add("x/a.html", b"AAAA")
+        w.add("x/b.html", b"BBBB")
+    assert (out / "x" / "a.html").read_bytes() == b"AAAA"
