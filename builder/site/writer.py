@@ -164,7 +164,9 @@ class SiteWriter:
         manifest's checksum, its folder's inode and ctime): True without seals."""
         if self._seals is None:
             return True
-        return self._seals.get(gen) == _seal(self.root / gen, checksum)
+        # Not a plain folder (a link, or gone) and no row are both None: unsealed.
+        seal = _seal(self.root / gen, checksum)
+        return seal is not None and self._seals.get(gen) == seal
 
     def __enter__(self) -> SiteWriter:
         return self
