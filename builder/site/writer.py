@@ -28,11 +28,13 @@ from a cache that code in another workflow could have written (THREATS.md
 T81), and tar sets every size and mtime as its archive says. So a build
 records a *seal* for the generation it made (:meth:`SiteWriter.commit`, kept
 in the build store, whose rows a signing build tags): its manifest's checksum
-and its folder's inode and ctime, which no restore can set (a restore makes
-the folder anew; tar then sets its mtime, which stamps its ctime again). A
-generation whose seal does not match is taken only after each file it lists
-is read and found to hold the recorded digest, and everything else in it is
-removed; files are read in threads (hashlib and reads release the GIL).
+and the inode and ctime of each of its folders, which no restore can set (a
+restore makes a folder anew, or, over a checkout kept between runs, unlinks
+a file before it writes it again, which stamps its folder's ctime; tar then
+sets a folder's mtime, which stamps its ctime again). A generation whose
+seal does not match is taken only after each file it lists is read and found
+to hold the recorded digest, and everything else in it is removed; files are
+read in threads (hashlib and reads release the GIL).
 
 Paths are checked before a byte is written: relative, no ``..``, no empty or
 ``.`` segment, no two writers of one path.
@@ -93,10 +95,11 @@ def builds_dir(out: Path) -> Path:
 
 Entry = tuple[bytes, int, int]  # digest, size, mtime_ns of one file of a generation
 
-# A generation's seal: its manifest's checksum, then its folder's inode and
-# ctime (nanoseconds), big-endian. See the module's docstring.
+# A generation's seal: its manifest's checksum, then a digest of the inode
+# and ctime (nanoseconds, big-endian) of each of its folders, the generation's
+# own first. See the module's docstring.
 _SEAL_STAT = struct.Struct(">QQ")
-SEAL_SIZE = DIGEST_SIZE + _SEAL_STAT.size
+SEAL_SIZE = 2 * DIGEST_SIZE
 
 
 class SiteWriter:
@@ -137,7 +140,7 @@ class SiteWriter:
         # The unsealed live generation's files read so far: each as it is, or None.
         self._live_read: dict[str, Entry | None] = {}
         found = _read_manifest(self.root / f"manifest-{self.target}")
-        sealed = found is not None and self._sealed(self.target, found[1])
+        sealed = found is not None and self._sealed(self.target, *found)
         # From here until commit the target generation is being changed.
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.root / f"manifest-{self.target}")
@@ -159,14 +162,16 @@ class SiteWriter:
         self._claimed: set[str] = set()
         self.changed = 0
 
-    def _sealed(self, gen: str, checksum: bytes) -> bool:
+    def _sealed(self, gen: str, entries: Mapping[str, Entry], checksum: bytes) -> bool:
         """Whether ``gen`` is the generation a build of this pool sealed (its
-        manifest's checksum, its folder's inode and ctime): True without seals."""
+        manifest's checksum, its folders' inodes and ctimes): True without seals."""
         if self._seals is None:
             return True
         # Not a plain folder (a link, or gone) and no row are both None: unsealed.
-        seal = _seal(self.root / gen, checksum)
-        return seal is not None and self._seals.get(gen) == seal
+        row = self._seals.get(gen)
+        if row is None or row[:DIGEST_SIZE] != checksum:
+            return False
+        return _seal(self.root / gen, checksum, entries) == row
 
     def __enter__(self) -> SiteWriter:
         return self
@@ -192,7 +197,7 @@ class SiteWriter:
             assert self.live is not None
             found = _read_manifest(self.root / f"manifest-{self.live}")
             self._live_manifest = {} if found is None else found[0]
-            self._live_sealed = found is not None and self._sealed(self.live, found[1])
+            self._live_sealed = found is not None and self._sealed(self.live, *found)
         return self._live_manifest
 
     def _live_holds(self, rel: str, entry: Entry) -> bool:
@@ -391,7 +396,7 @@ class SiteWriter:
         _go_live(self.out, self.root, self.target)
         if self._seals is not None:
             # After the last change to the folder: the next build finds it as sealed.
-            seal = _seal(self.gen, checksum)
+            seal = _seal(self.gen, checksum, self.written)
             if seal is not None:
                 self._seals[self.target] = seal
 
@@ -429,16 +434,31 @@ def _unchanged(path: str, entry: Entry) -> bool:
     return st.st_size == entry[1] and st.st_mtime_ns == entry[2]
 
 
-def _seal(folder: Path, checksum: bytes) -> bytes | None:
-    """The seal of the generation in ``folder`` whose manifest has ``checksum``;
-    None if the folder is gone or not a plain folder."""
-    try:
-        st = os.lstat(folder)
-    except OSError:
-        return None
-    if not stat.S_ISDIR(st.st_mode):
-        return None
-    return checksum + _SEAL_STAT.pack(st.st_ino, st.st_ctime_ns)
+def _seal(folder: Path, checksum: bytes, entries: Iterable[str]) -> bytes | None:
+    """The seal of the generation in ``folder`` whose manifest has ``checksum``
+    and lists ``entries``; None if it or a folder of theirs is gone or not a
+    plain folder. Every folder counts, not only the generation's: tar over a
+    checkout kept between runs replaces a file by unlinking it, which stamps
+    the ctime of its own folder alone (review r33)."""
+    h = _checksum()
+    folders = {"": None}  # each folder once, parents first, in the entries' order
+    for rel in entries:
+        head = rel.rpartition("/")[0]
+        new = []
+        while head and head not in folders:
+            new.append(head)
+            head = head.rpartition("/")[0]
+        folders.update(dict.fromkeys(reversed(new)))
+    base = str(folder)
+    for rel in folders:
+        try:
+            st = os.lstat(f"{base}/{rel}" if rel else base)
+        except OSError:
+            return None
+        if not stat.S_ISDIR(st.st_mode):
+            return None
+        h.update(_SEAL_STAT.pack(st.st_ino, st.st_ctime_ns))
+    return checksum + h.digest()
 
 
 # A file bigger than this with less than half its size on the disk (holes)
