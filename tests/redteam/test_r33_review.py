@@ -313,3 +313,29 @@ def test_a_live_generation_that_is_a_link_is_not_taken_as_sealed(tmp_path: Path)
             w.add("x/a.html", b"AAAA")
         w.add("x/b.html", b"BBBB")
     assert (out / "x" / "a.html").read_bytes() == b"AAAA"
+
+
+def _folders(site: Path) -> set[str]:
+    root = site.resolve()
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_dir()}
+
+
+def test_a_folder_planted_in_a_restored_generation_is_not_published(tmp_path: Path) -> None:
+    """T81 (T46 without git): _verified removes every file the manifest does
+    not list, but no folder: folders planted in a restored generation
+    (``.well-known/``, ``static/evil/``) went live, empty, with the site
+    (the artifact is the folder whole). Worse, the build then seals the
+    generation with them: they are no folder of the manifest, so a file tar
+    later adds in one, over a kept checkout, stamps no folder the seal
+    holds, and goes live too."""
+    tp, origin = _published(tmp_path)
+    clone = _fresh_clone(tmp_path, origin)
+    builds, target = _target_copied_from_live(clone)
+    (builds / target / ".well-known" / "acme").mkdir(parents=True)
+    (builds / target / "static" / "evil").mkdir()
+    (builds / target / "static" / "evil" / "pwn.js").write_text("alert(1)")
+    buildmod.build(clone / "content", clone / "site", signer=parse_private_key(tp.log_key))
+    assert (clone / "site").resolve().name == target
+    cold = tmp_path / "cold-out" / "site"
+    assert site_files(clone / "site") == _cold(clone / "content", tmp_path)
+    assert _folders(clone / "site") == _folders(cold)
