@@ -504,16 +504,26 @@ def _verified(gen: str, listed: Mapping[str, Entry]) -> dict[str, Entry]:
     the GIL, so the disk and both cores work at once."""
     found: list[str] = []
     folders = [(gen, "")]
+    walked: list[str] = []
     owner_may_change(gen)
+    # The folders the listed files are in: any other goes whole (planted, it
+    # would go live, and the seal would not hold it: review r33).
+    listed_folders: set[str] = set()
+    for rel in listed:
+        head = rel.rpartition("/")[0]
+        while head and head not in listed_folders:
+            listed_folders.add(head)
+            head = head.rpartition("/")[0]
     while folders:
         folder, prefix = folders.pop()
         with os.scandir(folder) as entries:
             for item in entries:
                 rel = prefix + item.name
-                if item.is_dir(follow_symlinks=False):
+                if item.is_dir(follow_symlinks=False) and rel in listed_folders:
                     # A folder of mode 0o500 restored (T81): nothing in it could go.
                     owner_may_change(item.path, item.stat(follow_symlinks=False))
                     folders.append((item.path, rel + "/"))
+                    walked.append(rel)
                 elif rel in listed and item.is_file(follow_symlinks=False):
                     found.append(rel)
                 else:
@@ -527,7 +537,21 @@ def _verified(gen: str, listed: Mapping[str, Entry]) -> dict[str, Entry]:
                 _unlink_if_there(f"{gen}/{rel}")
             else:
                 out[rel] = entry
+    # A folder the manifest names that no file kept is in goes too.
+    kept = {head for rel in out for head in _folders_of(rel)}
+    for rel in walked:
+        parent = rel.rpartition("/")[0]
+        if rel not in kept and (not parent or parent in kept):
+            remove_entry(Path(f"{gen}/{rel}"))
     return out
+
+
+def _folders_of(rel: str) -> Iterable[str]:
+    """The folders ``rel`` is in, innermost first."""
+    head = rel.rpartition("/")[0]
+    while head:
+        yield head
+        head = head.rpartition("/")[0]
 
 
 def write_tree(out: Path, plan: Mapping[str, bytes]) -> int:

@@ -334,6 +334,14 @@ def test_a_folder_planted_in_a_restored_generation_is_not_published(tmp_path: Pa
     (builds / target / ".well-known" / "acme").mkdir(parents=True)
     (builds / target / "static" / "evil").mkdir()
     (builds / target / "static" / "evil" / "pwn.js").write_text("alert(1)")
+    # A folder the manifest names, whose file is not what it records.
+    (builds / target / "static" / "listed").mkdir()
+    (builds / target / "static" / "listed" / "x.js").write_text("alert(2)")
+    found = writer._read_manifest(builds / f"manifest-{target}")
+    assert found is not None
+    entries = {**found[0], "static/listed/x.js": (bytes(16), 8, 0)}
+    (builds / f"manifest-{target}").unlink()
+    writer._write_manifest(builds / f"manifest-{target}", entries)
     buildmod.build(clone / "content", clone / "site", signer=parse_private_key(tp.log_key))
     assert (clone / "site").resolve().name == target
     cold = tmp_path / "cold-out" / "site"
