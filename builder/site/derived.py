@@ -30,7 +30,7 @@ import stat
 from pathlib import Path
 
 from builder.content import gitrepo
-from builder.files import remove_entry
+from builder.files import owner_may_change, remove_entry
 from builder.site.writer import GENERATIONS, builds_dir
 
 
@@ -67,7 +67,11 @@ def secure(out: Path) -> list[str]:
         notes.append(f"{root} was not a plain folder (a link?); removed it, not what it names")
         remove_entry(root)
         return notes
+    # Restored with the mode its archive gave it (T81): 0o500 would fail every build.
+    owner_may_change(root)
+    owner_may_change(root / "cache")
     for name in GENERATIONS:
+        owner_may_change(root / name)
         if _kind(root / name) not in (None, "dir"):
             notes.append(f"{root / name} was not a plain folder; removed it")
             remove_entry(root / name)

@@ -28,11 +28,13 @@ from a cache that code in another workflow could have written (THREATS.md
 T81), and tar sets every size and mtime as its archive says. So a build
 records a *seal* for the generation it made (:meth:`SiteWriter.commit`, kept
 in the build store, whose rows a signing build tags): its manifest's checksum
-and its folder's inode and ctime, which no restore can set (a restore makes
-the folder anew; tar then sets its mtime, which stamps its ctime again). A
-generation whose seal does not match is taken only after each file it lists
-is read and found to hold the recorded digest, and everything else in it is
-removed; files are read in threads (hashlib and reads release the GIL).
+and the inode and ctime of each of its folders, which no restore can set (a
+restore makes a folder anew, or, over a checkout kept between runs, unlinks
+a file before it writes it again, which stamps its folder's ctime; tar then
+sets a folder's mtime, which stamps its ctime again). A generation whose
+seal does not match is taken only after each file it lists is read and found
+to hold the recorded digest, and everything else in it is removed; files are
+read in threads (hashlib and reads release the GIL).
 
 Paths are checked before a byte is written: relative, no ``..``, no empty or
 ``.`` segment, no two writers of one path.
@@ -47,7 +49,6 @@ import errno
 import fcntl
 import hashlib
 import os
-import shutil
 import stat
 import struct
 from collections.abc import Iterable, Mapping, MutableMapping, Sequence
@@ -56,7 +57,7 @@ from pathlib import Path
 from types import TracebackType
 
 from builder.errors import DreampoolError
-from builder.files import remove_entry
+from builder.files import owner_may_change, remove_entry
 
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
@@ -94,10 +95,11 @@ def builds_dir(out: Path) -> Path:
 
 Entry = tuple[bytes, int, int]  # digest, size, mtime_ns of one file of a generation
 
-# A generation's seal: its manifest's checksum, then its folder's inode and
-# ctime (nanoseconds), big-endian. See the module's docstring.
+# A generation's seal: its manifest's checksum, then a digest of the inode
+# and ctime (nanoseconds, big-endian) of each of its folders, the generation's
+# own first. See the module's docstring.
 _SEAL_STAT = struct.Struct(">QQ")
-SEAL_SIZE = DIGEST_SIZE + _SEAL_STAT.size
+SEAL_SIZE = 2 * DIGEST_SIZE
 
 
 class SiteWriter:
@@ -138,7 +140,7 @@ class SiteWriter:
         # The unsealed live generation's files read so far: each as it is, or None.
         self._live_read: dict[str, Entry | None] = {}
         found = _read_manifest(self.root / f"manifest-{self.target}")
-        sealed = found is not None and self._sealed(self.target, found[1])
+        sealed = found is not None and self._sealed(self.target, *found)
         # From here until commit the target generation is being changed.
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.root / f"manifest-{self.target}")
@@ -160,12 +162,16 @@ class SiteWriter:
         self._claimed: set[str] = set()
         self.changed = 0
 
-    def _sealed(self, gen: str, checksum: bytes) -> bool:
+    def _sealed(self, gen: str, entries: Mapping[str, Entry], checksum: bytes) -> bool:
         """Whether ``gen`` is the generation a build of this pool sealed (its
-        manifest's checksum, its folder's inode and ctime): True without seals."""
+        manifest's checksum, its folders' inodes and ctimes): True without seals."""
         if self._seals is None:
             return True
-        return self._seals.get(gen) == _seal(self.root / gen, checksum)
+        # Not a plain folder (a link, or gone) and no row are both None: unsealed.
+        row = self._seals.get(gen)
+        if row is None or row[:DIGEST_SIZE] != checksum:
+            return False
+        return _seal(self.root / gen, checksum, entries) == row
 
     def __enter__(self) -> SiteWriter:
         return self
@@ -191,7 +197,7 @@ class SiteWriter:
             assert self.live is not None
             found = _read_manifest(self.root / f"manifest-{self.live}")
             self._live_manifest = {} if found is None else found[0]
-            self._live_sealed = found is not None and self._sealed(self.live, found[1])
+            self._live_sealed = found is not None and self._sealed(self.live, *found)
         return self._live_manifest
 
     def _live_holds(self, rel: str, entry: Entry) -> bool:
@@ -202,7 +208,7 @@ class SiteWriter:
         if self._live_sealed:
             return _unchanged(path, entry)
         if rel not in self._live_read:
-            self._live_read[rel] = _holds(path, entry[0])
+            self._live_read[rel] = _holds(path, entry)
         return self._live_read[rel] is not None
 
     # --- adding files -----------------------------------------------------
@@ -381,8 +387,7 @@ class SiteWriter:
         """Remove what the new site no longer has, record the manifest, go live."""
         gone = self.had.keys() - self.written.keys()
         for rel in gone:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(f"{self._gen}/{rel}")
+            _unlink_gone(f"{self._gen}/{rel}")
             self.changed += 1
         _remove_empty_dirs(self.gen, {r.rpartition("/")[0] for r in gone})
         checksum = _write_manifest(
@@ -391,9 +396,22 @@ class SiteWriter:
         _go_live(self.out, self.root, self.target)
         if self._seals is not None:
             # After the last change to the folder: the next build finds it as sealed.
-            seal = _seal(self.gen, checksum)
+            seal = _seal(self.gen, checksum, self.written)
             if seal is not None:
                 self._seals[self.target] = seal
+
+
+def _unlink_gone(path: str) -> None:
+    """Remove the file at ``path`` the new site no longer has. The path may now
+    be a folder this build made, or lie under a file it wrote (a restored
+    manifest may list either, THREATS.md T81): that is the new site's."""
+    try:
+        os.unlink(path)
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    except OSError:  # EISDIR; EPERM on macOS
+        if not stat.S_ISDIR(os.lstat(path).st_mode):
+            raise
 
 
 def _in_folder(gen: str, rel: str, path: str, flags: int) -> int:
@@ -416,29 +434,55 @@ def _unchanged(path: str, entry: Entry) -> bool:
     return st.st_size == entry[1] and st.st_mtime_ns == entry[2]
 
 
-def _seal(folder: Path, checksum: bytes) -> bytes | None:
-    """The seal of the generation in ``folder`` whose manifest has ``checksum``;
-    None if the folder is gone or not a plain folder."""
-    try:
-        st = os.lstat(folder)
-    except OSError:
-        return None
-    if not stat.S_ISDIR(st.st_mode):
-        return None
-    return checksum + _SEAL_STAT.pack(st.st_ino, st.st_ctime_ns)
+def _seal(folder: Path, checksum: bytes, entries: Iterable[str]) -> bytes | None:
+    """The seal of the generation in ``folder`` whose manifest has ``checksum``
+    and lists ``entries``; None if it or a folder of theirs is gone or not a
+    plain folder. Every folder counts, not only the generation's: tar over a
+    checkout kept between runs replaces a file by unlinking it, which stamps
+    the ctime of its own folder alone (review r33)."""
+    h = _checksum()
+    folders = {"": None}  # each folder once, parents first, in the entries' order
+    for rel in entries:
+        head = rel.rpartition("/")[0]
+        new = []
+        while head and head not in folders:
+            new.append(head)
+            head = head.rpartition("/")[0]
+        folders.update(dict.fromkeys(reversed(new)))
+    base = str(folder)
+    for rel in folders:
+        try:
+            st = os.lstat(f"{base}/{rel}" if rel else base)
+        except OSError:
+            return None
+        if not stat.S_ISDIR(st.st_mode):
+            return None
+        h.update(_SEAL_STAT.pack(st.st_ino, st.st_ctime_ns))
+    return checksum + h.digest()
 
 
-def _holds(path: str, want: bytes) -> Entry | None:
-    """The entry of the plain file at ``path`` if its bytes have digest
-    ``want``, as it is now (size and mtime); None if they do not, or it is
-    not a plain file (never followed: a link is not one)."""
+# A file bigger than this with less than half its size on the disk (holes)
+# is not read: see _holds.
+_SPARSE_FROM = 1 << 16
+
+
+def _holds(path: str, entry: Entry) -> Entry | None:
+    """The entry of the plain file at ``path`` if its bytes have the digest
+    ``entry`` records, as it is now (size and mtime); None if they do not, or
+    it is not a plain file (never followed: a link is not one). A file of
+    another size than recorded, or mostly holes, is not read: tar restores a
+    sparse file of terabytes from a few bytes of archive (THREATS.md T81,
+    review r33), so what is read is bounded by what the disk holds."""
+    want = entry[0]
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return None
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
+        if not stat.S_ISREG(st.st_mode) or st.st_size != entry[1]:
+            return None
+        if st.st_size > _SPARSE_FROM and st.st_blocks * 512 < st.st_size // 2:
             return None
         h = _checksum()
         while chunk := os.read(fd, 1 << 20):
@@ -460,27 +504,54 @@ def _verified(gen: str, listed: Mapping[str, Entry]) -> dict[str, Entry]:
     the GIL, so the disk and both cores work at once."""
     found: list[str] = []
     folders = [(gen, "")]
+    walked: list[str] = []
+    owner_may_change(gen)
+    # The folders the listed files are in: any other goes whole (planted, it
+    # would go live, and the seal would not hold it: review r33).
+    listed_folders: set[str] = set()
+    for rel in listed:
+        head = rel.rpartition("/")[0]
+        while head and head not in listed_folders:
+            listed_folders.add(head)
+            head = head.rpartition("/")[0]
     while folders:
         folder, prefix = folders.pop()
         with os.scandir(folder) as entries:
             for item in entries:
                 rel = prefix + item.name
-                if item.is_dir(follow_symlinks=False):
+                if item.is_dir(follow_symlinks=False) and rel in listed_folders:
+                    # A folder of mode 0o500 restored (T81): nothing in it could go.
+                    owner_may_change(item.path, item.stat(follow_symlinks=False))
                     folders.append((item.path, rel + "/"))
+                    walked.append(rel)
                 elif rel in listed and item.is_file(follow_symlinks=False):
                     found.append(rel)
                 else:
                     remove_entry(Path(item.path))
     workers = min(8, (os.cpu_count() or 1) + 2)
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        held = pool.map(lambda rel: _holds(f"{gen}/{rel}", listed[rel][0]), found, chunksize=64)
+        held = pool.map(lambda rel: _holds(f"{gen}/{rel}", listed[rel]), found, chunksize=64)
         out: dict[str, Entry] = {}
         for rel, entry in zip(found, held, strict=True):
             if entry is None:
                 _unlink_if_there(f"{gen}/{rel}")
             else:
                 out[rel] = entry
+    # A folder the manifest names that no file kept is in goes too.
+    kept = {head for rel in out for head in _folders_of(rel)}
+    for rel in walked:
+        parent = rel.rpartition("/")[0]
+        if rel not in kept and (not parent or parent in kept):
+            remove_entry(Path(f"{gen}/{rel}"))
     return out
+
+
+def _folders_of(rel: str) -> Iterable[str]:
+    """The folders ``rel`` is in, innermost first."""
+    head = rel.rpartition("/")[0]
+    while head:
+        yield head
+        head = head.rpartition("/")[0]
 
 
 def write_tree(out: Path, plan: Mapping[str, bytes]) -> int:
@@ -532,12 +603,12 @@ def _go_live(out: Path, root: Path, gen: str) -> None:
         # A plain folder (an older dreampool, or made by hand): swap it for the
         # symlink in one step, then delete it.
         if _renameat2_exchange(link, out):
-            shutil.rmtree(link)
+            remove_entry(link)
             return
         old = out.parent / f".{out.name}.old-{os.getpid()}"
         os.rename(out, old)
         os.rename(link, out)
-        shutil.rmtree(old)
+        remove_entry(old)
         return
     os.replace(link, out)
 
@@ -630,7 +701,7 @@ def _replace(tmp: str, dest: str) -> None:
     try:
         os.replace(tmp, dest)
     except IsADirectoryError:  # a past site had a folder here
-        shutil.rmtree(dest)
+        remove_entry(Path(dest))
         os.replace(tmp, dest)
 
 
