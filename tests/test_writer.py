@@ -355,3 +355,22 @@ def test_a_seal_binds_the_manifest(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     reads = _count_reads(monkeypatch)
     assert _sealed_build(out, plan_of(5), seals) == 0
     assert len(reads) == 6
+
+
+def test_a_writer_that_fails_to_open_releases_the_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review r33: a SiteWriter whose setup raised kept the build lock, and
+    every later build in the same process said another build was writing."""
+    out = tmp_path / "site"
+    writer.write_tree(out, plan_of(2))
+
+    def broken(gen: str, listed: object) -> dict[str, writer.Entry]:
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(writer, "_verified", broken)
+    with pytest.raises(OSError, match="disk gone"):
+        writer.SiteWriter(out, seals={})
+    monkeypatch.undo()
+    writer.write_tree(out, plan_of(3))
+    assert tree(out) == plan_of(3)

@@ -128,6 +128,15 @@ class SiteWriter:
         self.root = builds_dir(self.out)
         _plain_folder(self.root)  # a link here would lead every write elsewhere
         self._lock = _lock(self.root, self.out)
+        try:
+            self._open()
+        except BaseException:
+            # Not left taken: this process's next build would find it so.
+            self._release()
+            raise
+
+    def _open(self) -> None:
+        """Find the live generation and ready the other one for writing."""
         _remove_stale_links(self.out)
         live = _live_generation(self.out, self.root)
         self.live = live
@@ -186,8 +195,11 @@ class SiteWriter:
             if exc_type is None:
                 self.commit()
         finally:
-            _LOCKS.discard(self._lock)
-            os.close(self._lock)
+            self._release()
+
+    def _release(self) -> None:
+        _LOCKS.discard(self._lock)
+        os.close(self._lock)
 
     @property
     def live_manifest(self) -> dict[str, Entry]:
