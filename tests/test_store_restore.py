@@ -464,18 +464,11 @@ def test_a_restored_generation_is_read_once_then_sealed(
     """T81's cost stays bounded: the first builds after a restore read each
     restored generation once (builder.site.writer seals), and a build after
     that reads no file of the site, with or without the log key."""
-    from builder.site import writer
+    from tests.test_writer import _count_reads
 
     tp, origin = _published(tmp_path)
     clone = _fresh_clone(tmp_path, origin)
-    reads: list[str] = []
-    holds = writer._holds
-
-    def counted(path: str, want: bytes) -> writer.Entry | None:
-        reads.append(path)
-        return holds(path, want)
-
-    monkeypatch.setattr(writer, "_holds", counted)
+    reads = _count_reads(monkeypatch)
     signer = parse_private_key(tp.log_key)
     for _ in range(2):  # one build a generation
         buildmod.build(clone / "content", clone / "site", signer=signer)

@@ -251,9 +251,9 @@ def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     reads: list[str] = []
     holds = writer._holds
 
-    def counted(path: str, want: bytes) -> writer.Entry | None:
+    def counted(path: str, entry: writer.Entry) -> writer.Entry | None:
         reads.append(path)
-        return holds(path, want)
+        return holds(path, entry)
 
     monkeypatch.setattr(writer, "_holds", counted)
     return reads
