@@ -257,7 +257,7 @@ def test_the_prefix_dictionary_is_jiebas_own() -> None:
 
     with jieba.Tokenizer().get_dict_file() as f:
         data = f.read()
-    assert keywords.prefix_dict(data, reference=jieba.Tokenizer.gen_pfdict) == (
+    assert keywords.prefix_dict(io.BytesIO(data), reference=jieba.Tokenizer.gen_pfdict) == (
         jieba.Tokenizer.gen_pfdict(io.BytesIO(data))
     )
 
@@ -275,7 +275,7 @@ def test_a_dictionary_of_any_shape_gives_jiebas_prefix_dictionary(data: str) -> 
     import jieba
 
     raw = data.encode()
-    got = keywords.prefix_dict(raw, reference=jieba.Tokenizer.gen_pfdict)
+    got = keywords.prefix_dict(io.BytesIO(raw), reference=jieba.Tokenizer.gen_pfdict)
     assert got == jieba.Tokenizer.gen_pfdict(io.BytesIO(raw))
 
 
