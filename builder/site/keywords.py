@@ -145,9 +145,9 @@ def prefix_dict(
     """jieba's prefix dictionary of a dictionary file (open for reading, at
     its start): each word with its frequency (a word listed twice keeps the
     last), every shorter prefix of a word that is not itself a word with 0,
-    and the frequencies' total;
-    the very result of ``jieba.Tokenizer.gen_pfdict`` (tests compare the two
-    on jieba's dictionary). A file of jieba's shape (:data:`_THREE_COLUMNS`)
+    and the frequencies' total: the very result of
+    ``jieba.Tokenizer.gen_pfdict`` (tests compare the two on jieba's
+    dictionary). A file of jieba's shape (:data:`_THREE_COLUMNS`)
     is read as columns, a block of lines at a time (all at once, the columns'
     strings took twice the dictionary's own memory); any other is read again
     from its start by ``reference`` (``gen_pfdict`` itself, with its errors)."""
@@ -160,7 +160,7 @@ def prefix_dict(
             return reference(f)
         fields = text.split()
         words = fields[0::3]
-        counts = [int(f) for f in fields[1::3]]
+        counts = [int(c) for c in fields[1::3]]
         total += sum(counts)
         # As gen_pfdict, line by line: a word takes its frequency (over a 0 its
         # prefix left), a prefix that is no word yet takes 0.
