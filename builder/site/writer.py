@@ -115,6 +115,7 @@ class SiteWriter:
         *,
         erasures: int = 0,
         seals: MutableMapping[str, bytes] | None = None,
+        seals_tagged: bool = False,
     ) -> None:
         # How many erased dreams the log holds: recorded in the manifest, so
         # that a later build can tell whether the other generation may still
@@ -124,6 +125,11 @@ class SiteWriter:
         # from its store, and updated by commit. Without them (write_tree),
         # a generation is taken as its manifest records it.
         self._seals = seals
+        # Whether only a holder of the log key can have written the seals: rows
+        # a signing build took from its store, each tagged with its row key
+        # (builder.buildcache). Anyone who can write the store can write any
+        # other seal, together with a link in the generation it vouches for.
+        self._seals_tagged = seals is not None and seals_tagged
         self.out = out.absolute()
         self.root = builds_dir(self.out)
         _plain_folder(self.root)  # a link here would lead every write elsewhere
@@ -159,13 +165,21 @@ class SiteWriter:
         if found is None:
             remove_entry(self.gen)
         _plain_folder(self.gen)
-        if sealed:
+        if not sealed:
+            had = _verified(self._gen, had)
+        elif not self._seals_tagged:
             # A generation restored from the publish workflow's cache may hold a
             # link where a folder was (THREATS.md T45, T81): writes and hard links
-            # made through it landed outside (review r32).
+            # made through it landed outside (review r32). Its seal, if any, is
+            # no evidence: who planted the link could write the seal too.
             _remove_links(self._gen)
-        else:
-            had = _verified(self._gen, had)
+        # Else its seal, tagged, is the one this pool's signing build recorded as
+        # it made the generation, with no link in it (a writer makes none), and
+        # it still holds: no folder of the generation gained, lost or replaced an
+        # entry since, for that stamps the folder's ctime. So it holds no link,
+        # and is not walked to find one (at 10k dreams 41,000 entries, a tenth
+        # of a build after one new dream).
+
         self.had: dict[str, Entry] = had
         self.written: dict[str, Entry] = {}
         self._claimed: set[str] = set()
