@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from builder.site import writer
 from tests.golden_update import tree
@@ -280,6 +282,23 @@ def test_the_store_keeps_seals_as_the_writer_makes_them() -> None:
 
     assert buildcache.SEAL_SIZE == writer.SEAL_SIZE
     assert buildcache._GENERATIONS == writer.GENERATIONS
+
+
+@given(
+    st.lists(
+        st.lists(st.sampled_from(["a", "b", "c.html", "dreams", "x"]), min_size=1, max_size=5).map(
+            "/".join
+        ),
+        max_size=30,
+    )
+)
+def test_a_seal_covers_every_folder_above_every_file(paths: list[str]) -> None:
+    """writer._folders against the naive set of every folder above every path:
+    the same folders, the generation's own first, each once."""
+    naive = {""} | {"/".join(p.split("/")[:i]) for p in paths for i in range(1, p.count("/") + 1)}
+    got = list(writer._folders(paths))
+    assert got[0] == "" and len(got) == len(set(got)) and set(got) == naive
+    assert list(writer._folders(paths)) == got  # the same order every time
 
 
 def _tagged_build(out: Path, plan: dict[str, bytes], seals: dict[str, bytes]) -> int:

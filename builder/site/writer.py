@@ -467,16 +467,8 @@ def _seal(folder: Path, checksum: bytes, entries: Iterable[str]) -> bytes | None
     checkout kept between runs replaces a file by unlinking it, which stamps
     the ctime of its own folder alone (review r33)."""
     h = _checksum()
-    folders = {"": None}  # each folder once, parents first, in the entries' order
-    for rel in entries:
-        head = rel.rpartition("/")[0]
-        new = []
-        while head and head not in folders:
-            new.append(head)
-            head = head.rpartition("/")[0]
-        folders.update(dict.fromkeys(reversed(new)))
     base = str(folder)
-    for rel in folders:
+    for rel in _folders(entries):
         try:
             st = os.lstat(f"{base}/{rel}" if rel else base)
         except OSError:
@@ -485,6 +477,23 @@ def _seal(folder: Path, checksum: bytes, entries: Iterable[str]) -> bytes | None
             return None
         h.update(_SEAL_STAT.pack(st.st_ino, st.st_ctime_ns))
     return checksum + h.digest()
+
+
+def _folders(entries: Iterable[str]) -> Iterable[str]:
+    """Each folder of ``entries`` (file paths) and every folder above it, the
+    generation's own (``""``) first, each once, in an order fixed by the
+    entries' order: the folder of each entry as met, then the folders above
+    them. One pass of C-speed ``dict.fromkeys`` over the entries' folders
+    (a generation at 10k dreams has 31,566 files in 10,920 folders), then a
+    short climb from each: parents first, entry by entry, took as long as
+    the ``lstat`` of every folder."""
+    folders = dict.fromkeys(["", *(rel.rpartition("/")[0] for rel in entries)])
+    for rel in list(folders):
+        head = rel.rpartition("/")[0]
+        while head and head not in folders:
+            folders[head] = None
+            head = head.rpartition("/")[0]
+    return folders
 
 
 # A file bigger than this with less than half its size on the disk (holes)
