@@ -154,6 +154,9 @@ class SiteWriter:
         self._live_sealed = True
         # The unsealed live generation's files read so far: each as it is, or None.
         self._live_read: dict[str, Entry | None] = {}
+        # The live generation's folders looked at so far: whether each is a plain
+        # folder, reached through plain folders only (see _live_way).
+        self._live_folders: dict[str, bool] = {}
         found = _read_manifest(self.root / f"manifest-{self.target}")
         sealed = found is not None and self._sealed(self.target, *found)
         # From here until commit the target generation is being changed.
@@ -229,13 +232,42 @@ class SiteWriter:
     def _live_holds(self, rel: str, entry: Entry) -> bool:
         """Whether the live generation's file at ``rel`` is as its manifest
         records it: its size and mtime if the generation is sealed, else its
-        bytes, read once (a restored generation: T81)."""
+        bytes, read once (a restored generation: T81). Never through a link
+        (:meth:`_live_way`)."""
+        if not self._live_way(rel):
+            return False
         path = f"{self._live}/{rel}"
         if self._live_sealed:
             return _unchanged(path, entry)
         if rel not in self._live_read:
             self._live_read[rel] = _holds(path, entry)
         return self._live_read[rel] is not None
+
+    def _live_way(self, rel: str) -> bool:
+        """Whether each folder of ``rel`` in the live generation is a plain
+        folder, not a link. No build walks the live generation, and over a
+        checkout kept between runs tar can replace one of its folders by a link
+        (breaking its seal, but not the seal of the generation being written):
+        ``_holds`` opens only the last component without following it, and
+        ``os.link`` resolves the folders too, so a file outside, holding the
+        page's public bytes, was read and hard-linked into the generation the
+        signing build publishes (review r34). The generation's own folder
+        too (the build removes a link there first: derived.secure). One
+        ``lstat`` per folder, once."""
+        plain = True
+        for folder in ("", *reversed(list(_folders_of(rel)))):
+            known = self._live_folders.get(folder)
+            if known is None:
+                if plain:
+                    path = f"{self._live}/{folder}" if folder else self._live
+                    try:
+                        plain = stat.S_ISDIR(os.lstat(path).st_mode)
+                    except OSError:
+                        plain = False
+                self._live_folders[folder] = plain
+            else:
+                plain = plain and known
+        return plain
 
     # --- adding files -----------------------------------------------------
 
@@ -356,6 +388,8 @@ class SiteWriter:
         entry = self.live_manifest.get(rel)
         if entry is None or entry[0] != want:
             raise PlanError(f"{rel}: kept, but no generation holds it", hint="report this")
+        if not self._live_way(rel):
+            raise PlanError(f"{rel}: kept, but a folder of it is a link", hint="report this")
         entry = self._live_read.get(rel) or entry  # as read, if it was (unsealed)
         tmp = self._tmp(rel)
         _unlink_if_there(tmp)
@@ -364,6 +398,12 @@ class SiteWriter:
         except (FileNotFoundError, NotADirectoryError):  # its folder is new here
             _make_dirs(self._gen, rel.rpartition("/")[0])
             os.link(f"{self._live}/{rel}", tmp)
+        # link(2) does not follow a last component that is a symlink (Python's
+        # os.link on Linux, whatever follow_symlinks says): it would be a link
+        # the writer made, under the seal it records.
+        if not stat.S_ISREG(os.lstat(tmp).st_mode):
+            _unlink_if_there(tmp)
+            raise PlanError(f"{rel}: kept, but not a plain file", hint="report this")
         _replace(tmp, f"{self._gen}/{rel}")
         # When the generation already held the live file (the same inode),
         # rename(2) did nothing and left the link: it would be published,
