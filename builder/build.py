@@ -264,7 +264,12 @@ def _build(
     # The seals say which generation this pool's builds made (T81: the publish
     # workflow restores both from a cache); rows a signing build takes are tagged.
     seals = cache["seals"]
-    with stage("site"), writer.SiteWriter(out, erasures=len(log.erased), seals=seals) as w:
+    with (
+        stage("site"),
+        writer.SiteWriter(
+            out, erasures=len(log.erased), seals=seals, seals_tagged=row_key is not None
+        ) as w,
+    ):
         rendered = site.write_site(log, view, w, cache)
     # The generation that was live until now may still show an erased dream:
     # no file under the checkout may keep its text (T48).

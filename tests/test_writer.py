@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from builder.site import writer
 from tests.golden_update import tree
@@ -280,6 +282,96 @@ def test_the_store_keeps_seals_as_the_writer_makes_them() -> None:
 
     assert buildcache.SEAL_SIZE == writer.SEAL_SIZE
     assert buildcache._GENERATIONS == writer.GENERATIONS
+
+
+@given(
+    st.lists(
+        st.lists(st.sampled_from(["a", "b", "c.html", "dreams", "x"]), min_size=1, max_size=5).map(
+            "/".join
+        ),
+        max_size=30,
+    )
+)
+def test_a_seal_covers_every_folder_above_every_file(paths: list[str]) -> None:
+    """writer._folders against the naive set of every folder above every path:
+    the same folders, the generation's own first, each once."""
+    naive = {""} | {"/".join(p.split("/")[:i]) for p in paths for i in range(1, p.count("/") + 1)}
+    got = list(writer._folders(paths))
+    assert got[0] == "" and len(got) == len(set(got)) and set(got) == naive
+    assert list(writer._folders(paths)) == got  # the same order every time
+
+
+def _tagged_build(out: Path, plan: dict[str, bytes], seals: dict[str, bytes]) -> int:
+    """A build of a signing pool: its seals are rows tagged with its row key."""
+    with writer.SiteWriter(out, seals=seals, seals_tagged=True) as w:
+        w.add_all(plan)
+    return w.changed
+
+
+def _count_walks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every generation the writer walks to remove links from."""
+    walks: list[str] = []
+    remove_links = writer._remove_links
+
+    def counted(gen: str) -> None:
+        walks.append(gen)
+        remove_links(gen)
+
+    monkeypatch.setattr(writer, "_remove_links", counted)
+    return walks
+
+
+def test_a_generation_under_a_tagged_seal_is_not_walked_for_links(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A signing build's seal, which only a holder of the log key wrote, says the
+    generation's folders are as its writer left them, with no link: walking
+    its 41,000 entries at 10k dreams was a tenth of a build after one dream.
+    A seal anyone who writes the store could forge (a build without the log
+    key), or none, is no such evidence: the generation is walked."""
+    out, seals = tmp_path / "site", {}
+    for _ in range(2):
+        _tagged_build(out, plan_of(20), seals)
+    walks = _count_walks(monkeypatch)
+    _tagged_build(out, plan_of(20, changed=3), seals)
+    assert walks == []
+    _sealed_build(out, plan_of(20), seals)  # the same seals, taken untagged
+    assert walks == [str(writer.builds_dir(out) / Path(os.readlink(out)).name)]  # the one made
+    walks.clear()
+    writer.write_tree(out, plan_of(20))  # no seals at all
+    assert len(walks) == 1
+
+
+@pytest.mark.parametrize("where", ["folder", "file"])
+def test_a_link_planted_under_a_tagged_seal_breaks_the_seal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """What lets the tagged seal stand for the walk: a link made in a sealed
+    generation, in place of a folder or of a file, stamps its folder's ctime,
+    so the seal no longer holds and the generation is read and swept whole.
+    No write leads outside, and no link is left."""
+    out, seals = tmp_path / "site", {}
+    for _ in range(2):
+        _tagged_build(out, plan_of(20), seals)
+    target = _target(out)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    if where == "folder":
+        folder = target / "dreams" / "001"
+        for child in folder.iterdir():
+            child.unlink()
+        folder.rmdir()
+        folder.symlink_to(outside, target_is_directory=True)
+    else:
+        page = target / "dreams" / "001" / "index.html"
+        page.unlink()
+        page.symlink_to(outside / "index.html")
+    reads = _count_reads(monkeypatch)
+    _tagged_build(out, plan_of(20, changed=1), seals)
+    assert list(outside.iterdir()) == []
+    assert tree(out) == plan_of(20, changed=1)
+    assert not any(p.is_symlink() for p in target.rglob("*"))
+    assert len(reads) > 0  # unsealed: read before any file of it was kept
 
 
 def test_a_sealed_generation_is_kept_unread(

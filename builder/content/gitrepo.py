@@ -87,9 +87,14 @@ def tracked(folder: Path, names: list[str]) -> list[str] | None:
     if result.returncode != 0:
         return None
     wanted = {fold_name(name) for name in names}
-    paths = [os.fsdecode(p) for p in result.stdout.split(b"\0") if p]
-    firsts = {first: fold_name(first) in wanted for first in {p.split("/", 1)[0] for p in paths}}
-    return [p for p in paths if firsts[p.split("/", 1)[0]]]
+    # Split as bytes, and decoded only if kept: a checkout of 10k dreams lists
+    # 21,000 paths, and the folder asked for is usually not among them. ("/"
+    # is no byte of a longer UTF-8 sequence, and os.fsdecode maps a byte it
+    # cannot decode alone: a path's first name decodes as it would in the path.)
+    paths = [p for p in result.stdout.split(b"\0") if p]
+    firsts = {p.partition(b"/")[0] for p in paths}
+    kept = {first for first in firsts if fold_name(os.fsdecode(first)) in wanted}
+    return [os.fsdecode(p) for p in paths if p.partition(b"/")[0] in kept] if kept else []
 
 
 # Default_Ignorable_Code_Point (Unicode DerivedCoreProperties.txt): HFS+ ignores
