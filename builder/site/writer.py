@@ -182,7 +182,6 @@ class SiteWriter:
         # entry since, for that stamps the folder's ctime. So it holds no link,
         # and is not walked to find one (at 10k dreams 41,000 entries, a tenth
         # of a build after one new dream).
-
         self.had: dict[str, Entry] = had
         self.written: dict[str, Entry] = {}
         self._claimed: set[str] = set()
@@ -529,10 +528,10 @@ def _folders(entries: Iterable[str]) -> Iterable[str]:
     the ``lstat`` of every folder."""
     folders = dict.fromkeys(["", *(rel.rpartition("/")[0] for rel in entries)])
     for rel in list(folders):
-        head = rel.rpartition("/")[0]
-        while head and head not in folders:
+        for head in _folders_of(rel):
+            if head in folders:
+                break
             folders[head] = None
-            head = head.rpartition("/")[0]
     return folders
 
 
