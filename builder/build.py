@@ -257,6 +257,11 @@ def _build(
         )
         log = logbuild.apply(content, planned, signer=signer)
     cache.sections["shards"] = dict.fromkeys(shards, True)
+    if log.attested:
+        # What this key stands behind, for `dreampool mcp --content` (T117).
+        attested = (log.attested, log.tree.root(log.attested))
+        if cache["attested"].get("log") != attested:
+            cache["attested"]["log"] = attested
     with stage("model"):
         view = model.build_model(log, directory, config, base_url=url)
     committed = sum(1 for s in scanned if s.committed)

@@ -48,6 +48,12 @@ runs) hits, and a hit is always the result of the very bytes the file holds.
   writes them and only its strict ``decode_counts`` reads them), with a digest
   of the dreams counted: a build whose counted dreams are the last build's and
   new ones adds the new ones' words to them, and reads no other dream's words.
+* ``attested``: ``log`` → (size, root) of the longest prefix of the log that a
+  build holding the log key stands behind: each of its leaves lies inside a
+  checkpoint that key signed, so a build with that key verified the dream in
+  full when it logged it (docs/protocol.md §3.1, THREATS.md T78). Only a build
+  given the log key writes it; ``dreampool mcp --content`` reads it so that it
+  need not verify those dreams' signatures again (T107, T117).
 
 **Read back as data, never as code.** A pull request can force-add any path
 of the checkout, so what the build reads back is treated as hostile until
@@ -114,7 +120,7 @@ STORE = "store.sqlite"
 # 6: a dream in the scan section keeps its head apart from its body (_scan_out).
 # 7: each row carries a second digest, keyed with the log key's row key (row_key).
 # 8: the seals section (builder.site.writer: which generation a build made).
-FORMAT = "dreampool-store/8"
+FORMAT = "dreampool-store/9"
 # The files SQLite keeps beside the database (rollback journal, WAL, shared memory).
 _SIDECARS = ("-journal", "-wal", "-shm")
 _DIGEST = 16
@@ -525,6 +531,31 @@ def _seal_in(data: bytes) -> bytes:
     return bytes(data)
 
 
+_ATTESTED = re.compile(rb"(0|[1-9][0-9]{0,18}) ([0-9a-f]{64})")
+
+
+def _log_key(name: str) -> str:
+    """The attested section's one key, both ways."""
+    if name != "log":
+        raise ValueError("not the attested section's key")
+    return name
+
+
+def _attested_out(v: tuple[int, bytes]) -> bytes:
+    size, root = v
+    if type(size) is not int or size < 0 or not isinstance(root, bytes) or len(root) != 32:
+        raise TypeError("not a (size, root)")
+    return b"%d %s" % (size, root.hex().encode("ascii"))
+
+
+def _attested_in(data: bytes) -> tuple[int, bytes]:
+    """``<size> <root, 64 lowercase hex>``, decimal without leading zeros; nothing else."""
+    m = _ATTESTED.fullmatch(data)
+    if m is None:
+        raise ValueError("not a (size, root)")
+    return int(m[1]), bytes.fromhex(m[2].decode("ascii"))
+
+
 def _tier(name: str) -> str:
     """A tier rule's name (builder.site.patterns.MIN_TIER's kind), both ways."""
     if name not in ("guest", "member", "maintainer"):
@@ -558,6 +589,7 @@ CODECS: dict[str, Codec] = {
     "patterns": Codec(_sha256_key, _sha256_key, _bytes_out, _bytes_in),
     "counts": Codec(_tier, _tier, _bytes_out, _bytes_in),
     "seals": Codec(_generation, _generation, _seal_out, _seal_in),
+    "attested": Codec(_log_key, _log_key, _attested_out, _attested_in),
 }
 
 

@@ -97,6 +97,7 @@ SAMPLES: dict[str, tuple[object, object]] = {
     "patterns": (_sha(5), b'[2,"member",0,[],[],[],[]]'),
     "counts": ("member", b'["dreampool-pattern-counts/1","member",0,"",[],[],[],[],[]]'),
     "seals": ("b", bytes(range(32))),
+    "attested": ("log", (12, bytes(range(32)))),
 }
 
 
@@ -194,6 +195,8 @@ def test_the_store_holds_data_only(tmp_path: Path) -> None:
                 json.loads(head), json.loads(body)
             elif name == "seals":  # fixed-size bytes, read by slicing
                 assert buildcache._seal_in(v) == SAMPLES["seals"][1]
+            elif name == "attested":  # a size and a root in hex
+                assert v == b"12 " + bytes(range(32)).hex().encode()
             else:
                 json.loads(v)
     assert b"\x80\x05" not in (tmp_path / buildcache.STORE).read_bytes()  # pickle's protocol 5

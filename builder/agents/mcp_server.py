@@ -53,7 +53,9 @@ in the background; the first call waits for it (:meth:`PoolReader.warm`).
    :func:`content_plan` took it (its file and salt commit to the proven leaf, the
    build's rule of docs/protocol.md §3.1), without making its record again; its
    signature is verified unless the policy was pinned with ``--policy`` (the
-   checkout's own policy may name a pull request's log key: THREATS.md T78).
+   checkout's own policy may name a pull request's log key: THREATS.md T78), or
+   its leaf lies in the prefix of the proven tree that the store of a build
+   holding the log key attests (:meth:`PoolReader._attested_size`, T117).
 
 **Trust: agents get only what is signed, or quoted.** The log signs which dreams
 exist and what they say, never a tier, a date or the pool's title. So:
@@ -91,7 +93,7 @@ import os
 import re
 import tempfile
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -303,7 +305,8 @@ class ContentSite:
                 store = None if folder is None else buildcache.StoreReader(folder)
                 if store is not None and not store.readable():
                     store = None  # its lookups would all miss, after costing a read each
-                log, self._trusted = content_plan(self._content, store)
+                with _collector_paused():
+                    log, self._trusted = content_plan(self._content, store)
                 self._store = store
                 self._words = None
                 self._site = LogSite(log, str(self._content))
@@ -333,6 +336,16 @@ class ContentSite:
             row = self._store["patterns"].get(key)
             return None if row is None else patterns.decode(row)
 
+    def attested(self) -> tuple[int, bytes] | None:
+        """(size, root) of the log prefix the build's store says a build holding the
+        log key stands behind (:class:`builder.buildcache.BuildCache`, ``attested``;
+        :meth:`PoolReader._attested_size` checks it), or None; as of the last reload."""
+        with self._lock:
+            if self._store is None:
+                return None
+            found: tuple[int, bytes] | None = self._store["attested"].get("log")
+            return found
+
     def stored_keys(self) -> dict[Any, Any]:
         """A copy of the build store's key files by content (:func:`content_plan`
         left it holding the checkout's as last reloaded), or an empty dict."""
@@ -349,6 +362,31 @@ class ContentSite:
                 self.reload()
             assert self._site is not None and self._trusted is not None
             return self._site, self._trusted
+
+
+_paused_lock = threading.Lock()
+_paused = [0, False]  # passes under way; whether the collector ran before the first
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while a pass over the whole pool runs (the
+    build does the same, :func:`builder.build.build`): it makes millions of objects
+    that live on, and each full collection walked them all again (at 100k dreams,
+    2.5 s of the checkout's 16 s read and 2 s of ``dream_stats``). Counted, so that
+    passes in two of the SDK's threads turn it back on only after the last."""
+    with _paused_lock:
+        if _paused[0] == 0:
+            _paused[1] = gc.isenabled()
+            gc.disable()
+        _paused[0] += 1
+    try:
+        yield
+    finally:
+        with _paused_lock:
+            _paused[0] -= 1
+            if _paused[0] == 0 and _paused[1]:
+                gc.enable()
 
 
 def _fingerprint(content: Path) -> tuple[Any, ...]:
@@ -474,13 +512,24 @@ def content_plan(
 
 @dataclass(frozen=True, slots=True)
 class Verified:
-    """A dream the light client verified: its body, key, index and every step."""
+    """A dream the light client verified: its body, key, index and every step, and
+    its head (:data:`builder.formats.dream.HEAD_FIELDS`) and entry types."""
 
     id: str
     index: int
     key_id: str
-    body: dict[str, Any]
+    # Of a checkout's dream the store deferred, decoded when first read: a tool
+    # that counts (dream_stats) reads only the head and entry types.
+    body: Mapping[str, Any]
     steps: tuple[Step, ...]
+    head: Mapping[str, Any]
+    entry_types: tuple[str, ...]
+
+    @classmethod
+    def of(cls, dream: dreamfmt.Dream, index: int, steps: tuple[Step, ...]) -> Verified:
+        """The verified ``dream`` at log ``index``; its body as loaded, or deferred."""
+        body = dict(dream.body) if dream.loaded else model.DeferredBody(dream)
+        return cls(dream.id, index, dream.key_id, body, steps, dream.head, dream.entry_types)
 
 
 @dataclass(frozen=True, slots=True)
@@ -504,6 +553,8 @@ class Snapshot:
     root: str = ""
     note: bytes | None = None
     leaves: list[bytes] = field(default_factory=list)
+    # The tree of the leaves, which hash to the checkpoint's root (step 3).
+    tree: merkle.MerkleTree = field(default_factory=merkle.MerkleTree)
     dreams: dict[str, int] = field(default_factory=dict)  # logged, not erased → index
     erased: dict[str, ErasedView] = field(default_factory=dict)
 
@@ -535,6 +586,7 @@ class PoolReader:
         stored_words: Callable[[], Mapping[str, patterns.DreamWords]] | None = None,
         stored_patterns: Callable[[str], patterns.Patterns | None] | None = None,
         stored_keys: Callable[[], Mapping[Any, Any]] | None = None,
+        attested: Callable[[], tuple[int, bytes] | None] | None = None,
     ) -> None:
         # A checkout's build store's keywords by dream id, and the patterns it
         # found by the key of their inputs (Tools._patterns); its key files by
@@ -542,6 +594,10 @@ class PoolReader:
         self.stored_words = stored_words
         self.stored_patterns = stored_patterns
         self.stored_keys = stored_keys
+        # A checkout's build store's attested prefix of the log (T117), and how many
+        # leaves of the current snapshot it covers (refresh): 0 until shown to hold.
+        self._attested_source = attested
+        self._attested = 0
         self.site = site
         # A checkout's logged dreams as content_plan took them (checked)
         self._admitted = admitted
@@ -613,18 +669,22 @@ class PoolReader:
                 )
             new = verdict.new
             if snap.note is None or new.size != snap.size:
-                snap = self._index(new, self._read_leaves(snap.leaves, new))
+                snap = self._index(new, *self._read_leaves(snap.leaves, new))
             # A checkout's tiers and dates can change without the tree growing.
             if self._trusted_source is not None:
                 self.trusted = self._trusted_source()
+            self._attested = self._attested_size(snap)
             # The title is the operator's (pool.yaml), else the origin the log signs.
             snap.note = verdict.new_note
             snap.title = self.trusted.title if self.trusted is not None else new.origin
             self._snap = snap
             return snap
 
-    def _read_leaves(self, known: list[bytes], cp: Checkpoint) -> list[bytes]:
-        """The leaves of the tree of ``cp``, from its entry bundles, checked against its root."""
+    def _read_leaves(
+        self, known: list[bytes], cp: Checkpoint
+    ) -> tuple[list[bytes], merkle.MerkleTree]:
+        """The leaves of the tree of ``cp``, from its entry bundles, checked against its
+        root, and that tree."""
         leaves = list(known)
         width = tiles.TILE_WIDTH
         for n in range(len(known) // width, -(-cp.size // width)):
@@ -648,12 +708,43 @@ class PoolReader:
                 f"the site's entry bundles do not hash to the root of checkpoint {cp.size}",
                 hint="the site serves entries other than the ones its log signed; report it",
             )
-        return leaves
+        return leaves, tree
+
+    def _attested_size(self, snap: Snapshot) -> int:
+        """How many leaves of ``snap``, from the first, the build store of the checkout
+        attests (THREATS.md T117), or 0.
+
+        A build given the log key records (size, root) of the longest prefix of the
+        log inside a checkpoint that key signed (builder.buildcache, ``attested``):
+        each of those leaves was logged by a build holding the key, which verified
+        the dream in full (docs/protocol.md §3.1, T78). It counts here only if the
+        first ``size`` leaves of the tree this reader proved (step 3) hash to that
+        very root: a pull request that re-signs the log, or adds a log key of its own
+        to the checkout's policy and appends under it, changes no leaf of that prefix
+        (or the root differs and nothing is attested), and every leaf past it has its
+        signature verified as before (T107). With ``--policy`` pinned nothing is
+        needed: no signature is verified again."""
+        if self._attested_source is None or self._pinned is not None:
+            return 0
+        found = self._attested_source()
+        if found is None:
+            return 0
+        size, root = found
+        if not 0 < size <= snap.tree.size or snap.tree.root(size) != root:
+            return 0
+        return size
 
     @staticmethod
-    def _index(cp: Checkpoint, leaves: list[bytes]) -> Snapshot:
-        """Which dreams the leaves log, at which index, and which are erased."""
-        snap = Snapshot(origin=cp.origin, size=cp.size, root=b64_encode(cp.root), leaves=leaves)
+    def _index(
+        cp: Checkpoint, leaves: list[bytes], tree: merkle.MerkleTree | None = None
+    ) -> Snapshot:
+        """Which dreams the leaves log, at which index, and which are erased; ``tree``
+        is the leaves' (made from them if not given)."""
+        if tree is None:
+            tree = merkle.MerkleTree.from_leaf_hashes(merkle.leaf_hash(x) for x in leaves)
+        snap = Snapshot(
+            origin=cp.origin, size=cp.size, root=b64_encode(cp.root), leaves=leaves, tree=tree
+        )
         dream_leaf: dict[str, int] = {}
         for index, data in enumerate(leaves):
             try:
@@ -707,13 +798,7 @@ class PoolReader:
             except DreampoolError as exc:
                 step = getattr(exc, "step", None)
                 return Report(dream_id, _safe_steps(steps), exc.message, step, exc.hint), None
-            verified = Verified(
-                dream_id,
-                result.index,
-                result.dream.key_id,
-                dict(result.dream.body),
-                _safe_steps(steps),
-            )
+            verified = Verified.of(result.dream, result.index, _safe_steps(steps))
             self._verified[dream_id] = verified
             return Report(dream_id, verified.steps, None, None, None), verified
 
@@ -786,7 +871,7 @@ class PoolReader:
                 Step(3, STEP_TITLES[3], True, f"the log's {snap.size} leaves hash to its root"),
                 Step(4, STEP_TITLES[4], True, "dream schema, signature, keyId and id verify"),
             )
-            checked = Verified(dream_id, index, dream.key_id, dict(dream.body), steps)
+            checked = Verified.of(dream, index, steps)
             self._checked[dream_id] = checked
             return checked
 
@@ -806,7 +891,11 @@ class PoolReader:
         admitted = self._logged(dream_id, index, snap)
         if admitted is None:
             return None
-        if self._pinned is None and not _signature_holds(admitted.dream.body):
+        if (
+            self._pinned is None
+            and index >= self._attested
+            and not _signature_holds(admitted.dream.body)
+        ):
             return None  # its record is checked as over a site, and fails, named
         return self._taken(admitted, snap)
 
@@ -825,18 +914,23 @@ class PoolReader:
 
     def _taken(self, admitted: logbuild.Admitted, snap: Snapshot) -> Verified:
         """A checkout's logged dream, taken by its commitment (:meth:`_from_checkout`)."""
-        if self._pinned is None:
-            signature = "signature verified"
-        else:
-            signature = "signature verified on admission under the pinned policy"
         index, dream = admitted.index, admitted.dream
+        if self._pinned is not None:
+            signature = "signature verified on admission under the pinned policy"
+        elif index < self._attested:
+            signature = (
+                "signature verified on admission: the build that holds the log key "
+                f"attests the log's first {self._attested} leaves"
+            )
+        else:
+            signature = "signature verified"
         steps = (
             Step(1, STEP_TITLES[1], True, f"checkpoint size {snap.size} verified"),
             Step(2, STEP_TITLES[2], True, f"the checkout's file and salt commit to leaf {index}"),
             Step(3, STEP_TITLES[3], True, f"the log's {snap.size} leaves hash to its root"),
             Step(4, STEP_TITLES[4], True, f"dream schema verified; {signature}"),
         )
-        return Verified(dream.id, index, dream.key_id, dict(dream.body), steps)
+        return Verified.of(dream, index, steps)
 
     def check_all(self, ids: Sequence[str]) -> None:
         """:meth:`checked` for each of ``ids`` ahead of a bulk tool's own calls, with
@@ -855,6 +949,8 @@ class PoolReader:
                 index = snap.dreams.get(dream_id)
                 if index is None or dream_id in self._verified or dream_id in self._checked:
                     continue
+                if index < self._attested:
+                    continue  # no signature to verify again (_from_checkout): T117
                 admitted = self._logged(dream_id, index, snap)
                 if admitted is not None:
                     todo.append(admitted)
@@ -881,25 +977,25 @@ class PoolReader:
         """A verified dream as the site model shows it, with its tier and date."""
         with self._lock:
             snap = self._snap
-            body = v.body
-            anonymized = bool(body["consent"].get("anonymize"))
-            lineage = body.get("lineage") or {}
+            head = v.head  # never the body: a dream counted is not decoded
+            anonymized = bool(head["consent"].get("anonymize"))
+            lineage = head.get("lineage") or {}
             parent = lineage.get("parent")
             trusted = self.trusted
             return DreamView(
                 id=v.id,
                 index=v.index,
                 date=trusted.dates.get(v.id, "") if trusted is not None else "",
-                title=body["title"],
-                text=body,
-                entry_types=tuple(e["type"] for e in body["entries"]),
-                tags=tuple(TagRef(t, model.slug(t)) for t in body.get("tags", [])),
-                author=None if anonymized else body["author"],
-                author_slug=None if anonymized else model.slug(body["author"]),
+                title=head["title"],
+                text=v.body,
+                entry_types=v.entry_types,
+                tags=tuple(TagRef(t, model.slug(t)) for t in head.get("tags", [])),
+                author=None if anonymized else head["author"],
+                author_slug=None if anonymized else model.slug(head["author"]),
                 key_id=None if anonymized else v.key_id,
                 tier=self.tier_of(v.key_id),
                 anonymized=anonymized,
-                derivatives=bool(body["consent"].get("derivatives", False)),
+                derivatives=bool(head["consent"].get("derivatives", False)),
                 generation=lineage.get("generation"),
                 parent_id=parent,
                 parent_in_pool=parent in snap.dreams,
@@ -1057,12 +1153,12 @@ class Tools:
         limit: int | None,
         *,
         count_all: bool = True,
-        bodies: dict[str, Mapping[str, Any]] | None = None,
+        heads: dict[str, Mapping[str, Any]] | None = None,
     ) -> tuple[list[DreamView], list[_Failed], int]:
         """Verified views of ``ids`` in order that ``keep`` accepts, at most ``limit``
         of them, the dreams that failed verification, and how many matched (all of
-        ``ids`` are verified to count them, unless ``count_all`` is false). ``bodies``,
-        if given, gets the signed body of each view shown."""
+        ``ids`` are verified to count them, unless ``count_all`` is false). ``heads``,
+        if given, gets the signed head of each view shown."""
         shown: list[DreamView] = []
         failed: list[_Failed] = []
         matched = 0
@@ -1082,8 +1178,8 @@ class Tools:
             matched += 1
             if limit is None or len(shown) < limit:
                 shown.append(view)
-                if bodies is not None:
-                    bodies[dream_id] = verified.body
+                if heads is not None:
+                    heads[dream_id] = verified.head
         return shown, failed, matched
 
     @staticmethod
@@ -1216,7 +1312,7 @@ class Tools:
     # -- dream_stats -----------------------------------------------------------------
 
     def _patterns(
-        self, snap: Snapshot, views: Sequence[DreamView], bodies: Mapping[str, Mapping[str, Any]]
+        self, snap: Snapshot, views: Sequence[DreamView], heads: Mapping[str, Mapping[str, Any]]
     ) -> patterns.Patterns | None:
         """What the patterns page of this pool would show (its rule and its code,
         :func:`builder.site.patterns.compute_patterns`), or None over a site: no tier is
@@ -1248,7 +1344,7 @@ class Tools:
             history=(),
             policy="",
             vkey="",
-            heads=bodies,  # a whole body holds its head fields
+            heads=heads,
         )
         with self._words_lock:
             # Those the build found from the same inputs (the page's limit, of which
@@ -1281,14 +1377,15 @@ class Tools:
         if kept is not None and kept[0] == state:
             return Output(kept[1].text, copy.deepcopy(kept[1].data))
         ids = sorted(snap.dreams, key=lambda i: snap.dreams[i], reverse=True)
-        bodies: dict[str, Mapping[str, Any]] = {}
-        views, failed, _ = self._collect(ids, lambda d: True, None, bodies=bodies)
+        heads: dict[str, Mapping[str, Any]] = {}
+        with _collector_paused():
+            views, failed, _ = self._collect(ids, lambda d: True, None, heads=heads)
         by_tier = {t: sum(1 for d in views if d.tier == t) for t in pool.TIERS}
         types = {t: sum(d.entry_types.count(t) for d in views) for t in dreamfmt.ENTRY_TYPES}
         authors = {d.author for d in views if d.author is not None}
         tags = {t.name for d in views for t in d.tags}
         anonymized = sum(1 for d in views if d.anonymized)
-        found = self._patterns(snap, views, bodies)
+        found = self._patterns(snap, views, heads)
         head = [
             f"# {printable(snap.title)}: statistics",
             "",
@@ -1714,6 +1811,7 @@ def open_reader(
             stored_words=source.stored_words,
             stored_patterns=source.stored_patterns,
             stored_keys=source.stored_keys,
+            attested=source.attested,
         )
     assert site is not None
     remote = site.startswith(("http://", "https://"))

@@ -100,6 +100,10 @@ class Log:
     set_aside: list[Problem] = field(default_factory=list)
     signed_now: bool = False
     notes: list[str] = field(default_factory=list)  # for the build to report
+    # Given the log key: how many leaves (from the first) lie inside a checkpoint
+    # that key signed, so that a build holding it verified each in full when it
+    # logged it (docs/protocol.md §3.1, THREATS.md T78); None without the key.
+    attested: int | None = None
 
 
 @dataclass(slots=True)
@@ -120,6 +124,8 @@ class LogPlan:
     # may sign it (docs/protocol.md §3.1, T78); and whether apply has taken it:
     # a plan is carried out once, as a ProvenLog is planned once.
     vkey: str | None = None
+    # With the log key: the size of the largest checkpoint it had signed (ProvenLog).
+    key_size: int | None = None
     applied: bool = False
 
 
@@ -165,7 +171,16 @@ class ProvenLog:
     appends to them), so nothing is read again between the proof and its use.
     """
 
-    __slots__ = ("_committed", "_logged", "_spent", "checkpoint", "state", "tree", "vkey")
+    __slots__ = (
+        "_committed",
+        "_logged",
+        "_spent",
+        "checkpoint",
+        "key_size",
+        "state",
+        "tree",
+        "vkey",
+    )
 
     def __init__(
         self,
@@ -180,6 +195,8 @@ class ProvenLog:
         if token is not _PROVEN:
             raise TypeError("a ProvenLog is made only by builder.log.logbuild.prove")
         self.vkey = vkey  # the log key the proof trusted leaves by; None: no key given
+        # Given the log key: the size of the largest checkpoint it signed (0: none).
+        self.key_size = None if vkey is None else trusted_size
         self.state = state
         self.tree = tree
         self.checkpoint = checkpoint
@@ -400,7 +417,16 @@ def plan(
             commitments[(digest, salt)] = committed
         log.admitted_now.append(d.id)
     return LogPlan(
-        log, origin, new_leaves, new_salts, policy_text, present, salt_of, logged, proven.vkey
+        log,
+        origin,
+        new_leaves,
+        new_salts,
+        policy_text,
+        present,
+        salt_of,
+        logged,
+        proven.vkey,
+        key_size=proven.key_size,
     )
 
 
@@ -473,6 +499,8 @@ def apply(
         logstate.record_checkpoint(content, state, tree.size, note, time or now_time())
         log.checkpoint = checkpoint
         log.signed_now = True
+    if signer is not None:
+        log.attested = tree.size if log.signed_now else planned.key_size
     # planned.logged holds the new leaves too
     _index_log(log, planned.present, planned.salt_of, planned.logged)
     return log

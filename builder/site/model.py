@@ -226,7 +226,7 @@ class SiteModel:
         object.__setattr__(self, "checkpoint_sizes", tuple(h.size for h in self.history))
 
 
-class _Deferred(Mapping[str, Any]):
+class DeferredBody(Mapping[str, Any]):
     """A deferred dream's body as a mapping, loaded when first read
     (:attr:`builder.formats.dream.Dream.body`); a view pickled to a worker
     takes the loaded body with it."""
@@ -286,7 +286,7 @@ def build_model(
                 index=a.index,
                 date=a.date,
                 title=head["title"],
-                text=a.dream.body if a.dream.loaded else _Deferred(a.dream),
+                text=a.dream.body if a.dream.loaded else DeferredBody(a.dream),
                 entry_types=a.dream.entry_types,
                 tags=tuple(TagRef(t, tag_slug[t]) for t in head.get("tags", [])),
                 author=None if anonymized else head["author"],
