@@ -258,7 +258,8 @@ def _build(
         log = logbuild.apply(content, planned, signer=signer)
     cache.sections["shards"] = dict.fromkeys(shards, True)
     if log.attested:
-        # What this key stands behind, for `dreampool mcp --content` (T117).
+        # What this key stands behind, for `dreampool mcp --content` (T117). A key
+        # that signed nothing yet (0) leaves an older row alone: still true.
         attested = (log.attested, log.tree.root(log.attested))
         if cache["attested"].get("log") != attested:
             cache["attested"]["log"] = attested

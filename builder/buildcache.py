@@ -49,11 +49,12 @@ runs) hits, and a hit is always the result of the very bytes the file holds.
   of the dreams counted: a build whose counted dreams are the last build's and
   new ones adds the new ones' words to them, and reads no other dream's words.
 * ``attested``: ``log`` → (size, root) of the longest prefix of the log that a
-  build holding the log key stands behind: each of its leaves lies inside a
-  checkpoint that key signed, so a build with that key verified the dream in
-  full when it logged it (docs/protocol.md §3.1, THREATS.md T78). Only a build
-  given the log key writes it; ``dreampool mcp --content`` reads it so that it
-  need not verify those dreams' signatures again (T107, T117).
+  build holding the log key stands behind: it lies inside a checkpoint that key
+  signed, so each dream leaf of it that it does not itself erase was logged by
+  a build with that key, which verified the dream in full (docs/protocol.md
+  §3.1, THREATS.md T78). Only a build given the log key writes it;
+  ``dreampool mcp --content`` reads it so that it need not verify those dreams'
+  signatures again (T107, T117).
 
 **Read back as data, never as code.** A pull request can force-add any path
 of the checkout, so what the build reads back is treated as hostile until

@@ -32,6 +32,8 @@ from builder.agents import mcp_server
 from builder.content import keystore, pool
 from builder.errors import PoolError
 from builder.formats import dream as dreamfmt
+from builder.formats import ed25519
+from builder.formats import leaf as leaffmt
 from builder.formats.checkpoint import Checkpoint
 from builder.formats.note import parse_private_key
 from builder.log import erase, logbuild
@@ -603,6 +605,42 @@ def test_the_reader_refuses_a_log_holding_a_leaf_section_3_refuses(leaf: bytes, 
     with pytest.raises(mcp_server.ReaderError, match=r"^leaf 1 of the log is no leaf") as info:
         mcp_server.PoolReader._index(cp, leaves)
     assert rule in info.value.quoted
+
+
+def _erasure(dream_id: str) -> bytes:
+    return leaffmt.encode(leaffmt.ErasureLeaf(dream_id, "legal"))
+
+
+def _a_key_leaf() -> bytes:
+    public_key = ed25519.public_key_of(bytes(32))
+    return leaffmt.encode(leaffmt.KeyLeaf(dreamfmt.key_id(public_key), public_key, "ada"))
+
+
+@pytest.mark.parametrize(
+    ("leaves", "rule"),
+    [
+        (
+            [_A_DREAM_LEAF, _A_DREAM_LEAF],
+            "dream 2222222222222222 is logged again (first at leaf 0)",
+        ),
+        ([_erasure("3" * 16)], "an erasure of dream 3333333333333333, which no earlier leaf logs"),
+        ([_erasure("2" * 16), _A_DREAM_LEAF], "which no earlier leaf logs"),
+        ([_A_DREAM_LEAF, _erasure("2" * 16), _erasure("2" * 16)], "is erased again"),
+        ([_a_key_leaf(), _a_key_leaf()], "is logged again"),
+    ],
+    ids=["dream-twice", "erasure-of-nothing", "erasure-first", "erased-twice", "key-twice"],
+)
+def test_the_reader_refuses_leaves_that_break_section_3_across_leaves(
+    leaves: list[bytes], rule: str
+) -> None:
+    """docs/protocol.md §3's rules across leaves (review r35): the server's index took
+    an erasure of an id no earlier leaf logs as nothing, and a second dream leaf of
+    an id as the same dream; the build's replay stopped with a KeyError on the
+    first. Each is refused by both, with the rule (logbuild.sequence_problem)."""
+    cp = Checkpoint("example.org/dreams", len(leaves), b"\0" * 32)
+    with pytest.raises(mcp_server.ReaderError, match=r"breaks docs/protocol.md §3") as info:
+        mcp_server.PoolReader._index(cp, leaves)
+    assert rule in info.value.message
 
 
 # --- a checkout, read lazily and as the build reads it -----------------------------------

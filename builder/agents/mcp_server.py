@@ -55,7 +55,7 @@ in the background; the first call waits for it (:meth:`PoolReader.warm`).
    signature is verified unless the policy was pinned with ``--policy`` (the
    checkout's own policy may name a pull request's log key: THREATS.md T78), or
    its leaf lies in the prefix of the proven tree that the store of a build
-   holding the log key attests (:meth:`PoolReader._attested_size`, T117).
+   holding the log key attests (:meth:`PoolReader._attested_prefix`, T117).
 
 **Trust: agents get only what is signed, or quoted.** The log signs which dreams
 exist and what they say, never a tier, a date or the pool's title. So:
@@ -339,7 +339,8 @@ class ContentSite:
     def attested(self) -> tuple[int, bytes] | None:
         """(size, root) of the log prefix the build's store says a build holding the
         log key stands behind (:class:`builder.buildcache.BuildCache`, ``attested``;
-        :meth:`PoolReader._attested_size` checks it), or None; as of the last reload."""
+        :meth:`PoolReader._attested_prefix` checks it), or None: from the store opened
+        at the last reload (its section read when first asked for)."""
         with self._lock:
             if self._store is None:
                 return None
@@ -364,29 +365,35 @@ class ContentSite:
             return self._site, self._trusted
 
 
-_paused_lock = threading.Lock()
-_paused = [0, False]  # passes under way; whether the collector ran before the first
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
+class _CollectorPause:
     """The cyclic garbage collector off while a pass over the whole pool runs (the
     build does the same, :func:`builder.build.build`): it makes millions of objects
     that live on, and each full collection walked them all again (at 100k dreams,
     2.5 s of the checkout's 16 s read and 2 s of ``dream_stats``). Counted, so that
     passes in two of the SDK's threads turn it back on only after the last."""
-    with _paused_lock:
-        if _paused[0] == 0:
-            _paused[1] = gc.isenabled()
-            gc.disable()
-        _paused[0] += 1
-    try:
-        yield
-    finally:
-        with _paused_lock:
-            _paused[0] -= 1
-            if _paused[0] == 0 and _paused[1]:
-                gc.enable()
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._passes = 0  # under way
+        self._was_on = False  # whether the collector ran before the first of them
+
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[None]:
+        with self._lock:
+            if self._passes == 0:
+                self._was_on = gc.isenabled()
+                gc.disable()
+            self._passes += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._passes -= 1
+                if self._passes == 0 and self._was_on:
+                    gc.enable()
+
+
+_collector_paused = _CollectorPause()
 
 
 def _fingerprint(content: Path) -> tuple[Any, ...]:
@@ -527,8 +534,9 @@ class Verified:
 
     @classmethod
     def of(cls, dream: dreamfmt.Dream, index: int, steps: tuple[Step, ...]) -> Verified:
-        """The verified ``dream`` at log ``index``; its body as loaded, or deferred."""
-        body = dict(dream.body) if dream.loaded else model.DeferredBody(dream)
+        """The verified ``dream`` at log ``index``; its body as loaded, or deferred
+        (the site model's rule: builder.site.model.build_model)."""
+        body = dream.body if dream.loaded else model.DeferredBody(dream)
         return cls(dream.id, index, dream.key_id, body, steps, dream.head, dream.entry_types)
 
 
@@ -597,7 +605,7 @@ class PoolReader:
         # A checkout's build store's attested prefix of the log (T117), and how many
         # leaves of the current snapshot it covers (refresh): 0 until shown to hold.
         self._attested_source = attested
-        self._attested = 0
+        self._attested_leaves = 0
         self.site = site
         # A checkout's logged dreams as content_plan took them (checked)
         self._admitted = admitted
@@ -673,7 +681,7 @@ class PoolReader:
             # A checkout's tiers and dates can change without the tree growing.
             if self._trusted_source is not None:
                 self.trusted = self._trusted_source()
-            self._attested = self._attested_size(snap)
+            self._attested_leaves = self._attested_prefix(snap)
             # The title is the operator's (pool.yaml), else the origin the log signs.
             snap.note = verdict.new_note
             snap.title = self.trusted.title if self.trusted is not None else new.origin
@@ -710,14 +718,16 @@ class PoolReader:
             )
         return leaves, tree
 
-    def _attested_size(self, snap: Snapshot) -> int:
+    def _attested_prefix(self, snap: Snapshot) -> int:
         """How many leaves of ``snap``, from the first, the build store of the checkout
         attests (THREATS.md T117), or 0.
 
         A build given the log key records (size, root) of the longest prefix of the
         log inside a checkpoint that key signed (builder.buildcache, ``attested``):
-        each of those leaves was logged by a build holding the key, which verified
-        the dream in full (docs/protocol.md §3.1, T78). It counts here only if the
+        each dream leaf of it that it does not itself erase was logged by a build
+        holding the key, which verified the dream in full (docs/protocol.md §3.1,
+        T78; a leaf a second key of the policy appended and then erased may not
+        have been, but an erased dream is never shown). It counts here only if the
         first ``size`` leaves of the tree this reader proved (step 3) hash to that
         very root: a pull request that re-signs the log, or adds a log key of its own
         to the checkout's policy and appends under it, changes no leaf of that prefix
@@ -746,6 +756,7 @@ class PoolReader:
             origin=cp.origin, size=cp.size, root=b64_encode(cp.root), leaves=leaves, tree=tree
         )
         dream_leaf: dict[str, int] = {}
+        keys: set[str] = set()
         for index, data in enumerate(leaves):
             try:
                 parsed = leaffmt.parse(data)
@@ -757,9 +768,18 @@ class PoolReader:
                     "pool's operators",
                     quoted=exc.message,
                 ) from None
+            problem = logbuild.sequence_problem(parsed, dream_leaf, keys, snap.erased)
+            if problem is not None:
+                raise ReaderError(
+                    f"leaf {index} of the log breaks docs/protocol.md §3: {problem}",
+                    hint="the log signed a sequence of leaves no dreampool writes; report it "
+                    "to the pool's operators",
+                )
             if isinstance(parsed, leaffmt.DreamLeaf):
-                dream_leaf.setdefault(parsed.id, index)
-            elif isinstance(parsed, leaffmt.ErasureLeaf) and parsed.id in dream_leaf:
+                dream_leaf[parsed.id] = index
+            elif isinstance(parsed, leaffmt.KeyLeaf):
+                keys.add(parsed.key_id)
+            else:
                 snap.erased[parsed.id] = ErasedView(
                     parsed.id, dream_leaf[parsed.id], index, parsed.reason, ""
                 )
@@ -891,13 +911,15 @@ class PoolReader:
         admitted = self._logged(dream_id, index, snap)
         if admitted is None:
             return None
-        if (
-            self._pinned is None
-            and index >= self._attested
-            and not _signature_holds(admitted.dream.body)
-        ):
+        if self._needs_signature(index) and not _signature_holds(admitted.dream.body):
             return None  # its record is checked as over a site, and fails, named
         return self._taken(admitted, snap)
+
+    def _needs_signature(self, index: int) -> bool:
+        """Whether a checkout's logged dream at leaf ``index``, taken by its commitment,
+        has its signature verified too: not under a pinned policy (T107), nor inside
+        the prefix the build store attests (T117)."""
+        return self._pinned is None and index >= self._attested_leaves
 
     def _logged(self, dream_id: str, index: int, snap: Snapshot) -> logbuild.Admitted | None:
         """The checkout's logged dream ``dream_id`` if its leaf is leaf ``index`` of
@@ -917,10 +939,10 @@ class PoolReader:
         index, dream = admitted.index, admitted.dream
         if self._pinned is not None:
             signature = "signature verified on admission under the pinned policy"
-        elif index < self._attested:
+        elif not self._needs_signature(index):
             signature = (
                 "signature verified on admission: the build that holds the log key "
-                f"attests the log's first {self._attested} leaves"
+                f"attests the log's first {self._attested_leaves} leaves"
             )
         else:
             signature = "signature verified"
@@ -949,8 +971,8 @@ class PoolReader:
                 index = snap.dreams.get(dream_id)
                 if index is None or dream_id in self._verified or dream_id in self._checked:
                     continue
-                if index < self._attested:
-                    continue  # no signature to verify again (_from_checkout): T117
+                if not self._needs_signature(index):
+                    continue  # taken by _from_checkout without one (T117)
                 admitted = self._logged(dream_id, index, snap)
                 if admitted is not None:
                     todo.append(admitted)

@@ -33,7 +33,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,8 +101,9 @@ class Log:
     signed_now: bool = False
     notes: list[str] = field(default_factory=list)  # for the build to report
     # Given the log key: how many leaves (from the first) lie inside a checkpoint
-    # that key signed, so that a build holding it verified each in full when it
-    # logged it (docs/protocol.md §3.1, THREATS.md T78); None without the key.
+    # that key signed, so that a build holding it verified in full each dream of
+    # them that they do not erase (docs/protocol.md §3.1, THREATS.md T78, T117);
+    # 0 if the key signed none yet, None without the key.
     attested: int | None = None
 
 
@@ -780,6 +781,15 @@ def _read_leaves(leaves: list[bytes], *, into: _Logged | None = None, start: int
                 hint="no build writes such a leaf: the log state was edited by hand; restore "
                 "content/log from git history",
             ) from None
+        problem = sequence_problem(parsed, logged.dreams, logged.keys, logged.erasures)
+        if problem is not None:
+            shard, line = divmod(index, logstate.SHARD)
+            raise LogError(
+                f"content/log/leaves/{shard:06d}.jsonl:{line + 1}: leaf {index}: {problem} "
+                "(docs/protocol.md §3)",
+                hint="no build writes such a log: the log state was edited by hand; restore "
+                "content/log from git history",
+            )
         if isinstance(parsed, leaffmt.DreamLeaf):
             logged.dreams[parsed.id] = index
             logged.commitments[parsed.id] = parsed.commitment
@@ -788,6 +798,32 @@ def _read_leaves(leaves: list[bytes], *, into: _Logged | None = None, start: int
         else:
             logged.erasures[parsed.id] = (index, parsed.reason)
     return logged
+
+
+def sequence_problem(
+    leaf: leaffmt.Leaf,
+    dreams: Mapping[str, int],
+    keys: Container[str],
+    erased: Container[str],
+) -> str | None:
+    """What ``leaf`` breaks of docs/protocol.md §3's rules across leaves, coming after
+    leaves that logged ``dreams`` (id → index of its leaf), ``keys`` (keyIds) and
+    erased ``erased`` (ids); None if nothing. The rules: each dream id and each
+    keyId is logged at most once, and an erasure names a dream leaf at a lower
+    index, each id erased at most once. (A key leaf before its dream's leaf needs
+    the dream's keyId, which its leaf does not hold: the build checks it from the
+    dream, a site verifier from its record.)"""
+    if isinstance(leaf, leaffmt.DreamLeaf):
+        if leaf.id in dreams:
+            return f"dream {leaf.id} is logged again (first at leaf {dreams[leaf.id]})"
+    elif isinstance(leaf, leaffmt.KeyLeaf):
+        if leaf.key_id in keys:
+            return f"key {leaf.key_id} is logged again"
+    elif leaf.id not in dreams:
+        return f"an erasure of dream {leaf.id}, which no earlier leaf logs"
+    elif leaf.id in erased:
+        return f"dream {leaf.id} is erased again"
+    return None
 
 
 def logged_dreams(leaves: list[bytes]) -> dict[str, int]:

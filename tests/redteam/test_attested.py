@@ -216,7 +216,7 @@ def test_a_log_rewritten_inside_the_attested_prefix_is_attested_no_more(
     seen = _spy_signatures(monkeypatch)
     reader = mcp_server.open_reader(None, tp.content, out=out)
     shown, text = _bulk(mcp_server.Tools(reader, content=tp.content))
-    assert reader._attested == 0
+    assert reader._attested_leaves == 0
     assert forged not in shown and FORGED not in text
     assert set(shown) == set(ids) - {replaced}
     assert forged in seen and set(ids) - {replaced} <= set(seen)
@@ -234,7 +234,7 @@ def test_an_attested_prefix_longer_than_the_log_attests_nothing(
     cache.save()
     reader = mcp_server.open_reader(None, tp.content, out=out)
     reader.refresh()
-    assert reader._attested == 0
+    assert reader._attested_leaves == 0
 
 
 def test_a_pinned_policy_needs_no_attestation(
@@ -248,4 +248,4 @@ def test_a_pinned_policy_needs_no_attestation(
     seen = _spy_signatures(monkeypatch)
     reader = mcp_server.open_reader(None, tp.content, pinned, out=out)
     shown, _ = _bulk(mcp_server.Tools(reader, content=tp.content))
-    assert set(shown) == set(ids) and seen == [] and reader._attested == 0
+    assert set(shown) == set(ids) and seen == [] and reader._attested_leaves == 0

@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from builder.agents import mcp_server
-from builder.errors import DreampoolError
+from builder.errors import DreampoolError, LogError
 from builder.formats import leaf as leaffmt
 from builder.formats import merkle
 from builder.formats.checkpoint import Checkpoint, sign_checkpoint
 from builder.formats.note import generate_key, parse_private_key
 from tests.pools import ORIGIN, PoolFixture
+from tests.redteam import build
 from tests.redteam.test_attested import published  # noqa: F401  (the fixture)
 
 
@@ -56,6 +58,45 @@ def test_an_erasure_leaf_of_a_dream_never_logged_is_a_named_error_not_a_key_erro
     stops with the same KeyError.)"""
     tp, _, out = published
     _append_under_a_second_key(tp, leaffmt.encode(leaffmt.ErasureLeaf("0123456789abcdef", "legal")))
-    tools = mcp_server.Tools(mcp_server.open_reader(None, tp.content, out=out), content=tp.content)
-    with pytest.raises(DreampoolError):
+    # Read lazily, as the server reads a checkout: the first call meets the log.
+    reader = mcp_server.open_reader(None, tp.content, lazy=True, out=out)
+    tools = mcp_server.Tools(reader, content=tp.content)
+    with pytest.raises(DreampoolError) as caught:
         tools.dream_list(limit=100)
+    assert "which no earlier leaf logs (docs/protocol.md §3)" in caught.value.message
+
+
+def _again(tp: PoolFixture, kind: type) -> bytes:
+    """A copy of the log's first leaf of ``kind``: a second leaf of the same id."""
+    leaves = (tp.content / "log" / "leaves" / "000000.jsonl").read_bytes().splitlines()
+    return next(x for x in leaves if isinstance(leaffmt.parse(x), kind))
+
+
+@pytest.mark.parametrize("key", [True, False], ids=["log-key", "no-key"])
+@pytest.mark.parametrize(
+    ("leaf", "rule"),
+    [
+        (lambda tp: leaffmt.encode(leaffmt.ErasureLeaf("0123456789abcdef", "legal")), "no earlier"),
+        (lambda tp: _again(tp, leaffmt.DreamLeaf), "is logged again"),
+        (lambda tp: _again(tp, leaffmt.KeyLeaf), "is logged again"),
+    ],
+    ids=["erasure-of-nothing", "dream-again", "key-again"],
+)
+def test_a_build_refuses_a_log_that_breaks_section_3_across_leaves_naming_the_leaf(
+    published: tuple[PoolFixture, list[str], Path],  # noqa: F811
+    leaf: Any,
+    rule: str,
+    key: bool,
+) -> None:
+    """The same pull request before ``dreampool build``: it stopped with the KeyError
+    (the erasure) or took the second leaf as the first's; it now refuses the log
+    with a LogError naming the leaf's line and the rule, and writes nothing."""
+    tp, _, out = published
+    _append_under_a_second_key(tp, leaf(tp))
+    before = {p: p.read_bytes() for p in (tp.content / "log").rglob("*") if p.is_file()}
+    with pytest.raises(LogError) as caught:
+        build(tp, out, key=key)
+    assert "content/log/leaves/000000.jsonl:" in caught.value.message
+    assert rule in caught.value.message and "docs/protocol.md §3" in caught.value.message
+    after = {p: p.read_bytes() for p in (tp.content / "log").rglob("*") if p.is_file()}
+    assert after == before
