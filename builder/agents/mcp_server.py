@@ -779,7 +779,7 @@ class PoolReader:
                 dream_leaf[parsed.id] = index
             elif isinstance(parsed, leaffmt.KeyLeaf):
                 keys.add(parsed.key_id)
-            else:
+            elif isinstance(parsed, leaffmt.ErasureLeaf):
                 snap.erased[parsed.id] = ErasedView(
                     parsed.id, dream_leaf[parsed.id], index, parsed.reason, ""
                 )

@@ -359,7 +359,7 @@ def plan(
     # Step 3: every logged dream still matches content/, or is erased, and
     # none was signed by a key retired before it (docs/protocol.md §3).
     pending, salt_of = _check_logged(content, leaves, logged, present, commitments, salt_reader)
-    _check_retired(logged, present)
+    _check_key_rules(logged, present)
     for dream_id, reason in pending:
         logged.erasures[dream_id] = (len(leaves) + len(new_leaves), reason)
         new_leaves.append(leaffmt.encode(leaffmt.ErasureLeaf(dream_id, reason)))
@@ -566,7 +566,7 @@ def verify_state(content: Path, scanned: Iterable[ScannedDream]) -> int:
     _check_unsigned_tail(content, state.leaves, state.signed_size, present)
     logged = _read_leaves(state.leaves)
     _check_logged(content, state.leaves, logged, present)
-    _check_retired(logged, present)
+    _check_key_rules(logged, present)
     return len(state.leaves)
 
 
@@ -747,6 +747,7 @@ class _Logged:
     dreams: dict[str, int] = field(default_factory=dict)
     commitments: dict[str, str] = field(default_factory=dict)  # dream id -> its leaf's
     keys: dict[str, int] = field(default_factory=dict)
+    authors: dict[str, str] = field(default_factory=dict)  # keyId -> its key leaf's author
     erasures: dict[str, tuple[int, str]] = field(default_factory=dict)
     # docs/protocol.md §3: a key leaf retires every earlier key of its author
     # from its own index on. keyId -> the index of the key leaf that retired it.
@@ -755,6 +756,7 @@ class _Logged:
 
     def add_key(self, key_id: str, author: str, index: int) -> None:
         self.keys[key_id] = index
+        self.authors[key_id] = author
         if author == anonymity.NAME:  # one-time keys share the name; none retires another (§1.2)
             return
         previous = self.current.get(author)
@@ -804,25 +806,27 @@ def sequence_problem(
     leaf: leaffmt.Leaf,
     dreams: Mapping[str, int],
     keys: Container[str],
-    erased: Container[str],
+    erased: Container[str],  # ids
 ) -> str | None:
     """What ``leaf`` breaks of docs/protocol.md §3's rules across leaves, coming after
     leaves that logged ``dreams`` (id → index of its leaf), ``keys`` (keyIds) and
     erased ``erased`` (ids); None if nothing. The rules: each dream id and each
     keyId is logged at most once, and an erasure names a dream leaf at a lower
-    index, each id erased at most once. (A key leaf before its dream's leaf needs
-    the dream's keyId, which its leaf does not hold: the build checks it from the
-    dream, a site verifier from its record.)"""
+    index, each id erased at most once. (A key leaf before its dream's leaf, naming
+    its author, needs the dream's keyId, which its leaf does not hold: the build
+    checks it from each present dream, :func:`_check_key_rules`; a site verifier from
+    its record.)"""
     if isinstance(leaf, leaffmt.DreamLeaf):
         if leaf.id in dreams:
             return f"dream {leaf.id} is logged again (first at leaf {dreams[leaf.id]})"
     elif isinstance(leaf, leaffmt.KeyLeaf):
         if leaf.key_id in keys:
             return f"key {leaf.key_id} is logged again"
-    elif leaf.id not in dreams:
-        return f"an erasure of dream {leaf.id}, which no earlier leaf logs"
-    elif leaf.id in erased:
-        return f"dream {leaf.id} is erased again"
+    elif isinstance(leaf, leaffmt.ErasureLeaf):
+        if leaf.id not in dreams:
+            return f"an erasure of dream {leaf.id}, which no earlier leaf logs"
+        if leaf.id in erased:
+            return f"dream {leaf.id} is erased again"
     return None
 
 
@@ -837,19 +841,39 @@ def logged_keys(content: Path) -> dict[str, int]:
     return _read_leaves(logstate.load(content).leaves).keys
 
 
-def _check_retired(logged: _Logged, present: dict[str, ScannedDream]) -> None:
-    """docs/protocol.md §3: a dream leaf whose dream is signed by a key that an
-    earlier key leaf retired is invalid, and a site verifier refuses the site.
-    The pool never logs one; a log an older dreampool wrote may hold one, and
-    erasing that dream (its record goes, so no verifier can judge its key) is
-    the only way on."""
-    if not logged.retired_at:
-        return
+def _check_key_rules(logged: _Logged, present: dict[str, ScannedDream]) -> None:
+    """docs/protocol.md §3's rules of a dream leaf and its dream's key: the key leaf
+    of the dream's ``sig.keyId`` comes before the dream's leaf and names the dream's
+    author, and no earlier key leaf retired that key. A site verifier refuses a
+    record that breaks one. The pool never logs one; a log an older dreampool wrote
+    may hold a dream a retired key signed, and a pull request can append any of
+    them under a log key of its own beside the pool's (T78; review r36: the pool's
+    key then signed over it). Erasing the dream (its record goes, so no verifier
+    can judge its key) is the only way on, once a checkpoint holds it."""
     for dream_id, index in logged.dreams.items():
         found = present.get(dream_id)
         if found is None or dream_id in logged.erasures:
             continue  # erased, or being erased: no record left to judge
         key_id = found.dream.key_id
+        key_index = logged.keys.get(key_id)
+        if key_index is None or key_index > index:
+            where = "no key leaf" if key_index is None else f"its key leaf only at {key_index}"
+            raise LogError(
+                f"leaf {index} logs dream {dream_id} ({found.path}), signed by key {key_id}, "
+                f"with {where} before it: a site verifier refuses a dream whose key "
+                "the log did not hold first (docs/protocol.md §3)",
+                hint=f"no build logs such a leaf: erase the dream with `dreampool erase "
+                f"{dream_id} --reason abuse`, then build again",
+            )
+        if logged.authors[key_id] != found.dream.author:
+            raise LogError(
+                f"leaf {index} logs dream {dream_id} ({found.path}) by "
+                f"{found.dream.author!r}, but key leaf {key_index} gives key {key_id} to "
+                f"{logged.authors[key_id]!r}: one key signs for one author "
+                "(docs/protocol.md §3)",
+                hint=f"no build logs such a leaf: erase the dream with `dreampool erase "
+                f"{dream_id} --reason abuse`, then build again",
+            )
         retired = logged.retired_at.get(key_id)
         if retired is not None and retired < index:
             raise LogError(
