@@ -17,13 +17,14 @@ from builder.buildcache import BuildCache
 from builder.content import pool
 from builder.errors import DreampoolError, LogError
 from builder.formats import dream as dreamfmt
+from builder.formats import leaf as leaffmt
 from builder.formats import note
 from builder.formats.dream import Dream
 from builder.formats.note import parse_private_key
 from builder.log import logbuild, logstate
-from tests import flushes
+from tests import flushes, redteam
 from tests.conftest import draft
-from tests.pools import SEEDS, PoolFixture, key_id_of, make_pool
+from tests.pools import ORIGIN, SEEDS, PoolFixture, key_id_of, make_pool
 
 
 @pytest.fixture
@@ -730,3 +731,24 @@ def test_many_new_salts_are_flushed_with_one_syncfs_before_any_leaf(
     leaves = events.index(("leaves", ""))
     assert ("syncfs", "") in events[:leaves]
     assert not [p for kind, p in events if kind == "fsync" and p.endswith(".salt")]
+
+
+def test_a_proven_log_names_its_dreams_without_reading_the_leaves_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ProvenLog.logged_ids (the agents' server's read of a checkout) is
+    logged_dreams of every stored leaf, from the leaves the proof already read;
+    with an unsigned tail (a build killed after appending), the tail's too."""
+    tp = make_pool(tmp_path / "pool")
+    ids = redteam.submit(tp, redteam.signed("ada", title="One"), redteam.signed("ada", title="Two"))
+    redteam.build(tp, tmp_path / "pool" / "site")
+    proven = logbuild.prove(tp.content, origin=ORIGIN)
+    parsed: list[bytes] = []
+    parse = leaffmt.parse
+    monkeypatch.setattr(leaffmt, "parse", lambda data: parsed.append(data) or parse(data))
+    assert proven.logged_ids() == set(ids) and parsed == []
+    assert set(logbuild.logged_dreams(proven.state.leaves)) == set(ids)
+    shard = tp.content / "log" / "leaves" / "000000.jsonl"
+    tail = leaffmt.encode(leaffmt.DreamLeaf("f" * 16, "0" * 64))
+    shard.write_bytes(shard.read_bytes() + tail + b"\n")
+    assert logbuild.prove(tp.content, origin=ORIGIN).logged_ids() == {*ids, "f" * 16}

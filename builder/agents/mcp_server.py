@@ -487,7 +487,7 @@ def content_plan(
             commitments=commitments,
             keys=keys,
         )
-        logged = set(logbuild.logged_dreams(proven.state.leaves))
+        logged = proven.logged_ids()
         log = logbuild.update(
             content,
             [s for s in scanned if s.dream.id in logged],

@@ -223,6 +223,14 @@ class ProvenLog:
             key=lambda row: row[1],
         )
 
+    def logged_ids(self) -> set[str]:
+        """Every dream id the stored leaves log, erased ones and an unsigned tail's
+        too (:func:`logged_dreams` of them all), from the leaves the proof read:
+        without a tail, no leaf is read again."""
+        if self.state.signed_size < len(self.state.leaves):
+            return set(logged_dreams(self.state.leaves))
+        return set(self._logged.dreams)
+
     def _take(self) -> _Logged:
         """For :func:`update`, once: it appends to the state and the tree."""
         if self._spent:
