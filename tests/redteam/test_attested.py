@@ -80,6 +80,7 @@ def _spy_signatures(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def test_a_build_with_the_log_key_attests_the_log_it_signed(
     published: tuple[PoolFixture, list[str], Path], tmp_path: Path
 ) -> None:
+    """T117: a build given the log key attests the log it signed, one without writes none."""
     tp, _, out = published
     leaves = _log_leaves(tp)
     assert _attested(out) == {"log": (len(leaves), _root(leaves))}
@@ -93,7 +94,7 @@ def test_a_build_with_the_log_key_attests_the_log_it_signed(
 def test_a_build_with_the_log_key_does_not_attest_leaves_another_key_signed(
     published: tuple[PoolFixture, list[str], Path],
 ) -> None:
-    """T78's second key: the pull request's leaf lies past the last checkpoint the
+    """T117, T78's second key: the pull request's leaf lies past the last checkpoint the
     pool's key signed. The build refuses the forged dream, signs nothing (the tree
     did not grow), and attests the prefix its own key signed, not the forged leaf."""
     tp, _, out = published
@@ -128,7 +129,7 @@ def _append_under_a_second_key(tp: PoolFixture, obj: dict[str, Any]) -> str:
 def test_a_signing_build_that_signs_nothing_attests_only_what_its_key_signed(
     published: tuple[PoolFixture, list[str], Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The second key's leaf is a dream its author did sign: the build with the
+    """T117: the second key's leaf is a dream its author did sign: the build with the
     pool's key verifies it in full and takes it, and signs nothing (the tree did not
     grow). It attests the prefix its own key signed, and the server verifies the
     dream past it (and shows it: its signature holds)."""
@@ -147,6 +148,8 @@ def test_a_signing_build_that_signs_nothing_attests_only_what_its_key_signed(
 def test_dreams_the_store_attests_are_served_without_verifying_signatures_again(
     published: tuple[PoolFixture, list[str], Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """T117: over the store of a signing build, no signature is verified again, and
+    the bulk tools show what they show with every signature verified (T107)."""
     tp, ids, out = published
     seen = _spy_signatures(monkeypatch)
     tools = mcp_server.Tools(mcp_server.open_reader(None, tp.content, out=out), content=tp.content)
@@ -162,7 +165,7 @@ def test_dreams_the_store_attests_are_served_without_verifying_signatures_again(
 def test_a_second_log_key_past_the_attested_prefix_is_verified_and_refused(
     published: tuple[PoolFixture, list[str], Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """T107 over an attesting store: the forged leaf (ada's public key, a garbage
+    """T117, T107 over an attesting store: the forged leaf (ada's public key, a garbage
     signature) is appended under the pull request's own log key, added to the
     policy. The prefix the store attests is unchanged, so ada's dreams are taken;
     the forged one lies past it, its signature is verified, and it is refused."""
@@ -180,7 +183,7 @@ def test_a_second_log_key_past_the_attested_prefix_is_verified_and_refused(
 def test_a_log_signed_again_whole_keeps_only_the_prefix_it_did_not_change(
     published: tuple[PoolFixture, list[str], Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """T107: the forged leaf appended, then every checkpoint signed again by the pull
+    """T117, T107: the forged leaf appended, then every checkpoint signed again by the pull
     request's key alone: the attested prefix still hashes to its root, the forged
     dream past it is verified and refused."""
     tp, ids, out = published
@@ -225,7 +228,7 @@ def test_a_log_rewritten_inside_the_attested_prefix_is_attested_no_more(
 def test_an_attested_prefix_longer_than_the_log_attests_nothing(
     published: tuple[PoolFixture, list[str], Path],
 ) -> None:
-    """A store attesting more leaves than the checkout's log holds (a store of a
+    """T117: a store attesting more leaves than the checkout's log holds (a store of a
     later state of the pool, or of another pool) attests none of them."""
     tp, _, out = published
     leaves = _log_leaves(tp)
@@ -242,6 +245,7 @@ def test_a_pinned_policy_needs_no_attestation(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """T117, T107: with --policy pinned nothing is attested, and nothing verified again."""
     tp, ids, out = published
     pinned = tmp_path / "policy"
     shutil.copyfile(tp.content / "log" / "policy", pinned)

@@ -46,7 +46,7 @@ def _append_under_a_second_key(tp: PoolFixture, leaf: bytes) -> None:
 def test_an_erasure_leaf_of_a_dream_never_logged_is_a_named_error_not_a_key_error(
     published: tuple[PoolFixture, list[str], Path],  # noqa: F811
 ) -> None:
-    """docs/protocol.md §3: an erasure leaf names a dream leaf at a lower index. The
+    """T118, docs/protocol.md §3: an erasure leaf names a dream leaf at a lower index. The
     pull request appends one naming an id no leaf logs, under its own log key. The
     leaf parses, every checkpoint verifies under the checkout's policy, and
     content_plan's logbuild._index_log then looks the id up in the logged dreams:
@@ -88,7 +88,7 @@ def test_a_build_refuses_a_log_that_breaks_section_3_across_leaves_naming_the_le
     rule: str,
     key: bool,
 ) -> None:
-    """The same pull request before ``dreampool build``: it stopped with the KeyError
+    """T118: the same pull request before ``dreampool build``: it stopped with the KeyError
     (the erasure) or took the second leaf as the first's; it now refuses the log
     with a LogError naming the leaf's line and the rule, and writes nothing."""
     tp, _, out = published

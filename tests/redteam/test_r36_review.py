@@ -79,7 +79,7 @@ def _bob_logged(tp: PoolFixture, key_leaf: str) -> str:
 def test_the_pool_key_does_not_sign_a_dream_leaf_without_its_authors_key_leaf_before_it(
     published: tuple[PoolFixture, list[str], Path], key_leaf: str
 ) -> None:
-    """docs/protocol.md §3: the key leaf of a dream's sig.keyId comes before the
+    """T118, docs/protocol.md §3: the key leaf of a dream's sig.keyId comes before the
     dream's leaf, and the dream's author equals that key leaf's author; a site
     verifier MUST refuse a record that breaks it. sequence_problem leaves that rule
     out ("the build checks it from the dream"), but the build checks it only for
