@@ -332,6 +332,34 @@ def test_git_vouches_only_for_unmodified_unconverted_plain_files(tmp_path: Path)
     assert gitrepo.clean_blobs(tmp_path) is None  # not a work tree: the bytes decide
 
 
+def test_git_vouches_for_each_odd_name_as_itself(tmp_path: Path) -> None:
+    """clean_blobs reads git's NUL-separated records whole: a name holding a tab,
+    a newline, spaces or the text of another record vouches for itself alone, with
+    the blob of its own bytes; a modified one, named so, for nothing."""
+    root = tmp_path / "repo"
+    dreams = root / "content" / "dreams"
+    dreams.mkdir(parents=True)
+    fake = "H 100644 " + "0" * 40 + " 0\ta.json"
+    names = ["a.json", "tab\there.json", "new\nline.json", " spaced .json", fake, "é.json"]
+    for name in names:
+        (dreams / name).write_bytes(name.encode() + b"\n")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "content")
+    git(root, "commit", "-q", "-m", "x")
+    blobs = gitrepo.clean_blobs(root / "content")
+    assert blobs == {f"dreams/{n}": filekeys.git_blob_id(n.encode() + b"\n") for n in names}
+    (dreams / fake).write_bytes(b"changed\n")
+    (dreams / "new\nline.json").write_bytes(b"changed\n")
+    # Hidden from git's stat, the record of the fake name starts "h ": its name,
+    # which holds a record of tag H, must not be read as one.
+    git(root, "update-index", "--assume-unchanged", f"content/dreams/{fake}")
+    blobs = gitrepo.clean_blobs(root / "content")
+    assert set(blobs or {}) == {f"dreams/{n}" for n in names} - {
+        f"dreams/{fake}",
+        "dreams/new\nline.json",
+    }
+
+
 def _nested_repo(tmp_path: Path, folder: str) -> tuple[Path, Path]:
     """A repository whose pool sits in ``folder`` below its top, with one dream."""
     root = tmp_path / "repo"
