@@ -12,7 +12,6 @@ tool shows a dream whose signature does not verify.
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -25,13 +24,12 @@ from builder.errors import DreampoolError
 from builder.formats import dream as dreamfmt
 from builder.formats import leaf as leaffmt
 from builder.formats import merkle
-from builder.formats.checkpoint import Checkpoint, sign_checkpoint
-from builder.formats.note import generate_key, parse_private_key
 from builder.log import logbuild
 from builder.site import writer
-from tests.pools import ORIGIN, PoolFixture, make_pool
+from tests.pools import PoolFixture, make_pool
 from tests.redteam import build, dump, set_tier, signed, submit
 from tests.redteam.test_mcp_checkout import _bulk, _resign_the_whole_log
+from tests.redteam.test_r36_review import _append_under_a_second_key
 from tests.redteam.test_shortcut_review import (
     FORGED,
     _append_forged_leaf_under_a_second_key,
@@ -106,23 +104,15 @@ def test_a_build_with_the_log_key_does_not_attest_leaves_another_key_signed(
     assert _attested(out) == {"log": (len(before), _root(before))}
 
 
-def _append_under_a_second_key(tp: PoolFixture, obj: dict[str, Any]) -> str:
-    """As _append_forged_leaf_under_a_second_key, for the dream ``obj``."""
+def _log_under_a_second_key(tp: PoolFixture, obj: dict[str, Any]) -> str:
+    """The dream ``obj``, its salt, and its leaf appended under a second log key
+    (test_r36_review's helper); its id."""
     dream_id = dreamfmt.dream_id(dreamfmt.b64url_decode(obj["sig"]["value"]))
     salt = logbuild.new_salt(dream_id)
     (tp.content / "dreams" / f"{dream_id}.json").write_bytes(dump(obj))
     (tp.content / "dreams" / f"{dream_id}.salt").write_text(salt + "\n")
-    log = tp.content / "log"
-    shard = log / "leaves" / "000000.jsonl"
     leaf = leaffmt.encode(leaffmt.DreamLeaf(dream_id, dreamfmt.commitment(obj, salt)))
-    leaves = [*shard.read_bytes().splitlines(), leaf]
-    shard.write_bytes(b"".join(x + b"\n" for x in leaves))
-    skey, vkey = generate_key(ORIGIN)
-    (log / "policy").write_text((log / "policy").read_text() + f"log {vkey}\n")
-    note = sign_checkpoint(Checkpoint(ORIGIN, len(leaves), _root(leaves)), parse_private_key(skey))
-    (log / "checkpoints" / str(len(leaves))).write_bytes(note)
-    with (log / "history.jsonl").open("a") as f:
-        f.write(json.dumps({"size": len(leaves), "time": "2026-12-01T00:00:00Z"}) + "\n")
+    _append_under_a_second_key(tp, [leaf])
     return dream_id
 
 
@@ -135,7 +125,7 @@ def test_a_signing_build_that_signs_nothing_attests_only_what_its_key_signed(
     dream past it (and shows it: its signature holds)."""
     tp, ids, out = published
     before = _log_leaves(tp)
-    extra = _append_under_a_second_key(tp, signed("ada", title="Ada signed this one too"))
+    extra = _log_under_a_second_key(tp, signed("ada", title="Ada signed this one too"))
     report = build(tp, out)
     assert not report.signed and extra not in report.admitted
     assert _attested(out) == {"log": (len(before), _root(before))}

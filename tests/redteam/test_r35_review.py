@@ -9,7 +9,6 @@ review: a failing test is an attack that succeeds.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -18,29 +17,10 @@ import pytest
 from builder.agents import mcp_server
 from builder.errors import DreampoolError, LogError
 from builder.formats import leaf as leaffmt
-from builder.formats import merkle
-from builder.formats.checkpoint import Checkpoint, sign_checkpoint
-from builder.formats.note import generate_key, parse_private_key
-from tests.pools import ORIGIN, PoolFixture
+from tests.pools import PoolFixture
 from tests.redteam import build
 from tests.redteam.test_attested import published  # noqa: F401  (the fixture)
-
-
-def _append_under_a_second_key(tp: PoolFixture, leaf: bytes) -> None:
-    """What the pull request adds: ``leaf`` after the signed log, a checkpoint over
-    it signed by a log key of its own, its history line, and that key as a second
-    ``log`` line of content/log/policy (THREATS.md T78, T107)."""
-    log = tp.content / "log"
-    shard = log / "leaves" / "000000.jsonl"
-    leaves = [*shard.read_bytes().splitlines(), leaf]
-    shard.write_bytes(b"".join(x + b"\n" for x in leaves))
-    skey, vkey = generate_key(ORIGIN)
-    (log / "policy").write_text((log / "policy").read_text() + f"log {vkey}\n")
-    tree = merkle.MerkleTree.from_leaf_hashes(merkle.leaf_hash(x) for x in leaves)
-    note = sign_checkpoint(Checkpoint(ORIGIN, tree.size, tree.root()), parse_private_key(skey))
-    (log / "checkpoints" / str(tree.size)).write_bytes(note)
-    with (log / "history.jsonl").open("a") as f:
-        f.write(json.dumps({"size": tree.size, "time": "2026-12-01T00:00:00Z"}) + "\n")
+from tests.redteam.test_r36_review import _append_under_a_second_key
 
 
 def test_an_erasure_leaf_of_a_dream_never_logged_is_a_named_error_not_a_key_error(
@@ -57,7 +37,9 @@ def test_an_erasure_leaf_of_a_dream_never_logged_is_a_named_error_not_a_key_erro
     a `dreampool build` over the same checkout, with or without the log key,
     stops with the same KeyError.)"""
     tp, _, out = published
-    _append_under_a_second_key(tp, leaffmt.encode(leaffmt.ErasureLeaf("0123456789abcdef", "legal")))
+    _append_under_a_second_key(
+        tp, [leaffmt.encode(leaffmt.ErasureLeaf("0123456789abcdef", "legal"))]
+    )
     # Read lazily, as the server reads a checkout: the first call meets the log.
     reader = mcp_server.open_reader(None, tp.content, lazy=True, out=out)
     tools = mcp_server.Tools(reader, content=tp.content)
@@ -92,7 +74,7 @@ def test_a_build_refuses_a_log_that_breaks_section_3_across_leaves_naming_the_le
     (the erasure) or took the second leaf as the first's; it now refuses the log
     with a LogError naming the leaf's line and the rule, and writes nothing."""
     tp, _, out = published
-    _append_under_a_second_key(tp, leaf(tp))
+    _append_under_a_second_key(tp, [leaf(tp)])
     before = {p: p.read_bytes() for p in (tp.content / "log").rglob("*") if p.is_file()}
     with pytest.raises(LogError) as caught:
         build(tp, out, key=key)
