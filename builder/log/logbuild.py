@@ -656,27 +656,15 @@ def _check_unsigned_tail(
         except leaffmt.LeafError as exc:
             parsed, why = None, f" ({exc.message})"
         ok = False
-        if isinstance(parsed, leaffmt.KeyLeaf) and parsed.key_id not in seen.keys:
-            d = keys.get(parsed.key_id)
-            ok = d is not None and parsed == leaffmt.KeyLeaf(d.key_id, d.public_key, d.author)
-            seen.add_key(parsed.key_id, parsed.author, index)
-        elif isinstance(parsed, leaffmt.DreamLeaf) and parsed.id in present:
-            ok = (
-                parsed.id not in seen.dreams
-                and present[parsed.id].dream.key_id in seen.keys
-                # A leaf the log holds is judged in log order (§7), not by the
-                # key directory: a rotation merged after the killed build does
-                # not reach back before its own key leaf.
-                and present[parsed.id].dream.key_id not in seen.retired_at
-            )
-            seen.dreams[parsed.id] = index
-        elif isinstance(parsed, leaffmt.ErasureLeaf) and parsed.id in seen.dreams:
-            ok = (
-                parsed.id not in seen.erasures
-                and parsed.id not in present
-                and _erasure_reason(content, parsed.id) == parsed.reason
-            )
-            seen.erasures[parsed.id] = (index, parsed.reason)
+        if parsed is not None:
+            # The rules every leaf keeps (sequence_problem), then what only a
+            # build's own leaf is: one for the pool as it is now.
+            broken = sequence_problem(parsed, seen.dreams, seen.keys, seen.erasures)
+            if broken is not None:
+                why = f" ({broken})"
+            else:
+                ok = _as_a_build_writes(content, parsed, seen, present, keys)
+                seen.add(parsed, index)
         if not ok:
             raise LogError(
                 f"content/log/leaves: leaf {index} is not signed yet, and is not a leaf a "
@@ -686,6 +674,34 @@ def _check_unsigned_tail(
                 "added by hand or the pool changed since. Restore content/log from git "
                 "history; the next build writes the leaves again",
             )
+
+
+def _as_a_build_writes(
+    content: Path,
+    leaf: leaffmt.Leaf,
+    seen: _Logged,
+    present: dict[str, ScannedDream],
+    keys: dict[str, Dream],
+) -> bool:
+    """Whether ``leaf``, after the leaves ``seen`` read (which it breaks no rule
+    across: :func:`sequence_problem`), is one a build writes for the pool as it
+    is: a present dream's key leaf exactly as the build makes it; a present
+    dream's leaf after its key's leaf; an erasure of a dream no longer present,
+    with that erasure recorded."""
+    if isinstance(leaf, leaffmt.KeyLeaf):
+        d = keys.get(leaf.key_id)
+        return d is not None and leaf == leaffmt.KeyLeaf(d.key_id, d.public_key, d.author)
+    if isinstance(leaf, leaffmt.DreamLeaf):
+        found = present.get(leaf.id)
+        return (
+            found is not None
+            and found.dream.key_id in seen.keys
+            # A leaf the log holds is judged in log order (§7), not by the
+            # key directory: a rotation merged after the killed build does
+            # not reach back before its own key leaf.
+            and found.dream.key_id not in seen.retired_at
+        )
+    return leaf.id not in present and _erasure_reason(content, leaf.id) == leaf.reason
 
 
 def _check_logged(
@@ -772,6 +788,16 @@ class _Logged:
             self.retired_at[previous] = index
         self.current[author] = key_id
 
+    def add(self, leaf: leaffmt.Leaf, index: int) -> None:
+        """Take ``leaf``, at ``index``, as read after those taken so far."""
+        if isinstance(leaf, leaffmt.DreamLeaf):
+            self.dreams[leaf.id] = index
+            self.commitments[leaf.id] = leaf.commitment
+        elif isinstance(leaf, leaffmt.KeyLeaf):
+            self.add_key(leaf.key_id, leaf.author, index)
+        else:
+            self.erasures[leaf.id] = (index, leaf.reason)
+
 
 def _read_leaves(leaves: list[bytes], *, into: _Logged | None = None, start: int = 0) -> _Logged:
     """What ``leaves[start:]`` log, added to ``into`` (a new :class:`_Logged` if
@@ -800,13 +826,7 @@ def _read_leaves(leaves: list[bytes], *, into: _Logged | None = None, start: int
                 hint="no build writes such a log: the log state was edited by hand; restore "
                 "content/log from git history",
             )
-        if isinstance(parsed, leaffmt.DreamLeaf):
-            logged.dreams[parsed.id] = index
-            logged.commitments[parsed.id] = parsed.commitment
-        elif isinstance(parsed, leaffmt.KeyLeaf):
-            logged.add_key(parsed.key_id, parsed.author, index)
-        else:
-            logged.erasures[parsed.id] = (index, parsed.reason)
+        logged.add(parsed, index)
     return logged
 
 
