@@ -127,7 +127,7 @@ from builder.readers.monitor import (
     open_site,
 )
 from builder.site import agentdocs as agents
-from builder.site import derived, model, patterns
+from builder.site import derived, model, patterns, writer
 from builder.site.model import TIER_RANK, DreamView, ErasedView, SiteModel, TagRef
 from builder.text import readerview, redact
 
@@ -269,6 +269,7 @@ class ContentSite:
         "_out",
         "_site",
         "_store",
+        "_stored",
         "_trusted",
         "_words",
     )
@@ -278,6 +279,7 @@ class ContentSite:
         # The built site whose store is read (derived.store_to_read), if any.
         self._out = out
         self._fingerprint: tuple[Any, ...] | None = None
+        self._stored: tuple[int, ...] | None = None  # _store_fingerprint at the last open
         self._site: LogSite | None = None
         self._trusted: Trusted | None = None
         self._store: buildcache.StoreReader | None = None
@@ -297,17 +299,15 @@ class ContentSite:
     def reload(self) -> None:
         with self._lock:
             fingerprint = _fingerprint(self._content)
+            stored = _store_fingerprint(self._out)
             if self._site is None or fingerprint != self._fingerprint:
                 # What the last reload froze (below) is thawed first, so that once
                 # replaced it can be collected.
                 gc.unfreeze()
-                folder = None if self._out is None else derived.store_to_read(self._out)
-                store = None if folder is None else buildcache.StoreReader(folder)
-                if store is not None and not store.readable():
-                    store = None  # its lookups would all miss, after costing a read each
+                store = self._open_store()
                 with _collector_paused():
                     log, self._trusted = content_plan(self._content, store)
-                self._store = store
+                self._store, self._stored = store, stored
                 self._words = None
                 self._site = LogSite(log, str(self._content))
                 self._fingerprint = fingerprint
@@ -315,6 +315,21 @@ class ContentSite:
                 # until the next reload: frozen out of the garbage collector, whose
                 # every full collection walked it (3 s of a 15 s dream_stats at 100k).
                 gc.freeze()
+            elif stored != self._stored:
+                # A build wrote the store and changed nothing the plan is read from
+                # (a first build with the log key adds the attested row). What the
+                # plan took from the old store it would take from the new one (the
+                # store only saves time), so only the store is opened again.
+                self._store, self._stored = self._open_store(), stored
+                self._words = None
+
+    def _open_store(self) -> buildcache.StoreReader | None:
+        """The build's store beside the checkout, if it may be read and can be."""
+        folder = None if self._out is None else derived.store_to_read(self._out)
+        store = None if folder is None else buildcache.StoreReader(folder)
+        if store is not None and not store.readable():
+            return None  # its lookups would all miss, after costing a read each
+        return store
 
     def stored_words(self) -> Mapping[str, patterns.DreamWords]:
         """The keywords of each dream (by id) the build's store holds
@@ -419,6 +434,20 @@ def _fingerprint(content: Path) -> tuple[Any, ...]:
                 continue
             seen.append((f"{folder}/{entry.name}", st.st_size, st.st_mtime_ns))
     return tuple(seen)
+
+
+def _store_fingerprint(out: Path | None) -> tuple[int, ...] | None:
+    """Inode, size and mtime of the store file of the build of ``out`` (a build that
+    saves a row changes its mtime; one that starts it afresh, its inode), or None
+    if there is none. Only looked at, never trusted: the store is opened and
+    checked as ever (:meth:`ContentSite._open_store`) when this changes."""
+    if out is None:
+        return None
+    try:
+        st = os.lstat(writer.builds_dir(out) / "cache" / buildcache.STORE)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 @dataclass(frozen=True, slots=True)

@@ -243,3 +243,38 @@ def test_a_pinned_policy_needs_no_attestation(
     reader = mcp_server.open_reader(None, tp.content, pinned, out=out)
     shown, _ = _bulk(mcp_server.Tools(reader, content=tp.content))
     assert set(shown) == set(ids) and seen == [] and reader._attested_leaves == 0
+
+
+def test_the_server_reads_the_store_a_later_build_wrote(
+    published: tuple[PoolFixture, list[str], Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """T117's row, written by a build that changes nothing under ``content/``: the
+    first build with the log key over a site built without it. The server takes
+    the new store at its next reload (review r35: it kept the old one until it was
+    restarted), and reads nothing of the checkout again for it."""
+    tp, _, _ = published
+    out = tmp_path / "pool" / "unsigned-site"
+    build(tp, out, key=False)
+    site = mcp_server.ContentSite(tp.content, out)
+    site.reload()
+    assert site.attested() is None
+    plans: list[Path] = []
+    plan = mcp_server.content_plan
+
+    def counted(content: Path, store: Any = None) -> Any:
+        plans.append(content)
+        return plan(content, store)
+
+    monkeypatch.setattr(mcp_server, "content_plan", counted)
+    log = sorted((p, p.read_bytes()) for p in (tp.content / "log").rglob("*") if p.is_file())
+    build(tp, out)
+    # Nothing new to sign: content/ is as it was.
+    assert (
+        sorted((p, p.read_bytes()) for p in (tp.content / "log").rglob("*") if p.is_file()) == log
+    )
+    site.reload()
+    leaves = _log_leaves(tp)
+    assert site.attested() == (len(leaves), _root(leaves))
+    assert plans == []
