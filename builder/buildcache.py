@@ -121,7 +121,15 @@ STORE = "store.sqlite"
 # 6: a dream in the scan section keeps its head apart from its body (_scan_out).
 # 7: each row carries a second digest, keyed with the log key's row key (row_key).
 # 8: the seals section (builder.site.writer: which generation a build made).
-FORMAT = "dreampool-store/9"
+# 9: the attested section (the log prefix a build with the log key stands behind).
+# 10: a text row (commit, salts) is its UTF-8, not a JSON string (_str_in).
+FORMAT = "dreampool-store/10"
+
+# What a stored head may hold, as sets (one C call a row, not a loop of them).
+_HEAD_KEYS = frozenset(HEAD_FIELDS)
+_ENTRY_TYPES = frozenset(ENTRY_TYPES)
+_STR = frozenset({str})
+_BOOL = frozenset({bool})
 # The files SQLite keeps beside the database (rollback journal, WAL, shared memory).
 _SIDECARS = ("-journal", "-wal", "-shm")
 _DIGEST = 16
@@ -205,9 +213,11 @@ def _blob_key(key: str) -> str:
 def _digested(
     value_out: Callable[[Any], bytes], value_in: Callable[[bytes], Any]
 ) -> tuple[Callable[[Any], bytes], Callable[[bytes], Any]]:
-    """Codecs for an entry (SHA-256 of a file's bytes, value) as the JSON
-    array ``["<64 hex>",<value as value_out writes it>]`` (builder.content.filekeys);
-    the value is decoded by ``value_in`` alone, so no other shape reads back."""
+    """Codecs for an entry (SHA-256 of a file's bytes, value) as
+    ``["<64 hex>",``, the value as ``value_out`` writes it, then ``]``
+    (builder.content.filekeys): the digest's place is fixed and the value runs
+    to the last byte, so any value reads back whole. The value is decoded by
+    ``value_in`` alone, so no other shape reads back."""
 
     def out(entry: tuple[str, Any]) -> bytes:
         digest, value = entry
@@ -250,11 +260,12 @@ def _scan_in(data: bytes) -> tuple[str, Dream]:
     digest, dream_id, key_id, public_key, head, types = as_list(_json(first), 6)
     if not isinstance(digest, str) or not filekeys.is_sha256(digest):
         raise ValueError("not a SHA-256")
-    if not isinstance(head, dict) or not set(head) <= set(HEAD_FIELDS):
+    if not isinstance(head, dict) or not head.keys() <= _HEAD_KEYS:
         raise TypeError("a dream's head is an object of its head fields")
     as_str(head["author"]), as_str(head["title"])
     _head_shape(head)
-    if not isinstance(types, list) or not all(t in ENTRY_TYPES for t in types):
+    # (an unhashable type, from a damaged row, raises: a miss as well)
+    if not isinstance(types, list) or not set(types) <= _ENTRY_TYPES:
         raise TypeError("a dream's entry types are a list of entry types")
     key = _unb64(public_key)
     if len(key) != 32:
@@ -271,7 +282,7 @@ def _head_shape(head: dict[str, Any]) -> None:
     another shape listed a dream under wrong tags or stopped the build with a
     traceback in build_model (review r31). Raises, so the row is a miss."""
     tags = head.get("tags", [])
-    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+    if not isinstance(tags, list) or not set(map(type, tags)) <= _STR:
         raise TypeError("a dream's tags are a list of strings")
     lineage = head.get("lineage")
     if lineage is not None:
@@ -283,9 +294,10 @@ def _head_shape(head: dict[str, Any]) -> None:
         if generation is not None:
             as_int(generation)
     consent = head["consent"]
-    if not isinstance(consent, dict) or not all(
-        isinstance(consent.get(k, False), bool) for k in ("share", "derivatives", "anonymize")
-    ):
+    if not isinstance(consent, dict):
+        raise TypeError("a dream's consent is an object of booleans")
+    flags = (consent.get(k, False) for k in ("share", "derivatives", "anonymize"))
+    if not set(map(type, flags)) <= _BOOL:
         raise TypeError("a dream's consent is an object of booleans")
 
 
@@ -359,12 +371,15 @@ def _commit_key_of(text: str) -> tuple[str, str]:
     return (digest, salt)
 
 
+# A text row is its UTF-8, not a JSON string: 200,000 of them at 100k dreams
+# (commitments, salts), and json.loads was most of reading one. Strict both ways:
+# a str UTF-8 cannot hold is not kept, and bytes that are not UTF-8 are a miss.
 def _str_out(v: str) -> bytes:
-    return _dump(as_str(v))
+    return as_str(v).encode("utf-8")
 
 
 def _str_in(data: bytes) -> str:
-    return as_str(_json(data))
+    return data.decode("utf-8")
 
 
 def _fields_out(v: dict[str, Any]) -> bytes:

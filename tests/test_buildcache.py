@@ -178,8 +178,8 @@ def test_a_body_that_disagrees_with_its_stored_head_is_named_when_read(
 
 
 def test_the_store_holds_data_only(tmp_path: Path) -> None:
-    """T44: every value is JSON text; nothing in the file is a pickle (or any
-    format that runs code when read)."""
+    """T44: every value is data (JSON text, text, or lengths and the bytes they
+    count); nothing in the file is a pickle (or any format that runs code when read)."""
     c = BuildCache(tmp_path)
     for name, (key, value) in SAMPLES.items():
         c[name][key] = value
@@ -197,6 +197,10 @@ def test_the_store_holds_data_only(tmp_path: Path) -> None:
                 assert buildcache._seal_in(v) == SAMPLES["seals"][1]
             elif name == "attested":  # a size and a root in hex
                 assert v == b"12 " + bytes(range(32)).hex().encode()
+            elif name == "commit":  # a text row: its UTF-8
+                assert v == b"commitment"
+            elif name == "salts":  # the file's digest, then the text
+                assert v == b'["' + _sha(3).encode() + b'",c2FsdA]'
             else:
                 json.loads(v)
     assert b"\x80\x05" not in (tmp_path / buildcache.STORE).read_bytes()  # pickle's protocol 5
@@ -699,3 +703,25 @@ def test_the_store_holds_neither_the_log_key_nor_its_row_key(tmp_path: Path) -> 
     data = (tmp_path / buildcache.STORE).read_bytes()
     assert SEED not in data and buildcache.row_key(SEED) not in data
     assert SEED.hex().encode() not in data and buildcache.row_key(SEED).hex().encode() not in data
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [b"\xff\xfe", b"\xed\xa0\x80"],  # not UTF-8; an encoded surrogate
+)
+def test_a_text_row_that_is_not_utf8_is_a_miss(tmp_path: Path, stored: bytes) -> None:
+    """A commit or salt row is its text's UTF-8, read strictly: any other bytes,
+    even under a sound digest (a row written by something else), are a miss,
+    never a str no build wrote."""
+    c = BuildCache(tmp_path)
+    c["commit"][(_sha(2), "salt")] = "commitment"
+    c.save()
+    k = f"{_sha(2)} salt"
+    with _db(tmp_path) as db:
+        db.execute(
+            'UPDATE "commit" SET v = ?, d = ? WHERE k = ?',
+            (stored, buildcache._row_digest(k, stored), k),
+        )
+    fresh = BuildCache(tmp_path)
+    assert fresh["commit"] == {}
+    assert any("commit had 1 damaged row" in n for n in fresh.notes)
