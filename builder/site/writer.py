@@ -361,17 +361,25 @@ class SiteWriter:
         stat a file, no link). The paths come from a manifest and the cache,
         written by builds that checked them (:func:`check_path`) when they
         stored them."""
+        had, claimed, prefix = self.had, self._claimed, self._gen + "/"
         found = []
         for rel, want in files:
-            entry = self.had.get(rel)
-            if entry is None or entry[0] != want or rel in self._claimed:
+            entry = had.get(rel)
+            if entry is None or entry[0] != want or rel in claimed:
                 return False
-            if not _unchanged(f"{self._gen}/{rel}", entry):
+            # _unchanged, inline: this runs for every file of every unit kept
+            # (300,000 at 100k dreams), and the call was a fifth of it.
+            try:
+                st = os.stat(prefix + rel, follow_symlinks=False)
+            except OSError:
+                return False
+            if st.st_size != entry[1] or st.st_mtime_ns != entry[2]:
                 return False
             found.append((rel, entry))
+        written = self.written
         for rel, entry in found:
-            self._claimed.add(rel)
-            self.written[rel] = entry
+            claimed.add(rel)
+            written[rel] = entry
         return True
 
     def keep(self, rel: str, want: bytes) -> None:
