@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from builder import build as buildmod
-from builder import buildcache
+from builder import buildcache, parallel
 from builder.buildcache import BuildCache
 from builder.formats.note import parse_private_key
 from builder.site import assemble, favicon, feeds, patterns, render, units
@@ -145,10 +145,26 @@ def test_the_command_exits_with_the_builds_code_and_all_its_output(tmp_path: Pat
     assert "dreampool: refused: " in second.stderr and "broken.json" in second.stderr
 
 
-def test_incremental_and_cold_builds_are_byte_identical(tmp_path: Path) -> None:
+@pytest.mark.parametrize("check_fork_min", [units.CHECK_FORK_MIN, 0])
+def test_incremental_and_cold_builds_are_byte_identical(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, check_fork_min: int
+) -> None:
     """250 dreams: enough that verification and dream pages run on every core.
     The incremental side is built four times, so both generations of its output
-    and its cache are used; the cold side once, with no cache."""
+    and its cache are used; the cold side once, with no cache. The units' keys
+    and checks (units.Units._check) run in this process, then on forked workers,
+    as they do from units.CHECK_FORK_MIN dreams on; one kept page is edited in
+    place in the generation the last build writes, which must not keep it."""
+    monkeypatch.setattr(units, "CHECK_FORK_MIN", check_fork_min)
+    monkeypatch.setattr(parallel, "workers", lambda: 2)
+    forked: list[object] = []
+    fork_pool = parallel._fork_pool
+
+    def spied(processes: int, task: Any) -> Any:
+        forked.append(getattr(task, "__func__", task))
+        return fork_pool(processes, task)
+
+    monkeypatch.setattr(parallel, "_fork_pool", spied)
     tp = make_pool(tmp_path)
     signer = parse_private_key(tp.log_key)
     ids = tp.add("ada", 250, tags=["shared"])
@@ -162,8 +178,15 @@ def test_incremental_and_cold_builds_are_byte_identical(tmp_path: Path) -> None:
     child = tp.add("墨子", 1, lineage={"parent": ids[0], "generation": 1})
     third = buildmod.build(tp.content, incremental, signer=signer)
     assert (third.verified, third.rendered) == (1, 2)  # the child, and its parent's new link
+    live = incremental.resolve()
+    other = live.parent / ("a" if live.name == "b" else "b")
+    edited = other / "dreams" / ids[1] / "index.html"
+    edited.write_bytes(edited.read_bytes() + b"<!-- edited in place -->")
     again = buildmod.build(tp.content, incremental, signer=None)
-    assert (again.verified, again.rendered) == (0, 0)
+    # The edited page's unit only: a kept file is a hard link of the other
+    # generation's, so neither generation holds that page as recorded.
+    assert (again.verified, again.rendered) == (0, 1)
+    assert (units.Units._check in forked) == (check_fork_min == 0)
     cold = tmp_path / "cold"
     buildmod.build(tp.content, cold, signer=None)
     assert tree(incremental) == tree(cold)

@@ -83,6 +83,10 @@ _VIEW_VALUES = operator.attrgetter(*(name for name in VIEW_FIELDS if name != "ta
 # the store's size (≈3.8 GB of fragments at a million dreams) and not time is
 # what runs out; below it, deflating would add ≈4% to a build.
 SQUEEZE_ABOVE = 200_000
+# From this many dreams on, the units' keys and checks (Units._check) are
+# found on every core: below it, forking costs more than the ≈50 µs a dream
+# it saves on two cores.
+CHECK_FORK_MIN = 2_000
 SQUEEZED = b"\0"  # first byte of a deflated fragment; a rendered one never starts with NUL
 # A preset dictionary of the fragments' markup (zlib's deflateSetDictionary;
 # raw deflate, RFC 1951, so no header names it: both ends use this one). A
@@ -150,6 +154,7 @@ class Units:
         self._near: dict[str, Fragments | None] = {}  # the current page's (prefetch)
         self.squeeze = len(model.dreams) > SQUEEZE_ABOVE
         self._writer: SiteWriter | None = None
+        self._old: dict[str, tuple[str, tuple[tuple[str, bytes], ...]]] = {}  # the store's units
         self._local: SiteModel | None = None
         self._local_by_id: dict[str, DreamView] = {}
         self.keys: dict[str, str] = {}
@@ -184,13 +189,20 @@ class Units:
 
     def write(self, w: SiteWriter) -> int:
         """Keep or render every unit into ``w``; returns how many were rendered."""
-        old = self.cache["units"]
+        old = self._old = self.cache["units"]
+        self._writer = w  # the forked workers check and store the files themselves
+        dreams = self.model.dreams
+        # Each unit's key, and whether the generation holds its files as the
+        # store says, found on every core (_check: a key and three stats a
+        # dream, 5 s of a build after one new dream at 100k dreams); what is
+        # kept is claimed here, in order.
+        checked = parallel.map_ordered(self._check, range(len(dreams)), min_items=CHECK_FORK_MIN)
         new: dict[str, tuple[str, tuple[tuple[str, bytes], ...]]] = {}
         dirty: list[Item] = []
-        for d in self.model.dreams:
-            key = self.keys[d.id] = self.key(d)
+        for d, (key, held) in zip(dreams, checked, strict=True):
+            self.keys[d.id] = key
             hit = old.get(d.id)
-            if hit is not None and hit[0] == key and w.keep_all(hit[1]):
+            if hit is not None and hit[0] == key and w.keep_all(hit[1], held=held):
                 new[d.id] = hit
             else:
                 # The admitted dream and the views its page names (parent,
@@ -204,7 +216,6 @@ class Units:
         for d, *_ in dirty:
             for path in self.paths(d):
                 w.prepare(path)
-        self._writer = w  # the forked workers store the files themselves
         for unit in parallel.imap_ordered(self._render, dirty):
             for path, entry, changed in unit.files:
                 w.record(path, entry, changed)
@@ -213,6 +224,16 @@ class Units:
         self._rows.flush()
         self.cache.sections["units"] = new
         return len(dirty)
+
+    def _check(self, i: int) -> tuple[str, bool]:
+        """The key of the ``i``-th dream's unit, and whether the generation being
+        written holds the files the store names for that key (SiteWriter.holds_own).
+        Reads only; run in forked workers."""
+        d = self.model.dreams[i]
+        key = self.key(d)
+        hit = self._old.get(d.id)
+        assert self._writer is not None
+        return key, hit is not None and hit[0] == key and self._writer.holds_own(hit[1])
 
     def finish(self) -> None:
         """After the list pages: the store keeps the fragments of this build's

@@ -343,11 +343,13 @@ class SiteWriter:
         entry = self.live_manifest.get(rel)
         return entry is not None and entry[0] == want and self._live_holds(rel, entry)
 
-    def keep_all(self, files: Sequence[tuple[str, bytes]]) -> bool:
+    def keep_all(self, files: Sequence[tuple[str, bytes]], *, held: bool | None = None) -> bool:
         """Keep every one of ``files`` (path, digest of the bytes a past build
         wrote there) if the generations hold them all; else keep none and
-        return False (the caller renders them)."""
-        if self._keep_own(files):
+        return False (the caller renders them). ``held`` is what
+        :meth:`holds_own` said of ``files`` just before (in a worker), if it was
+        asked; else it is asked here."""
+        if (self.holds_own(files) if held is None else held) and self._claim_own(files):
             return True
         if not all(self.can_keep(rel, want) for rel, want in files):
             return False
@@ -355,17 +357,18 @@ class SiteWriter:
             self.keep(rel, want)
         return True
 
-    def _keep_own(self, files: Sequence[tuple[str, bytes]]) -> bool:
-        """:meth:`keep_all` when this generation holds every file as recorded,
+    def holds_own(self, files: Sequence[tuple[str, bytes]]) -> bool:
+        """Whether this generation holds every one of ``files`` as recorded,
         unedited: the common case of an incremental build, made cheap (one
-        stat a file, no link). The paths come from a manifest and the cache,
+        stat a file, no link). It changes nothing, so a forked worker may ask
+        it (builder.site.units) for the writer to claim the files after
+        (:meth:`keep_all`). The paths come from a manifest and the cache,
         written by builds that checked them (:func:`check_path`) when they
         stored them."""
-        had, claimed, prefix = self.had, self._claimed, self._gen + "/"
-        found = []
+        had, prefix = self.had, self._gen + "/"
         for rel, want in files:
             entry = had.get(rel)
-            if entry is None or entry[0] != want or rel in claimed:
+            if entry is None or entry[0] != want:
                 return False
             # _unchanged, inline: this runs for every file of every unit kept
             # (300,000 at 100k dreams), and the call was a fifth of it.
@@ -375,11 +378,18 @@ class SiteWriter:
                 return False
             if st.st_size != entry[1] or st.st_mtime_ns != entry[2]:
                 return False
-            found.append((rel, entry))
-        written = self.written
-        for rel, entry in found:
+        return True
+
+    def _claim_own(self, files: Sequence[tuple[str, bytes]]) -> bool:
+        """Keep ``files``, which :meth:`holds_own` found in this generation as
+        recorded, unless one is claimed already (then keep none)."""
+        claimed = self._claimed
+        if any(rel in claimed for rel, _ in files):
+            return False
+        had, written = self.had, self.written
+        for rel, _ in files:
             claimed.add(rel)
-            written[rel] = entry
+            written[rel] = had[rel]
         return True
 
     def keep(self, rel: str, want: bytes) -> None:
