@@ -58,8 +58,9 @@ runs) hits, and a hit is always the result of the very bytes the file holds.
 
 **Read back as data, never as code.** A pull request can force-add any path
 of the checkout, so what the build reads back is treated as hostile until
-shown otherwise (THREATS.md T44, T45): values are JSON (a unit's, a
-length-prefixed binary record), decoded by a strict reader per section that
+shown otherwise (THREATS.md T44, T45): values are data (JSON; a text's
+UTF-8; a unit's and its fragments', length-prefixed binary records), decoded
+by a strict reader per section that
 accepts only the shapes the build writes (a pickle, which runs code as it
 loads, was used here until a planted one ran an attacker's command with the
 log key in the environment). Each row carries a
@@ -184,9 +185,9 @@ def code_digest() -> str:
 
 # --- the strict codecs, one per section --------------------------------------
 #
-# Each encodes a key as text and a value as JSON bytes, and decodes only what
-# it would have encoded: any other shape raises (ValueError, TypeError,
-# KeyError …), and the row is a miss.
+# Each encodes a key as text and a value as data bytes (JSON, UTF-8 text, or
+# length-prefixed binary), and decodes only what it would have encoded: any
+# other shape raises (ValueError, TypeError, KeyError …), and the row is a miss.
 
 
 def _dump(obj: Any) -> bytes:

@@ -259,7 +259,8 @@ class ContentSite:
     A log with pending work (an erasure not yet logged, an unsigned tail) is refused:
     run ``dreampool build`` first. Nothing is read until it is first asked for
     (:meth:`fetch`, :meth:`reload` or :meth:`trusted`), so a server can answer
-    ``initialize`` at once; :meth:`reload` rebuilds when the checkout changed.
+    ``initialize`` at once; :meth:`reload` rebuilds when the checkout changed, and
+    opens the build's store again when only the store changed.
     """
 
     __slots__ = (
@@ -319,7 +320,8 @@ class ContentSite:
                 # A build wrote the store and changed nothing the plan is read from
                 # (a first build with the log key adds the attested row). What the
                 # plan took from the old store it would take from the new one (the
-                # store only saves time), so only the store is opened again.
+                # store only saves time, up to T108's accepted risk: a local writer
+                # of the store), so only the store is opened again.
                 self._store, self._stored = self._open_store(), stored
                 self._words = None
 
@@ -363,8 +365,9 @@ class ContentSite:
             return found
 
     def stored_keys(self) -> dict[Any, Any]:
-        """A copy of the build store's key files by content (:func:`content_plan`
-        left it holding the checkout's as last reloaded), or an empty dict."""
+        """A copy of the build store's key files by content, or an empty dict: the
+        checkout's as last reloaded (:func:`content_plan` left them), or as the
+        build that last wrote the store kept them; a cache, checked by its user."""
         with self._lock:
             return {} if self._store is None else dict(self._store["keys"])
 
@@ -437,17 +440,18 @@ def _fingerprint(content: Path) -> tuple[Any, ...]:
 
 
 def _store_fingerprint(out: Path | None) -> tuple[int, ...] | None:
-    """Inode, size and mtime of the store file of the build of ``out`` (a build that
-    saves a row changes its mtime; one that starts it afresh, its inode), or None
-    if there is none. Only looked at, never trusted: the store is opened and
-    checked as ever (:meth:`ContentSite._open_store`) when this changes."""
+    """Inode, size, mtime and ctime of the store file of the build of ``out`` (a
+    build that saves a row changes its mtime and ctime, which ``utime`` cannot set
+    back; one that starts it afresh, its inode), or None if there is none. Only
+    looked at, never trusted: the store is opened and checked as ever
+    (:meth:`ContentSite._open_store`) when this changes."""
     if out is None:
         return None
     try:
         st = os.lstat(writer.builds_dir(out) / "cache" / buildcache.STORE)
     except OSError:
         return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 @dataclass(frozen=True, slots=True)
