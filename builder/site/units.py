@@ -87,6 +87,7 @@ SQUEEZE_ABOVE = 200_000
 # found on every core: below it, forking costs more than the ≈50 µs a dream
 # it saves on two cores.
 CHECK_FORK_MIN = 2_000
+CHECK_CHUNK = 1_024  # dreams a worker checks per task
 SQUEEZED = b"\0"  # first byte of a deflated fragment; a rendered one never starts with NUL
 # A preset dictionary of the fragments' markup (zlib's deflateSetDictionary;
 # raw deflate, RFC 1951, so no header names it: both ends use this one). A
@@ -195,8 +196,10 @@ class Units:
         # Each unit's key, and whether the generation holds its files as the
         # store says, found on every core (_check: a key and three stats a
         # dream, 5 s of a build after one new dream at 100k dreams); what is
-        # kept is claimed here, in order.
-        checked = parallel.map_ordered(self._check, range(len(dreams)), min_items=CHECK_FORK_MIN)
+        # kept is claimed here, in order, as the workers go on.
+        checked = parallel.imap_ordered(
+            self._check, range(len(dreams)), min_items=CHECK_FORK_MIN, chunk=CHECK_CHUNK
+        )
         new: dict[str, tuple[str, tuple[tuple[str, bytes], ...]]] = {}
         dirty: list[Item] = []
         for d, (key, held) in zip(dreams, checked, strict=True):
