@@ -199,6 +199,54 @@ def test_incremental_and_cold_builds_are_byte_identical(
     assert broken_links(cold, "/") == []
 
 
+@pytest.mark.parametrize("check_fork_min", [units.CHECK_FORK_MIN, 0])
+def test_a_build_that_fails_in_the_units_checks_leaves_no_worker_or_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, check_fork_min: int
+) -> None:
+    """Review r38. From units.CHECK_FORK_MIN dreams on, Units.write consumes the
+    units' checks from ``parallel.imap_ordered`` while its forked workers run;
+    an error in that loop (here a stand-in for one of SiteWriter.keep's
+    PlanErrors) leaves the generator suspended, never closed, so its pool is
+    never shut down: the build has returned (raised), yet its workers live on
+    holding their copies of the pool lock and the build lock until whoever
+    caught the error lets its traceback go, and a second build in the same
+    process is refused ("another build ... is writing the pool"). In process
+    (below the threshold) nothing is left behind."""
+    import multiprocessing
+
+    from builder.errors import DreampoolError
+    from builder.site import writer
+
+    monkeypatch.setattr(units, "CHECK_FORK_MIN", check_fork_min)
+    monkeypatch.setattr(parallel, "workers", lambda: 2)
+    tp = make_pool(tmp_path)
+    tp.add("ada", 30)
+    site = tmp_path / "site"
+    buildmod.build(tp.content, site, signer=parse_private_key(tp.log_key))
+    buildmod.build(tp.content, site, signer=None)  # both generations hold every unit
+    real = writer.SiteWriter.keep_all
+    calls = []
+
+    def fails(self: writer.SiteWriter, files: Any, *, held: bool | None = None) -> bool:
+        calls.append(files)
+        if len(calls) == 3:
+            raise writer.PlanError("kept, but a folder of it is a link (stand-in)")
+        return real(self, files, held=held)
+
+    with monkeypatch.context() as m:
+        m.setattr(writer.SiteWriter, "keep_all", fails)
+        with pytest.raises(writer.PlanError) as failed:
+            buildmod.build(tp.content, site, signer=None)
+    left = multiprocessing.active_children()
+    try:
+        buildmod.build(tp.content, site, signer=None)
+        refused = None
+    except DreampoolError as exc:
+        refused = str(exc)
+    del failed  # lets the suspended generator close, so no worker outlives the test
+    assert (left, refused) == ([], None)
+
+
 def test_a_cosignature_added_later_reaches_every_proof_against_that_checkpoint(
     tmp_path: Path,
 ) -> None:
