@@ -19,7 +19,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar, cast
@@ -60,10 +60,12 @@ def map_ordered(
 
 def imap_ordered(
     func: Callable[[T], R], items: Sequence[T], *, min_items: int = MIN_ITEMS, chunk: int = 32
-) -> Iterator[R]:
+) -> Generator[R, None, None]:
     """``func(x) for x in items``, computed on all cores, yielded in order as
     they are done: the caller consumes results (writes files) while the
-    workers compute the next ones, and never holds them all."""
+    workers compute the next ones, and never holds them all. A caller that
+    can stop early (an error in its loop) closes it (``contextlib.closing``):
+    its workers end then, not whenever the generator is collected."""
     n = workers()
     if len(items) < min_items or n < 2 or "fork" not in multiprocessing.get_all_start_methods():
         yield from (func(x) for x in items)

@@ -19,7 +19,7 @@ from builder import build as buildmod
 from builder import buildcache, parallel
 from builder.buildcache import BuildCache
 from builder.formats.note import parse_private_key
-from builder.site import assemble, favicon, feeds, patterns, render, units
+from builder.site import assemble, favicon, feeds, patterns, render, units, writer
 from tests.conftest import REPO
 from tests.pools import PoolFixture, key_id_of, make_pool
 from tests.test_agents import set_tier
@@ -182,7 +182,20 @@ def test_incremental_and_cold_builds_are_byte_identical(
     other = live.parent / ("a" if live.name == "b" else "b")
     edited = other / "dreams" / ids[1] / "index.html"
     edited.write_bytes(edited.read_bytes() + b"<!-- edited in place -->")
+    # The workers' answers are used: no unit they found held is looked for elsewhere.
+    looked: list[str] = []
+    can_keep = writer.SiteWriter.can_keep
+
+    def spied_can_keep(self: writer.SiteWriter, rel: str, want: bytes) -> bool:
+        looked.append(rel)
+        return can_keep(self, rel, want)
+
+    monkeypatch.setattr(writer.SiteWriter, "can_keep", spied_can_keep)
     again = buildmod.build(tp.content, incremental, signer=None)
+    # (the edited unit, and the two the last build rendered into the other
+    # generation: this one, two builds old, holds their older files)
+    units_looked = {rel.split("/")[1] for rel in looked if rel.startswith("dreams/")}
+    assert ids[1] in units_looked and units_looked <= {ids[0], ids[1], child[0]}
     # The edited page's unit only: a kept file is a hard link of the other
     # generation's, so neither generation holds that page as recorded.
     assert (again.verified, again.rendered) == (0, 1)

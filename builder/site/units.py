@@ -48,6 +48,7 @@ dream on the workers and ≈5 µs each time a list page reads one back
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import operator
@@ -87,7 +88,6 @@ SQUEEZE_ABOVE = 200_000
 # found on every core: below it, forking costs more than the ≈50 µs a dream
 # it saves on two cores.
 CHECK_FORK_MIN = 2_000
-CHECK_CHUNK = 1_024  # dreams a worker checks per task
 SQUEEZED = b"\0"  # first byte of a deflated fragment; a rendered one never starts with NUL
 # A preset dictionary of the fragments' markup (zlib's deflateSetDictionary;
 # raw deflate, RFC 1951, so no header names it: both ends use this one). A
@@ -196,10 +196,9 @@ class Units:
         # Each unit's key, and whether the generation holds its files as the
         # store says, found on every core (_check: a key and three stats a
         # dream, 5 s of a build after one new dream at 100k dreams); what is
-        # kept is claimed here, in order, as the workers go on.
-        checked = parallel.imap_ordered(
-            self._check, range(len(dreams)), min_items=CHECK_FORK_MIN, chunk=CHECK_CHUNK
-        )
+        # kept is claimed here, in order, once the workers have all ended (so
+        # an error below leaves none behind holding the build's locks: r38).
+        checked = parallel.map_ordered(self._check, range(len(dreams)), min_items=CHECK_FORK_MIN)
         new: dict[str, tuple[str, tuple[tuple[str, bytes], ...]]] = {}
         dirty: list[Item] = []
         for d, (key, held) in zip(dreams, checked, strict=True):
@@ -219,11 +218,14 @@ class Units:
         for d, *_ in dirty:
             for path in self.paths(d):
                 w.prepare(path)
-        for unit in parallel.imap_ordered(self._render, dirty):
-            for path, entry, changed in unit.files:
-                w.record(path, entry, changed)
-            self._rows.put(unit.key, unit.fragments)
-            new[unit.id] = (unit.key, tuple((p, e[0]) for p, e, _ in unit.files))
+        # Closed on any error: a generator left suspended would keep its forked
+        # workers, and their copies of the build's locks, until collected (r38).
+        with contextlib.closing(parallel.imap_ordered(self._render, dirty)) as rendered:
+            for unit in rendered:
+                for path, entry, changed in unit.files:
+                    w.record(path, entry, changed)
+                self._rows.put(unit.key, unit.fragments)
+                new[unit.id] = (unit.key, tuple((p, e[0]) for p, e, _ in unit.files))
         self._rows.flush()
         self.cache.sections["units"] = new
         return len(dirty)
