@@ -25,6 +25,9 @@ hashed into its key:
 Units whose key is in the cache and whose files a generation of the output
 still holds are kept (:meth:`builder.site.writer.SiteWriter.keep`) without being
 rendered; the others are rendered on every core and written as they arrive.
+The keys, and whether the generation being written holds each unit's files as
+recorded, are found on every core too (:meth:`Units._check`, from
+:data:`CHECK_FORK_MIN` dreams on); the build then claims what it keeps.
 So a build after one new dream renders that dream, its parent (a new child
 link) and nothing else of this kind; a cold build renders them all.
 
