@@ -21,6 +21,7 @@ build leaves a state the next build accepts.
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import time
@@ -202,6 +203,9 @@ def _build(
     # gives, and takes no other row (THREATS.md T81: a restored cache).
     row_key = None if signer is None else buildcache.row_key(signer.seed)
     cache = buildcache.BuildCache(writer.builds_dir(out) / "cache", key=row_key)
+    # A stored dream's body is read again when a page needs it: from its row,
+    # or (a busy store) from its file, if that still holds the bytes verified.
+    cache.dream_files = functools.partial(pool.dream_body, content)
     # What git vouches for under content/: the store's keys for unchanged files.
     keys = filekeys.load(content)
     if keys.note is not None:

@@ -13,8 +13,9 @@ Sections (a table each, mapping a key to a value):
 * ``scan``: git blob id of a dream file's bytes → (their SHA-256, the
   :class:`~builder.formats.dream.Dream` verified in them) (:mod:`builder.content.pool`).
   The dream's head (the fields list pages read) is decoded as the section is
-  read, its body only when the build reads it: a build after one new dream
-  decodes the text of the few dreams it renders again, not of all;
+  read, and the head alone kept; the body is read from the row again when the
+  build reads it (:class:`_StoredBodies`): a build after one new dream reads
+  the text of the few dreams it renders again, and holds no other's;
 * ``commit``: (SHA-256 of a dream file, salt) → the commitment (:mod:`builder.log.logbuild`);
 * ``salts``: git blob id of a salt file → (SHA-256, its text) (:mod:`builder.log.logbuild`);
 * ``keys``: git blob id of a key file → (SHA-256, its parsed fields) (:mod:`builder.content.pool`);
@@ -97,6 +98,7 @@ import sqlite3
 import stat
 import struct
 import sys
+import threading
 import unicodedata
 import urllib.parse
 import weakref
@@ -129,6 +131,8 @@ FORMAT = "dreampool-store/10"
 # What a stored head may hold, as sets (one C call a row, not a loop of them).
 _HEAD_KEYS = frozenset(HEAD_FIELDS)
 _ENTRY_TYPES = frozenset(ENTRY_TYPES)
+_ENTRY_TYPE = {t: t for t in ENTRY_TYPES}  # one object per type, whichever row names it
+_CONSENT_KEYS = frozenset({"share", "derivatives", "anonymize"})
 _STR = frozenset({str})
 _BOOL = frozenset({bool})
 # The files SQLite keeps beside the database (rollback journal, WAL, shared memory).
@@ -254,11 +258,26 @@ def _scan_out(entry: tuple[str, Dream]) -> bytes:
     return _dump(head) + b"\n" + _dump(d.body)
 
 
-def _scan_in(data: bytes) -> tuple[str, Dream]:
-    first, newline, body = data.partition(b"\n")
-    if not newline or not body.startswith(b"{") or b"\n" in body:
+def _scan_in(
+    data: bytes,
+    bodies: tuple[_StoredBodies, str] | None = None,
+    memo: dict[Any, Any] | None = None,
+) -> tuple[str, Dream]:
+    """A scan row as :func:`_scan_out` wrote it: its head decoded now, its body
+    when the build first reads it. With ``bodies`` (where the row's body is
+    read again, and the row's key: :class:`_StoredBodies`), nothing of the
+    body is kept meanwhile: at 100k dreams the bodies held from the rows were
+    150 MB of a no-op build's 1.08 GB, kept for the few dreams a build renders
+    (issue 21: the store is the build's memory). Without it, the body is kept
+    from ``data``.
+
+    With ``memo`` (one per section read), the values many dreams share are one
+    object each: an author's name and key, tag names, a consent. Entry types
+    are always this module's own strings."""
+    cut = data.find(b"\n")
+    if cut < 0 or not data.startswith(b"{", cut + 1) or data.find(b"\n", cut + 1) >= 0:
         raise ValueError("not a dream's head and body")
-    digest, dream_id, key_id, public_key, head, types = as_list(_json(first), 6)
+    digest, dream_id, key_id, public_key, head, types = as_list(_json(data[:cut]), 6)
     if not isinstance(digest, str) or not filekeys.is_sha256(digest):
         raise ValueError("not a SHA-256")
     if not isinstance(head, dict) or not head.keys() <= _HEAD_KEYS:
@@ -271,9 +290,22 @@ def _scan_in(data: bytes) -> tuple[str, Dream]:
     key = _unb64(public_key)
     if len(key) != 32:
         raise ValueError("a public key is 32 bytes")
-    dream_id, entry_types = as_str(dream_id), tuple(types)
-    load = functools.partial(_body_in, body, head, entry_types, dream_id)
-    return digest, Dream.deferred(dream_id, as_str(key_id), key, head, entry_types, load)
+    dream_id, key_id = as_str(dream_id), as_str(key_id)
+    entry_types = tuple(map(_ENTRY_TYPE.__getitem__, types))
+    if memo is not None:
+        key_id, key = memo.setdefault(key_id, key_id), memo.setdefault(key, key)
+        head["author"] = memo.setdefault(head["author"], head["author"])
+        if "tags" in head:
+            head["tags"] = [memo.setdefault(t, t) for t in head["tags"]]
+        consent = head["consent"]
+        if consent.keys() <= _CONSENT_KEYS:  # of booleans then (_head_shape): 1 is not True
+            head["consent"] = memo.setdefault(tuple(consent.items()), consent)
+    if bodies is None:
+        load = functools.partial(_body_in, data[cut + 1 :], head, entry_types, dream_id)
+    else:
+        source, k = bodies
+        load = functools.partial(source.body, k, digest, head, entry_types, dream_id)
+    return digest, Dream.deferred(dream_id, key_id, key, head, entry_types, load)
 
 
 def _head_shape(head: dict[str, Any]) -> None:
@@ -297,7 +329,7 @@ def _head_shape(head: dict[str, Any]) -> None:
     consent = head["consent"]
     if not isinstance(consent, dict):
         raise TypeError("a dream's consent is an object of booleans")
-    flags = (consent.get(k, False) for k in ("share", "derivatives", "anonymize"))
+    flags = (consent.get(k, False) for k in _CONSENT_KEYS)
     if not set(map(type, flags)) <= _BOOL:
         raise TypeError("a dream's consent is an object of booleans")
 
@@ -338,6 +370,13 @@ def _body_in(
         body = _json(data)
     except ValueError:
         body = None
+    return _body_checked(body, head, types, dream_id)
+
+
+def _body_checked(
+    body: Any, head: dict[str, Any], types: tuple[str, ...], dream_id: str
+) -> dict[str, Any]:
+    """``body`` if it holds the very head and entry types stored with it."""
     if (
         not isinstance(body, dict)
         # Equal as JSON, not only by ==: 1 == True and 0 == False, so a body
@@ -690,6 +729,11 @@ class BuildCache:
         # without the log key wrote outlived every signing build, an erased
         # dream's text among them (T48, review r32).
         self._refused: dict[str, list[Any]] = {}
+        # ``dream_files(id, sha256)``: the body of the dream file ``<id>.json`` if
+        # its bytes have that SHA-256, else None. Where a scan row's body is
+        # found if the row cannot be read again (_StoredBodies); set by whoever
+        # knows the pool (builder.content.pool.dream_body).
+        self.dream_files: Callable[[str, str], Any | None] | None = None
 
     def _sound(self, k: Any, v: Any, d: Any, a: Any) -> bool:
         """Whether a row read back may be decoded. With a row key (a build that
@@ -833,6 +877,9 @@ class BuildCache:
         section: dict[Any, Any] = {}
         damaged = untagged = 0
         refused = self._refused[name] = []
+        # A dream's body is read from its row again when first asked for.
+        bodies = _StoredBodies(self) if name == "scan" else None
+        shared: dict[Any, Any] = {}  # what many rows hold alike, one object each (_scan_in)
         try:
             with self._connect() as db:
                 # Row by row, never all rows at once: at 10k dreams the scan
@@ -847,7 +894,10 @@ class BuildCache:
                         refused.append(k)
                         continue
                     try:
-                        section[key_in(k)] = value_in(v)
+                        if bodies is None:
+                            section[key_in(k)] = value_in(v)
+                        else:
+                            section[key_in(k)] = _scan_in(v, (bodies, k), shared)
                     except Exception:  # any damage is a miss, never an error or a wrong entry
                         damaged += 1
                         refused.append(k)
@@ -1047,6 +1097,46 @@ def _close_before_fork() -> None:
 os.register_at_fork(before=_close_before_fork)
 
 
+class _StoredBodies:
+    """Where the body of a dream read from the scan section is found when the
+    build first asks for it (:func:`_scan_in` keeps none): its row, read
+    again by key and checked as :meth:`BuildCache._load` checks a row (its
+    digest, or its tag with a row key); or, if that row no longer holds, is
+    gone or the store cannot be read (busy, damaged: the store only ever
+    saves time), the dream's own file through :attr:`BuildCache.dream_files`,
+    taken only if its bytes are those the row was made from (their SHA-256).
+    Either body must hold the head and entry types read with it.
+
+    A connection per thread (:class:`Rows`: an SQLite connection may not be
+    used by another thread, and is closed before a fork, so a forked worker
+    opens its own)."""
+
+    def __init__(self, cache: BuildCache) -> None:
+        self._cache = cache
+        self._local = threading.local()
+
+    def body(
+        self, k: str, digest: str, head: dict[str, Any], types: tuple[str, ...], dream_id: str
+    ) -> dict[str, Any]:
+        rows: Rows | None = getattr(self._local, "rows", None)
+        if rows is None:
+            rows = self._local.rows = Rows(self._cache, "scan")
+        v = rows.raw(k)
+        if v is not None:
+            return _body_in(v[v.find(b"\n") + 1 :], head, types, dream_id)
+        files = self._cache.dream_files
+        found = None if files is None else files(dream_id, digest)
+        if found is None:
+            raise StoreDamaged(
+                f"dream {dream_id}: its row in the build store held when the store was "
+                "read, and neither it nor a file of the same bytes is there now that "
+                "its text is read",
+                hint="build again (a dream file that changed while the build ran is "
+                "read afresh then)",
+            )
+        return _body_checked(found, head, types, dream_id)
+
+
 class Rows:
     """One section of the store read and written a row at a time.
 
@@ -1092,6 +1182,26 @@ class Rows:
         if row is None:
             return None
         return self._decode(k, *row)
+
+    def raw(self, k: str) -> bytes | None:
+        """The value of row ``k`` as stored (not decoded), if the row is sound
+        (:meth:`BuildCache._sound`); None if it is not, or not there."""
+        if self._failed:
+            return None
+        try:
+            if self._db is None:
+                self._db = self._cache._open()
+                _OPEN.add(self)
+            row = self._db.execute(
+                f'SELECT v, d, a FROM "{self._name}" WHERE k = ?', (k,)
+            ).fetchone()
+        except sqlite3.Error as exc:
+            self._fail(exc, "read this build")
+            return None
+        if row is None or not self._cache._sound(k, *row):
+            return None
+        v: bytes = row[0]
+        return v
 
     def get_many(self, keys: Collection[Any]) -> dict[Any, Any]:
         """The entries of ``keys`` that the store holds undamaged (as :meth:`get`),

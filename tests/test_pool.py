@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -360,3 +361,22 @@ def test_the_key_cache_holds_plain_json_and_is_checked_again(content: Path, tmp_
         blob = next(iter(cache))
         directory, problems = pool.load_keys(content, cache={blob: (digest, garbled)})
         assert not directory.keys and problems, garbled
+
+
+def test_dream_body_is_the_file_s_object_only_for_the_bytes_named(tmp_path: Path) -> None:
+    """pool.dream_body (where a stored dream's body is found when its store row
+    cannot be read again): the object of content/dreams/<id>.json if its bytes
+    have the SHA-256 named, else None: other bytes, no file, a link, an id
+    that is not one."""
+    dreams = tmp_path / "dreams"
+    dreams.mkdir()
+    data = b'{"title": "t", "entries": []}'
+    (dreams / "00112233aabbccdd.json").write_bytes(data)
+    sha = hashlib.sha256(data).hexdigest()
+    assert pool.dream_body(tmp_path, "00112233aabbccdd", sha) == {"title": "t", "entries": []}
+    assert pool.dream_body(tmp_path, "00112233aabbccdd", "0" * 64) is None
+    assert pool.dream_body(tmp_path, "00112233aabbccde", sha) is None
+    (dreams / "00112233aabbccde.json").symlink_to(dreams / "00112233aabbccdd.json")
+    assert pool.dream_body(tmp_path, "00112233aabbccde", sha) is None
+    (dreams / "x.json").write_bytes(data)
+    assert pool.dream_body(tmp_path, "../dreams/x", sha) is None

@@ -167,6 +167,26 @@ def read_regular(path: Path) -> bytes:
         os.close(fd)
 
 
+def dream_body(content: Path, dream_id: str, digest: str) -> Any | None:
+    """The object in ``content/dreams/<dream_id>.json`` if its bytes have the
+    SHA-256 ``digest`` (hex), else None (no such file, or other bytes).
+
+    What the build store's scan rows were made from (builder.buildcache): a
+    row's dream was verified in bytes of that digest, so their object is its
+    body, found here when the row cannot be read again (a busy store)."""
+    if not _DREAM_ID.fullmatch(dream_id):
+        return None
+    path = content / "dreams" / f"{dream_id}.json"
+    try:
+        data = read_regular(path)
+        if filekeys.of_bytes(data)[1] != digest:
+            return None
+        return dreamfmt.load_json(data, str(path))
+    except (OSError, DreampoolError):
+        return None
+
+
+_DREAM_ID = re.compile(r"[0-9a-f]{16}")
 _SYMLINK = "is a symlink; the pool holds plain files and folders only"
 # Every folder the pool reads or writes below content/ (see the module doc and
 # builder.log.logstate): none may be a symlink, which could lead reads and writes
