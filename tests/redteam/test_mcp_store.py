@@ -10,10 +10,12 @@ clear message.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +23,7 @@ from builder import buildcache
 from builder.agents import mcp_server
 from builder.buildcache import BuildCache
 from builder.errors import DreampoolError
+from builder.formats.dream import Dream
 from builder.site import derived
 from tests.pools import PoolFixture, make_pool
 from tests.redteam import build, set_tier, signed, submit
@@ -149,3 +152,65 @@ def test_a_store_git_tracks_under_another_case_is_not_read(tmp_path: Path) -> No
     subprocess.run([*git, "config", "core.ignorecase", "true"], check=True)
     subprocess.run([*git, "add", "-f", ".SITE.builds"], check=True)
     assert derived.store_to_read(out) is None
+
+
+def _scan_store(folder: Path, text: str = "what the build verified") -> tuple[str, Any]:
+    """A store holding one dream in the scan section; its blob id and entry."""
+    dream = Dream(
+        "0" * 16,
+        "sha256:" + "1" * 16,
+        bytes(32),
+        {
+            "author": "ada",
+            "title": "t",
+            "tags": ["a"],
+            "consent": {"share": True},
+            "entries": [{"text": text, "type": "fact", "confidence": "likely"}],
+        },
+    )
+    blob, entry = "1" * 40, ("2" * 64, dream)
+    c = BuildCache(folder)
+    c["scan"][blob] = entry
+    c.save()
+    return blob, entry
+
+
+def test_a_deferred_body_is_not_read_through_a_wal_store_put_there_since(tmp_path: Path) -> None:
+    """T108, T111: the reader checks the store's file once (StoreReader._prepare:
+    no link, no hard link, no WAL header) and then opens it again whenever a
+    deferred dream's body is first asked for (_StoredBodies, review r39): in the
+    agents' server, hours later. A store put in WAL mode meanwhile (restored
+    from elsewhere, another tool) is then opened ``mode=ro`` anyway, and SQLite
+    leaves ``store.sqlite-wal`` and ``-shm`` beside it: the reader wrote files."""
+    blob, _ = _scan_store(tmp_path)
+    reader = buildcache.StoreReader(tmp_path)
+    assert reader.readable()
+    held = reader["scan"][blob][1]
+    db = sqlite3.connect(tmp_path / buildcache.STORE, isolation_level=None)
+    assert db.execute("PRAGMA journal_mode=WAL").fetchone() == ("wal",)
+    db.close()
+    before = _state(tmp_path)
+    assert sorted(before) == [buildcache.STORE]
+    with contextlib.suppress(DreampoolError):
+        _ = held.body
+    assert _state(tmp_path) == before
+
+
+def test_a_deferred_body_is_not_read_through_a_link_put_there_since(tmp_path: Path) -> None:
+    """T108 ("opens no link"): the store replaced by a symbolic link after the
+    reader checked it. The body read again follows the link, and a row of the
+    linked store with a valid digest, whose head matches, is shown as the text
+    of the dream the build verified."""
+    store = tmp_path / "cache"
+    elsewhere = tmp_path / "elsewhere"
+    blob, (_, dream) = _scan_store(store)
+    _scan_store(elsewhere, text="FORGED through a link")
+    reader = buildcache.StoreReader(store)
+    held = reader["scan"][blob][1]
+    (store / buildcache.STORE).unlink()
+    (store / buildcache.STORE).symlink_to(elsewhere / buildcache.STORE)
+    try:
+        body = held.body
+    except DreampoolError:
+        return  # refused, as the section read refuses a link
+    assert body == dream.body, body["entries"][0]["text"]
