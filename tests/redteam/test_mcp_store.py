@@ -214,3 +214,40 @@ def test_a_deferred_body_is_not_read_through_a_link_put_there_since(tmp_path: Pa
     except DreampoolError:
         return  # refused, as the section read refuses a link
     assert body == dream.body, body["entries"][0]["text"]
+
+
+def test_a_deferred_body_after_a_fork_and_a_store_gone_is_no_traceback(tmp_path: Path) -> None:
+    """T108 (a store it cannot use reads as empty; an error is a message, not a
+    traceback): the agents' server reads a body in a thread (its connection
+    closed before check_all forks), then the store is gone (a build started it
+    afresh, the operator removed it) and a section read sets the reader's
+    folder to None (StoreReader._damaged). The next body that thread reads
+    reopens its connection with no path: an AssertionError, where the dream's
+    file (dream_files, as ContentSite._open_store sets it) has its body."""
+    body = {
+        "author": "ada",
+        "title": "t",
+        "consent": {"share": True},
+        "entries": [{"text": "x", "type": "fact", "confidence": "likely"}],
+    }
+    dreams = {
+        f"{i:040x}": (f"{i:064x}", Dream(f"{i:016x}", "k", bytes(32), body)) for i in range(3)
+    }
+    c = BuildCache(tmp_path)
+    c["scan"].update(dreams)
+    c.save()
+    reader = buildcache.StoreReader(tmp_path)
+    reader.dream_files = lambda dream_id, sha: dict(dreams[f"{int(dream_id, 16):040x}"][1].body)
+    section = reader["scan"]
+    _ = section["0" * 40][1].body
+    pid = os.fork()  # PoolReader.check_all forks its signature workers
+    if pid == 0:  # pragma: no cover - the child only leaves
+        os._exit(0)
+    os.waitpid(pid, 0)
+    (tmp_path / buildcache.STORE).unlink()
+    assert reader["words"] == {}
+    try:
+        body = section["0" * 39 + "1"][1].body
+    except DreampoolError:
+        return
+    assert body == dreams["0" * 39 + "1"][1].body
