@@ -839,3 +839,46 @@ def test_a_text_row_that_is_not_utf8_is_a_miss(tmp_path: Path, stored: bytes) ->
     fresh = BuildCache(tmp_path)
     assert fresh["commit"] == {}
     assert any("commit had 1 damaged row" in n for n in fresh.notes)
+
+
+def test_no_store_connection_crosses_a_fork_when_another_thread_read_a_body(
+    tmp_path: Path,
+) -> None:
+    """A deferred body is read through a connection of the reading thread
+    (_StoredBodies, review r39), and every open connection is to be closed
+    before any fork (_close_before_fork). The agents' server reads bodies in
+    the SDK's worker threads and forks from another (PoolReader.check_all):
+    closing a connection another thread made raises ProgrammingError in the
+    fork hook, which Python only prints, so that connection, and any the loop
+    had not reached yet, is copied into the child."""
+    import sys
+    import threading
+
+    c = BuildCache(tmp_path)
+    c["scan"].update({_blob(i): (_sha(i), _long_dream(i)) for i in range(3)})
+    c.save()
+    section = BuildCache(tmp_path)["scan"]  # of which dream 2 is never read
+    read, stop = threading.Event(), threading.Event()
+
+    def worker() -> None:  # an SDK worker thread that answered a call and waits for the next
+        _ = section[_blob(0)][1].body
+        read.set()
+        stop.wait(30)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    unraisable: list[Any] = []
+    hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
+    try:
+        assert read.wait(30)
+        _ = section[_blob(1)][1].body  # the forking thread's own, too
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child only leaves
+            os._exit(0)
+        os.waitpid(pid, 0)
+    finally:
+        sys.unraisablehook = hook
+        stop.set()
+        thread.join()
+    assert not unraisable, [u.exc_value for u in unraisable]
+    assert not [r for r in buildcache._OPEN if r._db is not None]
