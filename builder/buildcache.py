@@ -254,6 +254,11 @@ def _scan_out(entry: tuple[str, Dream]) -> bytes:
     digest, d = entry
     if not isinstance(digest, str) or not filekeys.is_sha256(digest):
         raise ValueError("not a SHA-256")
+    if not d.loaded:
+        # Read from a row (its body left there); it is written again only after
+        # the store was started afresh, which a build then fills as it goes:
+        # reading every such body back from its file would cost more.
+        raise ValueError("a dream whose body was not read")
     head = [digest, d.id, d.key_id, _b64(d.public_key), dict(d.head), list(d.entry_types)]
     return _dump(head) + b"\n" + _dump(d.body)
 
@@ -709,6 +714,9 @@ class BuildCache:
     """
 
     SECTIONS = tuple(CODECS)
+    # Whether a scan row's body is read from the store again when asked for
+    # (_StoredBodies), rather than kept from the row as the section is read.
+    REREAD = True
 
     def __init__(self, folder: Path | None, *, key: bytes | None = None) -> None:
         self.folder = folder
@@ -811,11 +819,14 @@ class BuildCache:
         finally:
             db.close()
 
-    def _open(self) -> sqlite3.Connection:
-        """A new connection (see :meth:`_connect`); the caller closes it."""
+    def _open(self, *, any_thread: bool = False) -> sqlite3.Connection:
+        """A new connection (see :meth:`_connect`); the caller closes it. With
+        ``any_thread``, one that any thread may use (the caller serializes)."""
         self._prepare()
         assert self.path is not None
-        db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        db = sqlite3.connect(
+            self.path, timeout=60, isolation_level=None, check_same_thread=not any_thread
+        )
         try:
             db.execute("PRAGMA secure_delete=ON")
             # The rollback journal, removed at each commit (no file keeps a
@@ -877,8 +888,9 @@ class BuildCache:
         section: dict[Any, Any] = {}
         damaged = untagged = 0
         refused = self._refused[name] = []
-        # A dream's body is read from its row again when first asked for.
-        bodies = _StoredBodies(self) if name == "scan" else None
+        # A dream's body is read from its row again when first asked for (by
+        # the build: a StoreReader keeps them, see there).
+        bodies = _StoredBodies(self) if name == "scan" and self.REREAD else None
         shared: dict[Any, Any] = {}  # what many rows hold alike, one object each (_scan_in)
         try:
             with self._connect() as db:
@@ -982,7 +994,15 @@ class StoreReader(BuildCache):
     that is missing, of other code or another shape, busy or damaged reads
     as empty, so every lookup misses and the caller computes; unlike the
     build, the reader removes, remakes and writes nothing, not even a
-    damaged store, which is the build's to replace."""
+    damaged store, which is the build's to replace.
+
+    A dream's body is kept from its row as the section is read, not read
+    again when asked for as the build does (:data:`BuildCache.REREAD`): the
+    store file is checked once as it is opened (no link, no second name, not
+    in WAL mode), and a server may ask for a body hours later, when the file
+    may be another (review r39)."""
+
+    REREAD = False
 
     def _load(self, name: str) -> dict[Any, Any]:
         self._prepare()
@@ -1023,11 +1043,13 @@ class StoreReader(BuildCache):
             self.notes.append(f"{path} is in WAL mode, which the build never sets; not read")
             self.folder = None
 
-    def _open(self) -> sqlite3.Connection:
+    def _open(self, *, any_thread: bool = False) -> sqlite3.Connection:
         assert self.path is not None
         # Read-only: SQLite opens no journal of its own and refuses any write.
         uri = f"file:{urllib.parse.quote(str(self.path))}?mode=ro"
-        db = sqlite3.connect(uri, uri=True, timeout=5, isolation_level=None)
+        db = sqlite3.connect(
+            uri, uri=True, timeout=5, isolation_level=None, check_same_thread=not any_thread
+        )
         try:
             if not _of_this_code(db):
                 raise sqlite3.DatabaseError("it was made by another version of dreampool")
@@ -1107,21 +1129,23 @@ class _StoredBodies:
     taken only if its bytes are those the row was made from (their SHA-256).
     Either body must hold the head and entry types read with it.
 
-    A connection per thread (:class:`Rows`: an SQLite connection may not be
-    used by another thread, and is closed before a fork, so a forked worker
-    opens its own)."""
+    One connection, opened on the first read, used under a lock by whichever
+    thread asks, and closed before any fork with the lock held until the fork
+    is done (:func:`_bodies_before_fork`): no connection crosses a fork, and
+    a forked worker opens its own. A read that fails leaves the store alone
+    (the section it came from decides about the store) and says so once."""
 
     def __init__(self, cache: BuildCache) -> None:
         self._cache = cache
-        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+        self._failed = False
+        _BODIES.add(self)
 
     def body(
         self, k: str, digest: str, head: dict[str, Any], types: tuple[str, ...], dream_id: str
     ) -> dict[str, Any]:
-        rows: Rows | None = getattr(self._local, "rows", None)
-        if rows is None:
-            rows = self._local.rows = Rows(self._cache, "scan")
-        v = rows.raw(k)
+        v = self._row(k)
         if v is not None:
             return _body_in(v[v.find(b"\n") + 1 :], head, types, dream_id)
         files = self._cache.dream_files
@@ -1135,6 +1159,62 @@ class _StoredBodies:
                 "read afresh then)",
             )
         return _body_checked(found, head, types, dream_id)
+
+    def _row(self, k: str) -> bytes | None:
+        """The value of scan row ``k`` if it is there and sound, else None."""
+        with self._lock:
+            if self._failed or self._cache.folder is None:
+                return None
+            try:
+                if self._db is None:
+                    self._db = self._cache._open(any_thread=True)
+                row = self._db.execute('SELECT v, d, a FROM "scan" WHERE k = ?', (k,)).fetchone()
+            except sqlite3.Error as exc:
+                self._failed = True
+                self._close()
+                self._cache.notes.append(
+                    f"the build store {self._cache.path} could not be read again ({exc}); "
+                    "dreams' texts were read from their files"
+                )
+                return None
+        if row is None or not self._cache._sound(k, *row):
+            return None
+        v: bytes = row[0]
+        return v
+
+    def _close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def close(self) -> None:
+        """Close the connection (the next read opens another)."""
+        with self._lock:
+            self._close()
+
+
+# Every _StoredBodies: each closes its connection before a fork, and holds its
+# lock until the fork is done, so no thread opens another in between.
+_BODIES: weakref.WeakSet[_StoredBodies] = weakref.WeakSet()
+
+
+def _bodies_before_fork() -> None:
+    for bodies in list(_BODIES):
+        bodies._lock.acquire()
+        bodies._close()
+
+
+def _bodies_after_fork() -> None:
+    for bodies in list(_BODIES):
+        if bodies._lock.locked():
+            bodies._lock.release()
+
+
+os.register_at_fork(
+    before=_bodies_before_fork,
+    after_in_parent=_bodies_after_fork,
+    after_in_child=_bodies_after_fork,
+)
 
 
 class Rows:

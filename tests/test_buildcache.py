@@ -882,3 +882,4 @@ def test_no_store_connection_crosses_a_fork_when_another_thread_read_a_body(
         thread.join()
     assert not unraisable, [u.exc_value for u in unraisable]
     assert not [r for r in buildcache._OPEN if r._db is not None]
+    assert not [b for b in buildcache._BODIES if b._db is not None]

@@ -87,7 +87,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import functools
 import gc
 import json
 import os
@@ -332,8 +331,6 @@ class ContentSite:
         store = None if folder is None else buildcache.StoreReader(folder)
         if store is not None and not store.readable():
             return None  # its lookups would all miss, after costing a read each
-        if store is not None:  # a body whose row is gone since is read from its file
-            store.dream_files = functools.partial(pool.dream_body, self._content)
         return store
 
     def stored_words(self) -> Mapping[str, patterns.DreamWords]:
