@@ -241,6 +241,7 @@ def _build(
             aside=aside,
             proven=proven,
             keys=keys,
+            keep=cache.kept_scan,
         )
     url = normalize_base_url(base_url or config.base_url)
     # Only an https address goes into the policy readers pin: never a preview's

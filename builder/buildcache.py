@@ -91,6 +91,7 @@ import contextlib
 import functools
 import hashlib
 import hmac
+import itertools
 import json
 import os
 import re
@@ -299,12 +300,7 @@ def _scan_in(
     entry_types = tuple(map(_ENTRY_TYPE.__getitem__, types))
     if memo is not None:
         key_id, key = memo.setdefault(key_id, key_id), memo.setdefault(key, key)
-        head["author"] = memo.setdefault(head["author"], head["author"])
-        if "tags" in head:
-            head["tags"] = [memo.setdefault(t, t) for t in head["tags"]]
-        consent = head["consent"]
-        if consent.keys() <= _CONSENT_KEYS:  # of booleans then (_head_shape): 1 is not True
-            head["consent"] = memo.setdefault(tuple(consent.items()), consent)
+        _share(head, memo)
     if bodies is None:
         load = functools.partial(_body_in, data[cut + 1 :], head, entry_types, dream_id)
     else:
@@ -364,6 +360,17 @@ def _same_json(a: Any, b: Any) -> bool:
 class StoreDamaged(DreampoolError):
     """A row of the build's store read back, whose digest held, is not what
     this code writes: only something that wrote the store itself makes one."""
+
+
+def _share(head: dict[str, Any], memo: dict[Any, Any]) -> None:
+    """Make the values of ``head`` that many dreams hold alike (the author's
+    name, tag names, a consent) the objects ``memo`` already holds, in place."""
+    head["author"] = memo.setdefault(head["author"], head["author"])
+    if "tags" in head:
+        head["tags"] = [memo.setdefault(t, t) for t in head["tags"]]
+    consent = head["consent"]
+    if consent.keys() <= _CONSENT_KEYS:  # of booleans then (_head_shape): 1 is not True
+        head["consent"] = memo.setdefault(tuple(consent.items()), consent)
 
 
 def _body_in(
@@ -742,6 +749,40 @@ class BuildCache:
         # found if the row cannot be read again (_StoredBodies); set by whoever
         # knows the pool (builder.content.pool.dream_body).
         self.dream_files: Callable[[str, str], Any | None] | None = None
+        self._bodies = _StoredBodies(self)
+        self._memo: dict[Any, Any] = {}  # what many heads hold alike, one object each (_share)
+        # The scan rows of dreams verified this build, written as they come
+        # (kept_scan), and their keys: _save deletes no refused row of one.
+        self._scan_rows: Rows | None = None
+        self._streamed: dict[str, set[str]] = {}
+
+    def kept_scan(self, blob: str, entry: tuple[str, Dream]) -> tuple[str, Dream]:
+        """A dream the scan just verified, as the scan section will hold it
+        (``blob`` → ``entry``): its row written now, a batch at a time
+        (:class:`Rows`), and the entry given back holding the dream's head, its
+        body read again when asked for (:class:`_StoredBodies`), as if the
+        section had been read. A cold build then holds no dream's text beyond
+        the batch: at 100k dreams every body was in memory until the build's
+        end. :meth:`save` writes no row for it again. Without a store the
+        entry is given back as it is."""
+        if self.folder is None:
+            return entry
+        if self._scan_rows is None:
+            self["scan"]  # read first: save() compares with the section as read
+            self._scan_rows = Rows(self, "scan")
+        self._scan_rows.put(blob, entry)
+        self._streamed.setdefault("scan", set()).add(CODECS["scan"].key_out(blob))
+        digest, d = entry
+        head, types = dict(d.head), d.entry_types
+        _share(head, self._memo)
+        key_id, key = (
+            self._memo.setdefault(d.key_id, d.key_id),
+            self._memo.setdefault(d.public_key, d.public_key),
+        )
+        load = functools.partial(self._bodies.body, blob, digest, head, types, d.id)
+        kept = (digest, Dream.deferred(d.id, key_id, key, head, types, load))
+        self._loaded["scan"][blob] = kept
+        return kept
 
     def _sound(self, k: Any, v: Any, d: Any, a: Any) -> bool:
         """Whether a row read back may be decoded. With a row key (a build that
@@ -890,8 +931,7 @@ class BuildCache:
         refused = self._refused[name] = []
         # A dream's body is read from its row again when first asked for (by
         # the build: a StoreReader keeps them, see there).
-        bodies = _StoredBodies(self) if name == "scan" and self.REREAD else None
-        shared: dict[Any, Any] = {}  # what many rows hold alike, one object each (_scan_in)
+        bodies = self._bodies if name == "scan" and self.REREAD else None
         try:
             with self._connect() as db:
                 # Row by row, never all rows at once: at 10k dreams the scan
@@ -909,7 +949,7 @@ class BuildCache:
                         if bodies is None:
                             section[key_in(k)] = value_in(v)
                         else:
-                            section[key_in(k)] = _scan_in(v, (bodies, k), shared)
+                            section[key_in(k)] = _scan_in(v, (bodies, k), self._memo)
                     except Exception:  # any damage is a miss, never an error or a wrong entry
                         damaged += 1
                         refused.append(k)
@@ -927,6 +967,8 @@ class BuildCache:
         each section in one transaction: a killed build leaves the old rows."""
         if self.folder is None:
             return
+        if self._scan_rows is not None and (not names or "scan" in names):
+            self._scan_rows.flush()
         todo = [n for n in (names or tuple(self.sections)) if n in self.sections]
         if not todo and not self._retain:
             return
@@ -958,7 +1000,7 @@ class BuildCache:
             upsert.append(self._row(k, v))
         deleted = [(codec.key_out(k),) for k in loaded if k not in section]
         # Rows refused as read go too (those still wanted are written again below).
-        written = {row[0] for row in upsert}
+        written = {row[0] for row in upsert} | self._streamed.pop(name, set())
         deleted += [(k,) for k in self._refused.pop(name, ()) if k not in written]
         if upsert or deleted:
             db.execute("BEGIN IMMEDIATE")
@@ -1140,11 +1182,22 @@ class _StoredBodies:
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
         self._failed = False
-        _BODIES.add(self)
+        self._token = next(_TOKENS)
+        _BODIES[self._token] = self
+
+    def __reduce__(self) -> tuple[Callable[[int], _StoredBodies], tuple[int]]:
+        # A deferred dream handed to a forked worker (pickled: builder.parallel)
+        # names this by token: the worker has its own copy, and reads the store
+        # itself (its connection is its own: _bodies_before_fork).
+        return (_bodies_of, (self._token,))
 
     def body(
         self, k: str, digest: str, head: dict[str, Any], types: tuple[str, ...], dream_id: str
     ) -> dict[str, Any]:
+        writing = self._cache._scan_rows
+        pending = None if writing is None else writing.pending(k)
+        if pending is not None:  # verified by this build, its row not yet written
+            return _body_checked(pending[1].body, head, types, dream_id)
         v = self._row(k)
         if v is not None:
             return _body_in(v[v.find(b"\n") + 1 :], head, types, dream_id)
@@ -1193,19 +1246,29 @@ class _StoredBodies:
             self._close()
 
 
-# Every _StoredBodies: each closes its connection before a fork, and holds its
-# lock until the fork is done, so no thread opens another in between.
-_BODIES: weakref.WeakSet[_StoredBodies] = weakref.WeakSet()
+# Every _StoredBodies, by token: each closes its connection before a fork, and
+# holds its lock until the fork is done, so no thread opens another in between.
+_BODIES: weakref.WeakValueDictionary[int, _StoredBodies] = weakref.WeakValueDictionary()
+_TOKENS = itertools.count()
+
+
+def _bodies_of(token: int) -> _StoredBodies:
+    """The :class:`_StoredBodies` a pickled deferred dream names: this process's
+    own, inherited when it was forked (builder.parallel forks its workers)."""
+    found = _BODIES.get(token)
+    if found is None:
+        raise ValueError("a dream's body was sent to a process that cannot read the build store")
+    return found
 
 
 def _bodies_before_fork() -> None:
-    for bodies in list(_BODIES):
+    for bodies in list(_BODIES.values()):
         bodies._lock.acquire()
         bodies._close()
 
 
 def _bodies_after_fork() -> None:
-    for bodies in list(_BODIES):
+    for bodies in list(_BODIES.values()):
         if bodies._lock.locked():
             bodies._lock.release()
 
@@ -1262,6 +1325,10 @@ class Rows:
         if row is None:
             return None
         return self._decode(k, *row)
+
+    def pending(self, key: Any) -> Any | None:
+        """The entry of ``key`` put and not yet written, if any."""
+        return self._pending.get(key)
 
     def raw(self, k: str) -> bytes | None:
         """The value of row ``k`` as stored (not decoded), if the row is sound

@@ -882,4 +882,60 @@ def test_no_store_connection_crosses_a_fork_when_another_thread_read_a_body(
         thread.join()
     assert not unraisable, [u.exc_value for u in unraisable]
     assert not [r for r in buildcache._OPEN if r._db is not None]
-    assert not [b for b in buildcache._BODIES if b._db is not None]
+    assert not [b for b in buildcache._BODIES.values() if b._db is not None]
+
+
+def test_a_deferred_dream_goes_to_a_forked_worker_unread(tmp_path: Path) -> None:
+    """A deferred dream is pickled to a worker (builder.parallel) with its
+    loader, not its body: the process handing it reads nothing, and the
+    forked worker reads the body from the store itself."""
+    import pickle
+
+    c = BuildCache(tmp_path)
+    c["scan"].update({_blob(i): (_sha(i), _long_dream(i)) for i in range(2)})
+    c.save()
+    section = BuildCache(tmp_path)["scan"]
+    dream = section[_blob(1)][1]
+    data = pickle.dumps(dream)
+    assert not dream.loaded and b"lorem" not in data
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports by its exit status
+        ok = pickle.loads(data).body == _long_dream(1).body
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert not dream.loaded
+
+
+def test_a_dream_kept_as_the_scan_goes_is_written_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """BuildCache.kept_scan writes the row of a dream just verified, a batch at
+    a time, and gives back its head with the body left in the store (or in
+    the batch not yet written); save() writes the section without it again."""
+    monkeypatch.setattr(buildcache.Rows, "FLUSH", 2)
+    written: list[str] = []
+    codec = buildcache.CODECS["scan"]
+
+    def value_out(entry: Any) -> bytes:
+        written.append(entry[1].id)
+        return codec.value_out(entry)
+
+    monkeypatch.setitem(
+        buildcache.CODECS,
+        "scan",
+        buildcache.Codec(codec.key_out, codec.key_in, value_out, codec.value_in),
+    )
+    c = BuildCache(tmp_path)
+    c["scan"]
+    kept = [c.kept_scan(_blob(i), (_sha(i), _long_dream(i))) for i in range(3)]
+    assert not any(d.loaded for _, d in kept)
+    assert kept[2][1].body == _long_dream(2).body  # from the batch not yet written
+    c["scan"].update({_blob(i): kept[i] for i in range(3)})
+    c.save()
+    assert sorted(written) == [_long_dream(i).id for i in range(3)]
+    again = BuildCache(tmp_path)["scan"]
+    assert {k: v[1].body for k, v in again.items()} == {
+        _blob(i): _long_dream(i).body for i in range(3)
+    }
+    assert kept[0][1].body == _long_dream(0).body  # from its row

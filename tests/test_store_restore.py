@@ -506,3 +506,32 @@ def test_a_restored_generation_is_read_once_then_sealed(
         buildmod.build(clone / "content", clone / "site", signer=key)
         assert reads == []
     assert site_files(clone / "site") == _cold(clone / "content", tmp_path)
+
+
+def test_a_cold_build_holds_no_dream_s_text_once_its_row_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cold build (a fresh clone, no store, no output: issue 21) writes each
+    verified dream's scan row as the scan goes, a batch at a time, and keeps
+    its head alone (BuildCache.kept_scan): the model is made from dreams none
+    of whose text is in memory, and the site is what a cold build without a
+    store makes. Before, every dream's text was held to the build's end."""
+    _, origin = _published(tmp_path)
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(origin), str(clone))
+    monkeypatch.setattr(buildcache.Rows, "FLUSH", 2)
+    seen: list[bool] = []
+    build_model = buildmod.model.build_model
+
+    def spy(log: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.extend(a.dream.loaded for a in log.dreams.values())
+        return build_model(log, *args, **kwargs)
+
+    monkeypatch.setattr(buildmod.model, "build_model", spy)
+    report = buildmod.build(clone / "content", clone / "site", signer=None)
+    monkeypatch.undo()
+    assert report.committed == 5 and len(seen) == 5
+    assert not any(seen)
+    assert site_files(clone / "site") == _cold(clone / "content", tmp_path)
+    again = buildmod.build(clone / "content", clone / "site", signer=None)
+    assert (again.verified, again.committed, again.rendered) == (0, 0, 0), again.notes

@@ -37,6 +37,7 @@ number. ``build`` reads both before it appends or signs anything.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import dataclasses
@@ -846,6 +847,7 @@ def scan_dreams(
     aside: list[Problem] | None = None,
     proven: LoggedCommitments | None = None,
     keys: filekeys.FileKeys | None = None,
+    keep: Callable[[str, tuple[str, dreamfmt.Dream]], tuple[str, dreamfmt.Dream]] | None = None,
 ) -> tuple[list[ScannedDream], list[Problem]]:
     """Every valid dream in ``content/dreams`` (name order), and every problem.
 
@@ -867,7 +869,11 @@ def scan_dreams(
     (:mod:`builder.content.filekeys`) to the dream an earlier build verified in those
     bytes: a file git vouches for (its blob id in ``keys``) is not read at all,
     any other is read and digested, and only a miss is verified. It is left
-    holding this scan's dreams.
+    holding this scan's dreams. ``keep(blob, entry)``, if given, is handed each
+    dream the workers verified as it comes, and gives back the entry to hold
+    instead (:meth:`builder.buildcache.BuildCache.kept_scan`: the row written,
+    the dream's text left in the store), so a cold build does not hold every
+    dream's text at once.
     A verified file whose salt is beside it also gets its commitment computed
     on the worker, into ``commitments`` (what :func:`builder.log.logbuild.update`
     reads as its cache), so the log stage need not canonicalize every dream.
@@ -904,29 +910,38 @@ def scan_dreams(
             todo.append((Path(path), logged))
     # On a miss the worker reads the file once, and its result is stored
     # under the digests of exactly the bytes it checked.
-    fresh = iter(parallel.map_ordered(_check_and_commit, todo))
+    # Consumed as the workers yield them: with ``keep``, no more than a few
+    # chunks of dreams' texts are in memory at once.
+    fresh = contextlib.closing(parallel.imap_ordered(_check_and_commit, todo))
     checked: list[dreamfmt.Dream | list[Problem]] = []
+    kept: dict[int, tuple[str, dreamfmt.Dream]] = {}
     by_commitment: set[str] = set()
-    for i, ((path, _), entry) in enumerate(zip(candidates, entries, strict=True)):
-        if entry is not None:
-            checked.append(entry[1])
-            continue
-        key, result, committed, taken = next(fresh)
-        found_keys[i] = key
-        checked.append(result)
-        if taken:
-            by_commitment.add(path)
-        if committed is not None and commitments is not None and key is not None:
-            commitments[(key[1], committed[0])] = committed[1]
+    with fresh as results:
+        for i, ((path, _), entry) in enumerate(zip(candidates, entries, strict=True)):
+            if entry is not None:
+                checked.append(entry[1])
+                continue
+            key, result, committed, taken = next(results)
+            found_keys[i] = key
+            if keep is not None and key is not None and not isinstance(result, list):
+                kept[i] = keep(key[0], (key[1], result))
+                result = kept[i][1]
+            checked.append(result)
+            if taken:
+                by_commitment.add(path)
+            if committed is not None and commitments is not None and key is not None:
+                commitments[(key[1], committed[0])] = committed[1]
     if cache is not None:
         cache.clear()
-        for key, result, entry in zip(found_keys, checked, entries, strict=True):
+        for i, (key, result, entry) in enumerate(zip(found_keys, checked, entries, strict=True)):
             if key is None or isinstance(result, list):
                 continue
             # An entry the store held goes back as the same object: the store
             # writes only entries that are not (buildcache.BuildCache.save), and
             # a no-op build of 10k dreams rewrote all 10k rows.
-            cache[key[0]] = entry if entry is not None else (key[1], result)
+            if entry is None:
+                entry = kept.get(i) or (key[1], result)
+            cache[key[0]] = entry
     if on_dream is not None:
         on_dream(len(candidates))
     retired = retired_keys(directory)

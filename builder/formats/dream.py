@@ -217,10 +217,18 @@ class Dream:
     def __repr__(self) -> str:
         return f"Dream(id={self.id!r}, key_id={self.key_id!r})"
 
-    def __reduce__(self) -> tuple[type[Dream], tuple[str, str, bytes, Mapping[str, Any]]]:
+    def __reduce__(self) -> tuple[Callable[..., Dream], tuple[Any, ...]]:
         # The scan's workers hand every verified dream back pickled, over a
         # pipe (builder.parallel), and a unit to render goes to a worker the
-        # same way: with its body, which the worker is about to read.
+        # same way. A deferred dream whose body was not read goes as one, with
+        # its loader (which names where the body is: builder.buildcache, whose
+        # store a forked worker reads itself), so that handing it to a worker
+        # reads and keeps nothing here.
+        load = self._load
+        body = self._body
+        if body is None and load is not None:
+            head, types = self._head, self._types
+            return (Dream.deferred, (self.id, self.key_id, self.public_key, head, types, load))
         return (Dream, (self.id, self.key_id, self.public_key, self.body))
 
 
