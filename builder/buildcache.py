@@ -15,7 +15,11 @@ Sections (a table each, mapping a key to a value):
   The dream's head (the fields list pages read) is decoded as the section is
   read, and the head alone kept; the body is read from the row again when the
   build reads it (:class:`_StoredBodies`): a build after one new dream reads
-  the text of the few dreams it renders again, and holds no other's;
+  the text of the few dreams it renders again, and holds no other's. A
+  dream the build verifies has its row written as the scan goes
+  (:meth:`BuildCache.kept_scan`) and is then held the same way, so a cold
+  build holds no dream's text but a batch's; a forked worker handed one
+  reads its text itself;
 * ``commit``: (SHA-256 of a dream file, salt) → the commitment (:mod:`builder.log.logbuild`);
 * ``salts``: git blob id of a salt file → (SHA-256, its text) (:mod:`builder.log.logbuild`);
 * ``keys``: git blob id of a key file → (SHA-256, its parsed fields) (:mod:`builder.content.pool`);
@@ -765,8 +769,8 @@ class BuildCache:
         the batch: at 100k dreams every body was in memory until the build's
         end. :meth:`save` writes no row for it again. Without a store the
         entry is given back as it is."""
-        if self.folder is None:
-            return entry
+        if self.folder is None or (self._scan_rows is not None and self._scan_rows.failed):
+            return entry  # (a store that failed: save() writes it, if it can)
         if self._scan_rows is None:
             self["scan"]  # read first: save() compares with the section as read
             self._scan_rows = Rows(self, "scan")
@@ -1205,9 +1209,9 @@ class _StoredBodies:
         found = None if files is None else files(dream_id, digest)
         if found is None:
             raise StoreDamaged(
-                f"dream {dream_id}: its row in the build store held when the store was "
-                "read, and neither it nor a file of the same bytes is there now that "
-                "its text is read",
+                f"dream {dream_id}: its row in the build store (read or written by this "
+                "build) no longer holds, and no file of the same bytes is there now "
+                "that its text is read",
                 hint="build again (a dream file that changed while the build ran is "
                 "read afresh then)",
             )
@@ -1325,6 +1329,11 @@ class Rows:
         if row is None:
             return None
         return self._decode(k, *row)
+
+    @property
+    def failed(self) -> bool:
+        """Whether the store failed this section (its rows then stay in memory)."""
+        return self._failed
 
     def pending(self, key: Any) -> Any | None:
         """The entry of ``key`` put and not yet written, if any."""

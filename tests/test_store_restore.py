@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 
 from builder import build as buildmod
-from builder import buildcache
+from builder import buildcache, parallel
 from builder.content import filekeys, gitrepo, pool
 from builder.errors import DreampoolError
 from builder.formats.note import parse_private_key
+from builder.log import logbuild
 from tests.gitrun import git
 from tests.pools import PoolFixture, make_pool
 
@@ -508,18 +509,25 @@ def test_a_restored_generation_is_read_once_then_sealed(
     assert site_files(clone / "site") == _cold(clone / "content", tmp_path)
 
 
+@pytest.mark.parametrize("forked", [False, True], ids=["in-process", "forked"])
+@pytest.mark.parametrize("signing", [False, True], ids=["keyless", "log-key"])
 def test_a_cold_build_holds_no_dream_s_text_once_its_row_is_written(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, forked: bool, signing: bool
 ) -> None:
-    """A cold build (a fresh clone, no store, no output: issue 21) writes each
-    verified dream's scan row as the scan goes, a batch at a time, and keeps
-    its head alone (BuildCache.kept_scan): the model is made from dreams none
-    of whose text is in memory, and the site is what a cold build without a
-    store makes. Before, every dream's text was held to the build's end."""
-    _, origin = _published(tmp_path)
+    """A cold build (a fresh clone, no store, no output: issue 21) writes the
+    scan row of each dream it takes by its logged commitment as the scan goes,
+    a batch at a time, and keeps its head alone (BuildCache.kept_scan): the
+    model is made from dreams none of whose text is in memory, the workers
+    that render them read it from the store themselves, and the site is what
+    a cold build without a store makes. Before, every dream's text was held
+    to the build's end."""
+    tp, origin = _published(tmp_path)
     clone = tmp_path / "clone"
     git(tmp_path, "clone", "-q", str(origin), str(clone))
     monkeypatch.setattr(buildcache.Rows, "FLUSH", 2)
+    if forked:  # the scan's and the units' workers, even for five dreams
+        monkeypatch.setitem(parallel.imap_ordered.__kwdefaults__, "min_items", 1)
+    signer = parse_private_key(tp.log_key) if signing else None
     seen: list[bool] = []
     build_model = buildmod.model.build_model
 
@@ -528,10 +536,40 @@ def test_a_cold_build_holds_no_dream_s_text_once_its_row_is_written(
         return build_model(log, *args, **kwargs)
 
     monkeypatch.setattr(buildmod.model, "build_model", spy)
-    report = buildmod.build(clone / "content", clone / "site", signer=None)
+    report = buildmod.build(clone / "content", clone / "site", signer=signer)
     monkeypatch.undo()
     assert report.committed == 5 and len(seen) == 5
     assert not any(seen)
     assert site_files(clone / "site") == _cold(clone / "content", tmp_path)
-    again = buildmod.build(clone / "content", clone / "site", signer=None)
+    again = buildmod.build(clone / "content", clone / "site", signer=signer)
     assert (again.verified, again.committed, again.rendered) == (0, 0, 0), again.notes
+
+
+def test_a_dream_to_log_keeps_the_text_it_was_verified_in(tmp_path: Path) -> None:
+    """A dream verified in full (new, about to be logged) is not handed to
+    BuildCache.kept_scan: the leaf signed for it commits to the text verified
+    in memory, never to the store's copy read back (THREATS.md T81)."""
+    tp, origin = _published(tmp_path)
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(origin), str(clone))
+    tp.content = clone / "content"
+    tp.add("ada", 2)
+    kept: list[str] = []
+    cache = buildcache.BuildCache(tmp_path / "store")
+    content = clone / "content"
+    keys = filekeys.load(content)
+    directory, _ = pool.load_keys(content, keys=keys)
+
+    def keep(blob: str, entry: Any) -> Any:
+        kept.append(entry[1].id)
+        return cache.kept_scan(blob, entry)
+
+    config = pool.load_config(content)
+    proven = logbuild.prove(content, origin=config.origin, signer=None)
+    found, problems = pool.scan_dreams(
+        content, directory, cache=cache["scan"], keys=keys, proven=proven, keep=keep
+    )
+    assert not problems and len(found) == 7
+    new = [s for s in found if not s.committed]
+    assert len(new) == 2 and all(s.dream.loaded for s in new)
+    assert sorted(kept) == sorted(s.dream.id for s in found if s.committed)

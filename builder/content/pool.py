@@ -870,10 +870,11 @@ def scan_dreams(
     bytes: a file git vouches for (its blob id in ``keys``) is not read at all,
     any other is read and digested, and only a miss is verified. It is left
     holding this scan's dreams. ``keep(blob, entry)``, if given, is handed each
-    dream the workers verified as it comes, and gives back the entry to hold
-    instead (:meth:`builder.buildcache.BuildCache.kept_scan`: the row written,
-    the dream's text left in the store), so a cold build does not hold every
-    dream's text at once.
+    logged dream the workers took by its commitment as it comes, and gives
+    back the entry to hold instead (:meth:`builder.buildcache.BuildCache.kept_scan`:
+    the row written, the dream's text left in the store), so a cold build
+    does not hold every dream's text at once. A dream verified in full (one
+    to log) is held as verified.
     A verified file whose salt is beside it also gets its commitment computed
     on the worker, into ``commitments`` (what :func:`builder.log.logbuild.update`
     reads as its cache), so the log stage need not canonicalize every dream.
@@ -923,7 +924,10 @@ def scan_dreams(
                 continue
             key, result, committed, taken = next(results)
             found_keys[i] = key
-            if keep is not None and key is not None and not isinstance(result, list):
+            # Only a dream taken by its proven leaf's commitment: one about to
+            # be logged keeps the text it was verified in, which its leaf will
+            # commit to (not the store's copy of it, read back later).
+            if keep is not None and taken and key is not None and not isinstance(result, list):
                 kept[i] = keep(key[0], (key[1], result))
                 result = kept[i][1]
             checked.append(result)

@@ -228,8 +228,9 @@ class SiteModel:
 
 class DeferredBody(Mapping[str, Any]):
     """A deferred dream's body as a mapping, loaded when first read
-    (:attr:`builder.formats.dream.Dream.body`); a view pickled to a worker
-    takes the loaded body with it."""
+    (:attr:`builder.formats.dream.Dream.body`); a view pickled to a forked
+    worker takes the dream as it is, and the worker loads the body itself if
+    it was not loaded here."""
 
     __slots__ = ("_dream",)
 
