@@ -1339,26 +1339,6 @@ class Rows:
         """The entry of ``key`` put and not yet written, if any."""
         return self._pending.get(key)
 
-    def raw(self, k: str) -> bytes | None:
-        """The value of row ``k`` as stored (not decoded), if the row is sound
-        (:meth:`BuildCache._sound`); None if it is not, or not there."""
-        if self._failed:
-            return None
-        try:
-            if self._db is None:
-                self._db = self._cache._open()
-                _OPEN.add(self)
-            row = self._db.execute(
-                f'SELECT v, d, a FROM "{self._name}" WHERE k = ?', (k,)
-            ).fetchone()
-        except sqlite3.Error as exc:
-            self._fail(exc, "read this build")
-            return None
-        if row is None or not self._cache._sound(k, *row):
-            return None
-        v: bytes = row[0]
-        return v
-
     def get_many(self, keys: Collection[Any]) -> dict[Any, Any]:
         """The entries of ``keys`` that the store holds undamaged (as :meth:`get`),
         read a few hundred to a query."""
