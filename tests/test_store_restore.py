@@ -333,6 +333,29 @@ def test_git_vouches_only_for_unmodified_unconverted_plain_files(tmp_path: Path)
     assert gitrepo.clean_blobs(tmp_path) is None  # not a work tree: the bytes decide
 
 
+def test_git_vouches_for_no_file_an_attributes_file_outside_the_repository_converts(
+    tmp_path: Path,
+) -> None:
+    """An attributes file the repository does not hold (``core.attributesFile``:
+    a user's own, or the system's) is asked through ``check-attr``: a file any
+    of them converts on checkout is not vouched for; an attribute that converts
+    nothing (``binary``, a macro that unsets ``text``; ``diff``) leaves it."""
+    root = _repo(tmp_path)
+    attributes = tmp_path / "attributes"
+    attributes.write_text(
+        "a.json ident\nb.json text eol=crlf\nc.json binary\nd.json diff=json\n"
+        "e.json filter=own working-tree-encoding=UTF-16\n"
+    )
+    git(root, "config", "core.attributesFile", str(attributes))
+    assert set(gitrepo.clean_blobs(root / "content") or {}) == {"dreams/c.json", "dreams/d.json"}
+    attributes.write_text("*.json -text\n")
+    assert set(gitrepo.clean_blobs(root / "content") or {}) == {
+        f"dreams/{n}.json" for n in "abcde"
+    }
+    attributes.write_text("[attr]odd text\n*.json odd\n")  # a macro that sets text
+    assert gitrepo.clean_blobs(root / "content") == {}
+
+
 def test_git_vouches_for_each_odd_name_as_itself(tmp_path: Path) -> None:
     """clean_blobs reads git's NUL-separated records whole: a name holding a tab,
     a newline, spaces or the text of another record vouches for itself alone, with
