@@ -742,10 +742,9 @@ def _scan(
     except FileNotFoundError:
         return
     for entry in entries:
-        shown = entry.name.encode("unicode_escape").decode("ascii")
         if entry.is_symlink():
             problems.append(
-                Problem(str(folder / shown), "", "is a symlink; the pool holds plain files only")
+                Problem(_shown(folder, entry), "", "is a symlink; the pool holds plain files only")
             )
             continue
         match = pattern.fullmatch(entry.name)
@@ -753,10 +752,18 @@ def _scan(
             if entry.name.startswith("."):
                 continue
             problems.append(
-                Problem(str(folder / shown), "", f"unexpected entry; files here are named {wanted}")
+                Problem(
+                    _shown(folder, entry), "", f"unexpected entry; files here are named {wanted}"
+                )
             )
             continue
         yield entry.path, match
+
+
+def _shown(folder: Path, entry: os.DirEntry[str]) -> str:
+    """An entry's path as a problem names it: its name with any control
+    character escaped, so the message shows what is there."""
+    return str(folder / entry.name.encode("unicode_escape").decode("ascii"))
 
 
 # --- dreams ----------------------------------------------------------------

@@ -337,5 +337,9 @@ class Units:
         return unsqueeze(self._of(d)[3])
 
     def key_for(self, d: DreamView) -> str:
-        """The unit's key (computed by :meth:`write` for every dream of the model)."""
-        return self.keys[d.id] if d.id in self.keys else self.key(d)
+        """The unit's key (computed by :meth:`write` for every dream of the model).
+        List pages ask it for each dream they list (760,000 times at 100k dreams)."""
+        try:
+            return self.keys[d.id]
+        except KeyError:
+            return self.key(d)

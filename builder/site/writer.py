@@ -69,17 +69,15 @@ class PlanError(DreampoolError):
     """A build plan names a path that cannot be written safely."""
 
 
+_NOT_SEGMENTS = frozenset(("", ".", ".."))
+
+
 def check_path(rel: str) -> None:
     # Split the string itself: PurePosixPath drops "." and empty segments, so
     # "a/./b" and "a//b" would alias "a/b" (two writers of one file) and "."
     # would name the output folder itself. An empty first segment is a
     # leading "/" (absolute).
-    if (
-        any(part in ("", ".", "..") for part in rel.split("/"))
-        or "\\" in rel
-        or "\x00" in rel
-        or "\n" in rel
-    ):
+    if not _NOT_SEGMENTS.isdisjoint(rel.split("/")) or "\\" in rel or "\x00" in rel or "\n" in rel:
         raise PlanError(f"build plan path {rel!r} is not a plain relative path")
 
 
