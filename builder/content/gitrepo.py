@@ -15,6 +15,7 @@ installed, nothing is tracked.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -26,7 +27,7 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from builder.errors import DreampoolError
 
@@ -43,23 +44,27 @@ class GitError(DreampoolError):
 
 
 def _git(cwd: Path, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    """git's answer. Its input and output go through unnamed temporary files,
-    not pipes: git writes a listing a few kilobytes at a time, and reading
+    """git's answer. Its input and output go through unnamed temporary files
+    where it can: git writes a listing a few kilobytes at a time, and reading
     one through a pipe (select, then read) was half the time of a listing of
-    100k dreams."""
+    100k dreams. Without a usable temporary folder (none, read-only, full),
+    through pipes (review r41)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env["GIT_OPTIONAL_LOCKS"] = "0"  # a query never takes the index lock
-    args = ("git", "-c", "core.quotePath=false", *args)
-    with (
-        tempfile.TemporaryFile() as given,
-        tempfile.TemporaryFile() as out,
-        tempfile.TemporaryFile() as err,
-    ):
-        if stdin is not None:
-            given.write(stdin)
-            given.seek(0)
+    argv = ("git", "-c", "core.quotePath=false", *args)
+    with contextlib.ExitStack() as files:
+        try:
+            given, out, err = (files.enter_context(tempfile.TemporaryFile()) for _ in range(3))
+            if stdin is not None:
+                given.write(stdin)
+                given.flush()
+                given.seek(0)
+        except OSError:
+            return subprocess.run(
+                argv, cwd=cwd, input=stdin, capture_output=True, env=env, check=False
+            )
         done = subprocess.run(
-            args,
+            argv,
             cwd=cwd,
             stdin=given if stdin is not None else subprocess.DEVNULL,
             stdout=out,
@@ -69,7 +74,7 @@ def _git(cwd: Path, *args: str, stdin: bytes | None = None) -> subprocess.Comple
         )
         out.seek(0)
         err.seek(0)
-        return subprocess.CompletedProcess(args, done.returncode, out.read(), err.read())
+        return subprocess.CompletedProcess(argv, done.returncode, out.read(), err.read())
 
 
 def work_tree(path: Path) -> Path | None:
@@ -224,7 +229,14 @@ _FULL_STAT = (
 # Attributes under which the work tree holds other bytes than the blob
 # (gitattributes(5), "Effects"): line endings, $Id$ expansion, filters, encodings.
 _CONVERTING = frozenset((b"text", b"eol", b"crlf", b"ident", b"filter", b"working-tree-encoding"))
-_NOT_CONVERTING = frozenset((b"unspecified", b"unset"))
+# What `check-attr --all` may name one of those and still convert nothing: it
+# lists only attributes a file has, so a listed ``unspecified`` is a value
+# (``filter=unspecified``), and ``unset`` is ``-text`` or the value ``unset``
+# alike (git-check-attr(1): "Not all values are equally unambiguous"). For
+# these four git reads either as no conversion (convert.c); for ``filter`` and
+# ``working-tree-encoding`` the value ``unset`` names a driver or an encoding,
+# so any listed value of theirs converts (review r41).
+_UNSET_CONVERTS_NOTHING = frozenset((b"text", b"eol", b"crlf", b"ident"))
 
 # A record of `git ls-files -s -v -z` that clean_blobs vouches for: tag H (cached,
 # no assume-unchanged or skip-worktree bit), a plain file's mode, a SHA-1 blob id
@@ -303,23 +315,32 @@ def clean_blobs(folder: Path) -> dict[str, str] | None:
     # its process (the interpreter lock is free meanwhile): at 100k dreams the
     # full stat of every file (diff-files) and the walk for attributes files
     # were each as long as the listing.
-    autocrlf = _Meanwhile(lambda: _git(folder, "config", "--bool", "--get", "core.autocrlf"))
-    attributes = _Meanwhile(lambda: _has_attributes(folder))
-    diff = _Meanwhile(
-        lambda: _git(
-            folder, *_FULL_STAT, "diff-files", "--name-only", "-z", "--relative", "--", "."
-        )
-    )
+    started: list[_Meanwhile[Any]] = []
     try:
+        autocrlf = _Meanwhile(
+            lambda: _git(folder, "config", "--bool", "--get", "core.autocrlf"), started
+        )
+        attributes = _Meanwhile(lambda: _has_attributes(folder), started)
+        diff = _Meanwhile(
+            lambda: _git(
+                folder, *_FULL_STAT, "diff-files", "--name-only", "-z", "--relative", "--", "."
+            ),
+            started,
+        )
         listed = _git(folder, *_FULL_STAT, "ls-files", "-s", "-v", "-z", "--", ".")
     finally:  # every thread has ended before this returns or raises: the build forks later
-        for thread in (autocrlf, attributes, diff):
+        for thread in started:
             thread.join()
-    if autocrlf.result().stdout.strip() == b"true":  # every text file is converted on checkout
+    try:
+        converts = autocrlf.result().stdout.strip() == b"true"
+        has_attributes = attributes.result()
+        changes = diff.result()
+    except OSError:  # git could not be run (as for the listing: where git cannot say)
+        return None
+    if converts:  # every text file is converted on checkout
         return {}
-    if attributes.result():
+    if has_attributes:
         return {}
-    changes = diff.result()
     if listed.returncode != 0 or changes.returncode != 0:
         return None
     # By the path's bytes as git wrote them (decoded once, at the end).
@@ -344,7 +365,8 @@ def clean_blobs(folder: Path) -> dict[str, str] | None:
             return None
         fields = attrs.stdout.split(b"\0")  # (path, attribute, value) ...
         for i in range(0, len(fields) - 2, 3):
-            if fields[i + 1] in _CONVERTING and fields[i + 2] not in _NOT_CONVERTING:
+            name, value = fields[i + 1], fields[i + 2]
+            if name in _CONVERTING and not (value == b"unset" and name in _UNSET_CONVERTS_NOTHING):
                 found.pop(fields[i], None)
     encoding, errors = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
     return {path.decode(encoding, errors): blob.decode("ascii") for path, blob in found.items()}
@@ -354,12 +376,14 @@ class _Meanwhile(Generic[_T]):
     """``call()`` run in a thread from now on (:meth:`join` waits for it;
     :meth:`result` gives what it returned, or raises what it raised)."""
 
-    def __init__(self, call: Callable[[], _T]) -> None:
+    def __init__(self, call: Callable[[], _T], started: list[_Meanwhile[Any]]) -> None:
+        """``started`` is given this once its thread runs (for the caller to join)."""
         self._call = call
         self._result: list[_T] = []
         self._failed: list[BaseException] = []
         self._thread = threading.Thread(target=self._run, name="dreampool-git")
         self._thread.start()
+        started.append(self)
 
     def _run(self) -> None:
         try:
