@@ -70,3 +70,29 @@ def test_copy_derived_restores_all_or_the_store_alone(tmp_path: Path) -> None:
     assert os.stat(tmp_path / "linked" / "manifest-a").st_nlink == 1
     bb.copy_derived(src, tmp_path / "store", "cache")
     assert os.listdir(tmp_path / "store") == ["cache"]
+
+
+def test_trash_moves_a_tree_aside_and_empties_it_later(tmp_path: Path) -> None:
+    """A timed run never follows the deletion of the tree it replaces (bb.Trash):
+    the tree is renamed into the trash, whole, and deleted only by empty()."""
+    trash = bb.Trash(tmp_path / "trash")
+    tree = tmp_path / "clone"
+    (tree / "site").mkdir(parents=True)
+    (tree / "site" / "index.html").write_text("old\n")
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    link = tmp_path / "site"
+    link.symlink_to(target)
+    trash.put(tree)
+    trash.put(link)
+    trash.put(tmp_path / "missing")  # nothing there: nothing to do
+    assert not tree.exists() and not link.is_symlink()
+    held = sorted(os.listdir(tmp_path / "trash"))
+    assert len(held) == 2
+    assert any((tmp_path / "trash" / h / "site" / "index.html").exists() for h in held)
+    assert target.is_dir()  # a link is moved as a link, never what it names
+    tree.mkdir()
+    trash.put(tree)  # the same name again: a second place in the trash
+    assert len(os.listdir(tmp_path / "trash")) == 3
+    trash.empty()
+    assert not (tmp_path / "trash").exists() and target.is_dir()
