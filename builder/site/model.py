@@ -246,6 +246,15 @@ class DeferredBody(Mapping[str, Any]):
     def __len__(self) -> int:
         return len(self._dream.body)
 
+    # The body's own, not Mapping's (a Python-level try/except around
+    # __getitem__): templates ask .get of each dream they render, and in a
+    # cold build Mapping.get was 4% of all samples.
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._dream.body.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._dream.body
+
 
 def build_model(
     log: Log, directory: KeyDirectory, config: PoolConfig, *, base_url: str
