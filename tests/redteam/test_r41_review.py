@@ -94,7 +94,7 @@ def test_a_filter_driver_named_unspecified_or_unset_is_not_taken_for_no_filter(
 def test_git_answers_without_a_usable_temporary_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Regression (4c903f5): ``_git`` now reads every answer of git through
+    """T80, regression (4c903f5): ``_git`` now reads every answer of git through
     ``tempfile.TemporaryFile``, so a build run where no temporary directory is
     writable (a service under ``ProtectSystem=strict`` without ``PrivateTmp``,
     started in ``/``: tempfile falls back to the working folder) now fails:
@@ -118,7 +118,7 @@ def test_git_answers_without_a_usable_temporary_directory(
 def test_no_thread_of_clean_blobs_outlives_it_when_one_cannot_start(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Regression (4c903f5): the three ``_Meanwhile`` threads are started before
+    """T80, regression (4c903f5): the three ``_Meanwhile`` threads are started before
     the ``try`` whose ``finally`` joins them. If the second or third cannot start
     (``RuntimeError: can't start new thread``: a container's pids limit, memory),
     clean_blobs raises with the first one still running git, against its own
