@@ -22,16 +22,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import unicodedata
-from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar
 
 from builder.errors import DreampoolError
-
-_T = TypeVar("_T")
 
 # Modes of a git tree entry (git's index-format documentation, "mode").
 MODE_SYMLINK = "120000"
@@ -315,27 +311,28 @@ def clean_blobs(folder: Path) -> dict[str, str] | None:
     # its process (the interpreter lock is free meanwhile): at 100k dreams the
     # full stat of every file (diff-files) and the walk for attributes files
     # were each as long as the listing.
-    started: list[_Meanwhile[Any]] = []
+    # The executor's exit waits for every thread it started (even when one
+    # could not start, or git raised): the build forks later.
     try:
-        autocrlf = _Meanwhile(
-            lambda: _git(folder, "config", "--bool", "--get", "core.autocrlf"), started
-        )
-        attributes = _Meanwhile(lambda: _has_attributes(folder), started)
-        diff = _Meanwhile(
-            lambda: _git(
-                folder, *_FULL_STAT, "diff-files", "--name-only", "-z", "--relative", "--", "."
-            ),
-            started,
-        )
-        listed = _git(folder, *_FULL_STAT, "ls-files", "-s", "-v", "-z", "--", ".")
-    finally:  # every thread has ended before this returns or raises: the build forks later
-        for thread in started:
-            thread.join()
-    try:
+        with ThreadPoolExecutor(max_workers=3, thread_name_prefix="dreampool-git") as threads:
+            autocrlf = threads.submit(_git, folder, "config", "--bool", "--get", "core.autocrlf")
+            attributes = threads.submit(_has_attributes, folder)
+            diff = threads.submit(
+                _git,
+                folder,
+                *_FULL_STAT,
+                "diff-files",
+                "--name-only",
+                "-z",
+                "--relative",
+                "--",
+                ".",
+            )
+            listed = _git(folder, *_FULL_STAT, "ls-files", "-s", "-v", "-z", "--", ".")
         converts = autocrlf.result().stdout.strip() == b"true"
         has_attributes = attributes.result()
         changes = diff.result()
-    except OSError:  # git could not be run (as for the listing: where git cannot say)
+    except OSError:  # git could not be run: it cannot say
         return None
     if converts:  # every text file is converted on checkout
         return {}
@@ -370,32 +367,3 @@ def clean_blobs(folder: Path) -> dict[str, str] | None:
                 found.pop(fields[i], None)
     encoding, errors = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
     return {path.decode(encoding, errors): blob.decode("ascii") for path, blob in found.items()}
-
-
-class _Meanwhile(Generic[_T]):
-    """``call()`` run in a thread from now on (:meth:`join` waits for it;
-    :meth:`result` gives what it returned, or raises what it raised)."""
-
-    def __init__(self, call: Callable[[], _T], started: list[_Meanwhile[Any]]) -> None:
-        """``started`` is given this once its thread runs (for the caller to join)."""
-        self._call = call
-        self._result: list[_T] = []
-        self._failed: list[BaseException] = []
-        self._thread = threading.Thread(target=self._run, name="dreampool-git")
-        self._thread.start()
-        started.append(self)
-
-    def _run(self) -> None:
-        try:
-            self._result.append(self._call())
-        except BaseException as exc:  # handed to the caller, who raises it
-            self._failed.append(exc)
-
-    def join(self) -> None:
-        self._thread.join()
-
-    def result(self) -> _T:
-        self._thread.join()
-        if self._failed:
-            raise self._failed[0]
-        return self._result[0]
