@@ -256,6 +256,7 @@ class _StdioClient:
     """Newline-delimited JSON-RPC with a child process (the MCP stdio transport)."""
 
     def __init__(self, cmd: Sequence[str], env: Mapping[str, str], stderr: Path) -> None:
+        self._stderr = stderr
         self._err = stderr.open("wb")
         self.proc = subprocess.Popen(
             cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err
@@ -298,6 +299,19 @@ class _StdioClient:
         self.proc.stdin.write(json.dumps(message).encode() + b"\n")
         self.proc.stdin.flush()
 
+    def _exit_code(self) -> int | None:
+        try:
+            return self.proc.wait(timeout=5)  # its stdout closed: it is on its way out
+        except subprocess.TimeoutExpired:
+            return None
+
+    def _said(self, lines: int = 5) -> str:
+        """The last ``lines`` lines the server wrote to stderr, after a colon, if any:
+        what went wrong, in its words (``dreampool mcp`` names a missing extra)."""
+        self._err.flush()
+        said = self._stderr.read_bytes().decode(errors="replace").strip().splitlines()
+        return ": " + " / ".join(said[-lines:]) if said else ""
+
     def _read(self, deadline: float) -> dict[str, Any]:
         assert self.proc.stdout
         fd = self.proc.stdout.fileno()
@@ -309,7 +323,7 @@ class _StdioClient:
             if ready:
                 chunk = os.read(fd, 1 << 16)
                 if not chunk:
-                    raise McpError(f"the server exited ({self.proc.poll()})")
+                    raise McpError(f"the server exited ({self._exit_code()}){self._said()}")
                 self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
         message = json.loads(line)

@@ -3,11 +3,19 @@ it counts and how it judges a figure (the benchmark itself is run by hand)."""
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import os
+import sys
 import time
 from pathlib import Path
+from types import ModuleType
+
+import pytest
 
 from benchmarks import buildbench as bb
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def test_verdict_says_met_or_by_how_much() -> None:
@@ -96,3 +104,51 @@ def test_trash_moves_a_tree_aside_and_empties_it_later(tmp_path: Path) -> None:
     assert len(os.listdir(tmp_path / "trash")) == 3
     trash.empty()
     assert not (tmp_path / "trash").exists() and target.is_dir()
+
+
+def test_a_server_that_exits_is_reported_with_what_it_printed(tmp_path: Path) -> None:
+    """The MCP case's server exiting at start (here: a venv without the mcp extra)
+    is reported with the last lines it wrote to stderr, not only its exit code,
+    so whoever ran the benchmark sees what to fix."""
+    server = [
+        sys.executable,
+        "-c",
+        'import sys; sys.stderr.write("dreampool: error: the MCP server needs the mcp extra\\n");'
+        " sys.exit(1)",
+    ]
+    with pytest.raises(bb.McpError) as caught:
+        bb.time_mcp(server, dict(os.environ), {}, tmp_path / "mcp.stderr", timeout=30)
+    assert "exited (1)" in str(caught.value)
+    assert "the MCP server needs the mcp extra" in str(caught.value)
+
+
+def _run_script() -> ModuleType:
+    script = REPO / "benchmarks" / "run"
+    loader = importlib.machinery.SourceFileLoader("benchmarks_run", str(script))
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[loader.name] = module  # its dataclasses look their module up
+    try:
+        loader.exec_module(module)
+    finally:
+        del sys.modules[loader.name]
+    return module
+
+
+def test_a_failed_mcp_case_keeps_the_other_figures_in_the_report() -> None:
+    """An MCP case that fails is a line of the report, beside every figure the
+    builds gave: a failure there lost a whole run's table (20 minutes at 10k)."""
+    run = _run_script()
+    sample = bb.Sample(wall=2.0, cpu=2.5, mb=120.0)
+    result = run.SizeResult(10_000, 100)
+    for case in ("cold", "+0", "+1", "+100", "+1 restored"):
+        result.builds[case] = sample
+    for label in ("+1", "+1 restored"):
+        result.rewrites[label] = bb.Rewrites(33, 1_872_000, 4, 10_000)
+    result.hugo = sample
+    result.mcp_failed = "the server exited (1): the MCP server needs the mcp extra"
+    table = run.report([result], 3, "all")
+    assert "+1 restored" in table and "peak (all builds)" in table
+    assert "mcp: failed: the server exited (1)" in table
+    assert "needs the mcp extra" in table
