@@ -6,6 +6,7 @@ these tests are the witness that it does, on hostile and random Markdown."""
 
 from __future__ import annotations
 
+import re
 from html.parser import HTMLParser
 
 import pytest
@@ -99,3 +100,19 @@ def test_plain_text_is_what_an_html_parser_reads_for_any_markdown(markdown: str)
 @given(st.text(max_size=200))
 def test_plain_text_is_what_an_html_parser_reads_for_any_text(markdown: str) -> None:
     assert mdrender.plain_text(markdown) == parsed_text(markdown)
+
+
+_REFERENCE = re.compile(r"&(?:amp|lt|gt|quot);")
+
+
+@pytest.mark.parametrize("markdown", HOSTILE)
+def test_the_html_plain_text_strips_is_escaped_throughout(markdown: str) -> None:
+    """What the pattern relies on, checked on the HTML itself (review r42): raw
+    HTML, the typographer and linkify off; every < opens a tag the pattern
+    takes whole; every & between tags begins &amp; &lt; &gt; or &quot;. Turning
+    on an option or adding a render rule that writes raw text fails here."""
+    options = mdrender._MD.options
+    assert (options["html"], options["typographer"], options["linkify"]) == (False, False, False)
+    text = mdrender._TAG.sub("", mdrender.render_markdown(markdown))
+    assert "<" not in text and ">" not in text
+    assert "&" not in _REFERENCE.sub("", text)
