@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from builder.text import mdrender
+from tests import adversarial
 
 
 class _TextNodes(HTMLParser):
@@ -99,6 +100,14 @@ def test_plain_text_is_what_an_html_parser_reads_for_any_markdown(markdown: str)
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=200))
 def test_plain_text_is_what_an_html_parser_reads_for_any_text(markdown: str) -> None:
+    assert mdrender.plain_text(markdown) == parsed_text(markdown)
+
+
+@settings(max_examples=200, deadline=None)
+@given(adversarial.texts(60))
+def test_plain_text_is_what_an_html_parser_reads_for_the_adversarial_texts(markdown: str) -> None:
+    """The project's hostile text (tests/adversarial.py: near misses, look-alikes,
+    invisible characters, Markdown), as redaction's own tests use it."""
     assert mdrender.plain_text(markdown) == parsed_text(markdown)
 
 
