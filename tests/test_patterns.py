@@ -3,7 +3,6 @@ the page may never show."""
 
 from __future__ import annotations
 
-import io
 import json
 import re
 import shutil
@@ -247,36 +246,6 @@ def test_chinese_tokens() -> None:
     assert {"数据库", "迁移", "备份"} <= got
     assert got.isdisjoint({"我们", "的", "也", "是", "在", "因为", "所以", "没有", "一个"})
     assert all(len(w) >= 2 for w in got)
-
-
-def test_the_prefix_dictionary_is_jiebas_own() -> None:
-    """keywords.prefix_dict reads jieba's dictionary as columns; jieba's own
-    Tokenizer.gen_pfdict, line by line, is the witness: the same words,
-    frequencies, zero-frequency prefixes and total."""
-    import jieba  # type: ignore[import-untyped]
-
-    with jieba.Tokenizer().get_dict_file() as f:
-        data = f.read()
-    assert keywords.prefix_dict(io.BytesIO(data), reference=jieba.Tokenizer.gen_pfdict) == (
-        jieba.Tokenizer.gen_pfdict(io.BytesIO(data))
-    )
-
-
-@pytest.mark.parametrize(
-    "data",
-    [
-        "数据库 30 n\n数据 20 n\n数据库 7 n\n索引 9 n\n",  # a word twice: the last counts
-        "数据 20 n\n数据库 30\n",  # a line of two fields: not jieba's shape
-        "数据 20 n\r\n数据库 30 n\r\n",
-        "",
-    ],
-)
-def test_a_dictionary_of_any_shape_gives_jiebas_prefix_dictionary(data: str) -> None:
-    import jieba
-
-    raw = data.encode()
-    got = keywords.prefix_dict(io.BytesIO(raw), reference=jieba.Tokenizer.gen_pfdict)
-    assert got == jieba.Tokenizer.gen_pfdict(io.BytesIO(raw))
 
 
 def test_the_segmenter_never_runs_jiebas_initialize(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -26,10 +26,11 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any
 
+from builder.site import jiebadict
 from builder.text.redact import KINDS as _REDACTED_KINDS
 from builder.text.textlang import content_lang
 
@@ -93,6 +94,7 @@ ZH_STOPWORDS = frozenset(_ZH_FUNCTION_WORDS.split()) | frozenset(_ZH_FILLER.spli
 _HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 # Latin letters and digits after lowercasing; × (U+00D7) and ÷ (U+00F7) are not letters.
 _LATIN = "a-z0-9\u00df-\u00f6\u00f8-\u00ff\u0100-\u024f"
+_HAN_CHAR = re.compile(f"[{_HAN}]")
 _TOKEN_RE = re.compile(rf"(?P<han>[{_HAN}]+)|(?P<word>[{_LATIN}]+(?:['’][{_LATIN}]+)?)")
 # Link targets, autolinks, bare URLs, addresses and entities carry no topic of the dream.
 _NOISE_RE = re.compile(
@@ -110,67 +112,50 @@ _NOISE_RE = re.compile(
 
 
 @functools.cache
-def _segmenter() -> Any:
+def _segmenter() -> tuple[Any, jiebadict.PrefixDict]:
     """A private jieba tokenizer, built on first use, so other code's
-    ``jieba.add_word`` cannot change ours.
+    ``jieba.add_word`` cannot change ours, and its prefix dictionary, read a
+    first character at a time (:mod:`builder.site.jiebadict`): a text is cut
+    only after the dictionary holds its characters (:func:`_cut`).
 
-    Its prefix dictionary is built here (:func:`prefix_dict`) from jieba's own
-    dictionary file, never through ``Tokenizer.initialize``: that loads
-    ``jieba.cache`` from the temporary folder whenever the file is there,
-    whoever wrote it (``marshal``), so in the shared ``/tmp`` another user's
-    file would decide every Chinese keyword (THREATS.md T115), and after
-    building the dictionary it writes that cache again, which no build reads.
-    Measured on jieba 0.42.1's 349,046 words: 0.49–0.55 s of CPU here
-    against 0.70–0.88 s for ``initialize`` with a private folder (the way of
-    this function before), at the same peak memory (79 MB against 78); every
-    build that admits a dream with Chinese text pays it once."""
+    The dictionary is read here from jieba's own file, never through
+    ``Tokenizer.initialize``: that loads ``jieba.cache`` from the temporary
+    folder whenever the file is there, whoever wrote it (``marshal``), so in
+    the shared ``/tmp`` another user's file would decide every Chinese keyword
+    (THREATS.md T115), and after building the dictionary it writes that cache
+    again, which no build reads."""
     import jieba  # type: ignore[import-untyped]
 
     jieba.setLogLevel(60)
     seg = jieba.Tokenizer()
     with seg.get_dict_file() as f:
-        seg.FREQ, seg.total = prefix_dict(f, reference=jieba.Tokenizer.gen_pfdict)
+        words = jiebadict.PrefixDict(f.read(), reference=jieba.Tokenizer.gen_pfdict)
+    seg.FREQ, seg.total = words.freq, words.total
     seg.initialized = True
-    return seg
+    return seg, words
 
 
-# A dictionary file each of whose lines is "word frequency tag": the shape of
-# jieba's own, which prefix_dict reads as whole columns.
-_THREE_COLUMNS = re.compile(r"(?:\S+ \S+ \S+\n)*(?:\S+ \S+ \S+)?")
+def _cut(han: str) -> Iterator[str]:
+    """jieba's words of ``han``, its characters' dictionary entries read first."""
+    seg, words = _segmenter()
+    words.load(han)
+    seg.total = words.total
+    return seg.cut(han)  # type: ignore[no-any-return]
 
 
-def prefix_dict(
-    f: BinaryIO, *, reference: Callable[[BinaryIO], tuple[dict[str, int], int]]
-) -> tuple[dict[str, int], int]:
-    """jieba's prefix dictionary of a dictionary file (open for reading, at
-    its start): each word with its frequency (a word listed twice keeps the
-    last), every shorter prefix of a word that is not itself a word with 0,
-    and the frequencies' total: the very result of
-    ``jieba.Tokenizer.gen_pfdict`` (tests compare the two on jieba's
-    dictionary). A file of jieba's shape (:data:`_THREE_COLUMNS`)
-    is read as columns, a block of lines at a time (all at once, the columns'
-    strings took twice the dictionary's own memory); any other is read again
-    from its start by ``reference`` (``gen_pfdict`` itself, with its errors)."""
-    freq: dict[str, int] = {}
-    total = 0
-    while lines := f.readlines(1 << 16):  # whole lines, of about 64 KiB in all
-        text = b"".join(lines).decode("utf-8")
-        if not _THREE_COLUMNS.fullmatch(text):
-            f.seek(0)
-            return reference(f)
-        fields = text.split()
-        words = fields[0::3]
-        counts = [int(c) for c in fields[1::3]]
-        total += sum(counts)
-        # As gen_pfdict, line by line: a word takes its frequency (over a 0 its
-        # prefix left), a prefix that is no word yet takes 0.
-        freq.update(zip(words, counts, strict=True))
-        freq.update(
-            dict.fromkeys(
-                (p for w in words for i in range(1, len(w)) if (p := w[:i]) not in freq), 0
-            )
-        )
-    return freq, total
+def prepare(texts: Iterable[str]) -> None:
+    """Read the dictionary entries of every Han character of ``texts`` at once,
+    before their :func:`tokens` are asked for one text at a time: one scan of
+    the dictionary instead of one per text (:mod:`builder.site.jiebadict`)."""
+    chars: set[str] = set()
+    for text in texts:
+        chars.update(text)
+    _segmenter()[1].load(_HAN_CHAR.findall("".join(chars)))
+
+
+def prepare_all() -> None:
+    """Read the whole dictionary (before forking workers that all cut text)."""
+    _segmenter()[1].load_all()
 
 
 # Words whose final s is not an inflection (a conservative list: a plural
@@ -221,9 +206,9 @@ def tokens(text: str) -> set[str]:
         if han := match.group("han"):
             if len(han) < 2:
                 continue
-            for word in _segmenter().cut(han):
-                if len(word) >= 2 and word not in ZH_STOPWORDS:
-                    found.add(word)
+            for piece in _cut(han):
+                if len(piece) >= 2 and piece not in ZH_STOPWORDS:
+                    found.add(piece)
         elif (word := _latin_keyword(match.group("word"))) is not None:
             found.add(word)
     return found

@@ -51,7 +51,7 @@ import itertools
 import json
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -343,11 +343,22 @@ def words_for(
     missing = [d for d in dreams if d.id not in known]
     found: dict[str, DreamWords] = {}
     if spread and missing:
-        keywords._segmenter()  # its dictionary loaded once, here, and shared by the forks
+        keywords.prepare_all()  # the whole dictionary read once, here, and shared by the forks
         found = dict(
             zip((d.id for d in missing), parallel.map_ordered(dream_words, missing), strict=True)
         )
+    else:
+        # The dictionary entries of all their characters in one read, not one a dream.
+        keywords.prepare(t for d in missing for t in _texts(d))
     return [known.get(d.id) or found.get(d.id) or dream_words(d) for d in dreams]
+
+
+def _texts(dream: DreamView) -> Iterator[str]:
+    """The texts :func:`dream_words` reads."""
+    yield dream.title
+    yield dream.summary
+    for e in dream.entries:
+        yield e.text
 
 
 def count(

@@ -234,7 +234,7 @@ def test_a_words_dictionary_planted_in_the_temp_folder_is_not_taken(
     try:
         want = keywords.tokens(phrase)
         assert want == {"数据库", "索引", "重建"}
-        seg = keywords._segmenter()
+        seg, _ = keywords._segmenter()
         freq, total = dict(seg.FREQ), seg.total
         for i in range(1, len(phrase)):
             freq.setdefault(phrase[:i], 0)

@@ -1,0 +1,172 @@
+"""jieba's prefix dictionary read a first character at a time
+(builder.site.jiebadict). The witness is jieba's own ``Tokenizer.gen_pfdict``,
+which reads the whole file line by line: the lazy dictionary must hold its
+very values for every key beginning with a character it was asked for, and a
+tokenizer holding it must cut every text as one holding the whole does."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+import random
+from typing import Any
+
+import jieba  # type: ignore[import-untyped]
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from builder.site import jiebadict, keywords
+
+
+@functools.cache
+def _file() -> bytes:
+    with jieba.Tokenizer().get_dict_file() as f:
+        return bytes(f.read())
+
+
+@functools.cache
+def _whole() -> tuple[dict[str, int], int]:
+    """gen_pfdict of the installed jieba's dictionary: the reference."""
+    freq, total = jieba.Tokenizer.gen_pfdict(io.BytesIO(_file()))
+    return freq, total
+
+
+def _lazy(data: bytes | None = None) -> jiebadict.PrefixDict:
+    data = _file() if data is None else data
+    return jiebadict.PrefixDict(data, reference=jieba.Tokenizer.gen_pfdict)
+
+
+def _tokenizer(freq: dict[str, int], total: int) -> Any:
+    seg = jieba.Tokenizer()
+    seg.FREQ, seg.total, seg.initialized = freq, total, True
+    return seg
+
+
+def test_the_prefix_dictionary_is_jiebas_own() -> None:
+    """jiebadict.prefix_dict reads jieba's dictionary as columns; jieba's own
+    Tokenizer.gen_pfdict, line by line, is the witness: the same words,
+    frequencies, zero-frequency prefixes and total."""
+    assert jiebadict.prefix_dict(io.BytesIO(_file()), reference=jieba.Tokenizer.gen_pfdict) == (
+        _whole()
+    )
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        "数据库 30 n\n数据 20 n\n数据库 7 n\n索引 9 n\n",  # a word twice: the last counts
+        "数据 20 n\n数据库 30\n",  # a line of two fields: not jieba's shape
+        "数据 20 n\r\n数据库 30 n\r\n",
+        "",
+    ],
+)
+def test_a_dictionary_of_any_shape_gives_jiebas_prefix_dictionary(data: str) -> None:
+    raw = data.encode()
+    got = jiebadict.prefix_dict(io.BytesIO(raw), reference=jieba.Tokenizer.gen_pfdict)
+    assert got == jieba.Tokenizer.gen_pfdict(io.BytesIO(raw))
+    # A file KNOWN does not list is read whole, to the same result.
+    lazy = _lazy(raw)
+    assert lazy.whole and (lazy.freq, lazy.total) == got
+
+
+def test_the_installed_dictionary_is_known_and_its_total_and_shape_are_as_listed() -> None:
+    """KNOWN vouches for a file's total and its shape (every line "word
+    frequency tag"), which the scan relies on; here both are held against the
+    installed jieba's file. A jieba whose file is not listed still cuts the
+    same (read whole), but slower: list it."""
+    digest = hashlib.sha256(_file()).hexdigest()
+    assert digest in jiebadict.KNOWN, f"list jieba's dictionary {digest} in jiebadict.KNOWN"
+    assert jiebadict.KNOWN[digest] == _whole()[1]
+    lines = _file().decode().split("\n")
+    assert lines[-1] == ""  # "\n" ends every line
+    assert all(len(line.split(" ")) == 3 and all(line.split(" ")) for line in lines[:-1])
+
+
+def test_every_character_read_in_batches_gives_the_whole_dictionary() -> None:
+    """Each key lies in the entries of its first character, and nowhere else:
+    loading every line's first character, in batches, one scan each, ends
+    with gen_pfdict's dictionary, key for key (the first line of the file and
+    words listed twice among them)."""
+    firsts = sorted({line[:1] for line in _file().decode().split("\n") if line})
+    random.Random(7).shuffle(firsts)
+    lazy = _lazy()
+    batches = jiebadict.SCANS_BEFORE_WHOLE - 1
+    for i in range(batches):
+        lazy.load(firsts[i::batches])
+    assert not lazy.whole and lazy.scans == batches
+    assert lazy.freq == _whole()[0]
+    assert lazy.total == _whole()[1]
+
+
+def test_a_cut_reads_only_its_characters_entries() -> None:
+    """The point of the module: tokens() of one dream's text holds the entries
+    of its characters, not jieba's 349,046 words and their prefixes."""
+    keywords._segmenter.cache_clear()
+    try:
+        assert {"数据库", "索引", "重建"} <= keywords.tokens("数据库索引重建")
+        seg, words = keywords._segmenter()
+        assert seg.FREQ is words.freq and not words.whole
+        assert 0 < len(words.freq) < len(_whole()[0]) // 50
+        assert {k[0] for k in words.freq} <= set("数据库索引重建")
+    finally:
+        keywords._segmenter.cache_clear()
+
+
+def test_after_the_scans_a_load_reads_the_whole_file() -> None:
+    lazy = _lazy()
+    chars = iter("的一是不了人我在有他这为之大来以个中上们")
+    for _ in range(jiebadict.SCANS_BEFORE_WHOLE):
+        lazy.load(next(chars))
+    assert not lazy.whole
+    lazy.load(next(chars))
+    assert lazy.whole and lazy.freq == _whole()[0]
+    lazy.load("龢")  # nothing more to read
+    assert lazy.freq == _whole()[0]
+
+
+def test_prepare_reads_the_characters_of_all_texts_in_one_scan() -> None:
+    keywords._segmenter.cache_clear()
+    try:
+        texts = ["数据库迁移", "需要先备份", "git revert 撤销提交", "限流器"]
+        keywords.prepare(iter(texts))
+        _, words = keywords._segmenter()
+        assert words.scans == 1
+        for text in texts:
+            keywords.tokens(text)
+        assert words.scans == 1  # every character was read already
+        keywords.prepare_all()
+        assert words.whole and words.freq == _whole()[0]
+    finally:
+        keywords._segmenter.cache_clear()
+
+
+def _words() -> list[str]:
+    return [w for w, f in _whole()[0].items() if f and 2 <= len(w) <= 6][::97]
+
+
+_HAN = st.characters(min_codepoint=0x4E00, max_codepoint=0x9FFF)
+_PIECES = st.one_of(
+    st.deferred(lambda: st.sampled_from(_words())),
+    st.text(_HAN, min_size=1, max_size=4),
+    st.sampled_from(["AT&T", "B超", "c#", "T恤", "3D", "x光", " ", "。", "abc"]),
+    st.text(max_size=3),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PIECES, max_size=12).map("".join))
+def test_a_cut_with_the_lazy_dictionary_is_the_whole_dictionarys(text: str) -> None:
+    """For any text: after load(text), every substring (every key a cut can
+    look up) has the whole dictionary's value, and jieba cuts the text, with
+    and without its HMM, as with the whole dictionary."""
+    whole_freq, total = _whole()
+    lazy = _lazy()
+    lazy.load(text)
+    for i in range(len(text)):
+        for j in range(i + 1, len(text) + 1):
+            assert lazy.freq.get(text[i:j]) == whole_freq.get(text[i:j]), text[i:j]
+    lazy_seg, whole_seg = _tokenizer(lazy.freq, lazy.total), _tokenizer(whole_freq, total)
+    for hmm in (True, False):
+        assert list(lazy_seg.cut(text, HMM=hmm)) == list(whole_seg.cut(text, HMM=hmm))
