@@ -260,6 +260,34 @@ def test_a_result_is_stored_under_the_digests_of_the_bytes_checked(tmp_path: Pat
     assert found[0].digest == digest
 
 
+def test_a_file_git_vouches_for_and_the_store_lacks_is_read_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cold build (a fresh clone, no store): git names every dream file's blob
+    id and the store has none of them, so no entry can match their bytes. The
+    scan read and digested each in the build's own process before its worker
+    read it again, one process for every dream of the pool."""
+    tp = make_pool(tmp_path)
+    ids = tp.add("ada", 3)
+    vouched = {
+        f"{i}{ext}": filekeys.of_bytes((tp.content / "dreams" / f"{i}{ext}").read_bytes())[0]
+        for i in ids
+        for ext in (".json",)
+    }
+    read_twice: list[str] = []
+    key_of = pool._key_of
+    monkeypatch.setattr(pool, "_key_of", lambda path: read_twice.append(path) or key_of(path))
+    directory, _ = pool.load_keys(tp.content)
+    cache: dict[object, object] = {}
+    keys = filekeys.FileKeys({"dreams": vouched})
+    found, problems = pool.scan_dreams(tp.content, directory, cache=cache, keys=keys)
+    assert not problems and sorted(s.dream.id for s in found) == sorted(ids)
+    assert read_twice == []
+    assert sorted(cache) == sorted(vouched.values())  # stored under git's blob ids
+    again, _ = pool.scan_dreams(tp.content, directory, cache=cache, keys=keys)
+    assert all(s.cached for s in again) and read_twice == []
+
+
 def test_an_entry_whose_sha256_differs_from_the_bytes_read_is_a_miss(tmp_path: Path) -> None:
     """Without git's word, the blob id only finds the entry: its SHA-256 must
     be that of the bytes read too."""
@@ -349,9 +377,7 @@ def test_git_vouches_for_no_file_an_attributes_file_outside_the_repository_conve
     git(root, "config", "core.attributesFile", str(attributes))
     assert set(gitrepo.clean_blobs(root / "content") or {}) == {"dreams/c.json", "dreams/d.json"}
     attributes.write_text("*.json -text\n")
-    assert set(gitrepo.clean_blobs(root / "content") or {}) == {
-        f"dreams/{n}.json" for n in "abcde"
-    }
+    assert set(gitrepo.clean_blobs(root / "content") or {}) == {f"dreams/{n}.json" for n in "abcde"}
     attributes.write_text("[attr]odd text\n*.json odd\n")  # a macro that sets text
     assert gitrepo.clean_blobs(root / "content") == {}
 
