@@ -30,11 +30,16 @@ texts one at a time pays at most that many scans before the whole read.
 from __future__ import annotations
 
 import hashlib
+import io
+import itertools
+import os
 import re
+import threading
+import weakref
 from collections.abc import Callable, Iterable
 from typing import BinaryIO
 
-__all__ = ["KNOWN", "SCANS_BEFORE_WHOLE", "PrefixDict", "prefix_dict"]
+__all__ = ["KNOWN", "SCANS_BEFORE_WHOLE", "WHOLE_ABOVE", "PrefixDict", "prefix_dict"]
 
 # SHA-256 of a dictionary file known to be of jieba's shape (every line three
 # columns, "word frequency tag", split by one space, "\n" at the end of each)
@@ -46,6 +51,12 @@ KNOWN = {
 }
 # A scan of jieba 0.42.1's file takes 15–40 ms here, a whole read 0.9–1.0 s.
 SCANS_BEFORE_WHOLE = 16
+# A load of more new characters than this reads the whole file instead: the
+# 1,000 first characters most lines begin with begin 75% of them, and a scan
+# of most of the file costs more than the whole read (review r43: 2,000 words'
+# characters, 61% of the lines, 0.75 s against 0.86 s).
+WHOLE_ABOVE = 1_000
+_BLOCK = 8_192  # lines added at a time
 
 Reference = Callable[[BinaryIO], tuple[dict[str, int], int]]
 
@@ -54,7 +65,9 @@ Reference = Callable[[BinaryIO], tuple[dict[str, int], int]]
 _THREE_COLUMNS = re.compile(r"(?:\S+ \S+ \S+\n)*(?:\S+ \S+ \S+)?")
 
 
-def prefix_dict(f: BinaryIO, *, reference: Reference) -> tuple[dict[str, int], int]:
+def prefix_dict(
+    f: BinaryIO, *, reference: Reference, into: dict[str, int] | None = None
+) -> tuple[dict[str, int], int]:
     """jieba's prefix dictionary of a dictionary file (open for reading, at
     its start): each word with its frequency (a word listed twice keeps the
     last), every shorter prefix of a word that is not itself a word with 0,
@@ -63,14 +76,21 @@ def prefix_dict(f: BinaryIO, *, reference: Reference) -> tuple[dict[str, int], i
     dictionary). A file of jieba's shape (:data:`_THREE_COLUMNS`)
     is read as columns, a block of lines at a time (all at once, the columns'
     strings took twice the dictionary's own memory); any other is read again
-    from its start by ``reference`` (``gen_pfdict`` itself, with its errors)."""
-    freq: dict[str, int] = {}
+    from its start by ``reference`` (``gen_pfdict`` itself, with its errors).
+
+    ``into``, if given, is filled and returned instead of a new dict: it may
+    hold keys already, with their final values (:class:`PrefixDict`)."""
+    freq: dict[str, int] = {} if into is None else into
     total = 0
     while lines := f.readlines(1 << 16):  # whole lines, of about 64 KiB in all
         text = b"".join(lines).decode("utf-8")
         if not _THREE_COLUMNS.fullmatch(text):
             f.seek(0)
-            return reference(f)
+            whole, total = reference(f)
+            if into is None:
+                return whole, total
+            into.update(whole)
+            return into, total
         fields = text.split()
         words = fields[0::3]
         counts = [int(c) for c in fields[1::3]]
@@ -91,12 +111,21 @@ def _add(freq: dict[str, int], words: list[str], counts: list[int]) -> None:
 class PrefixDict:
     """The prefix dictionary of one dictionary file, as :func:`prefix_dict`
     gives it, but holding only the keys that begin with a character
-    :meth:`load` was given (module doc). :attr:`freq` is filled in place, so
-    a ``jieba.Tokenizer`` may hold it as its ``FREQ``; :attr:`total` is the
-    whole file's from the start."""
+    :meth:`load` was given (module doc). :attr:`freq` is filled in place and
+    only ever gains keys, each with its final value, so a ``jieba.Tokenizer``
+    may hold it as its ``FREQ``; :attr:`total` is the whole file's from the
+    start.
+
+    A character counts as read only once all its lines are in :attr:`freq`:
+    a load that fails part way (out of memory, interrupted) leaves it to be
+    read again, never a hole a cut would take for no word (review r43). Hold
+    :attr:`lock` around a load and the cut that needs it; it is made anew in
+    a forked child, where no other thread is left to release it."""
 
     def __init__(self, data: bytes, *, reference: Reference) -> None:
         self.freq: dict[str, int] = {}
+        self.lock = threading.RLock()
+        _AFTER_FORK.add(self)
         self._data: bytes | None = data
         self._reference = reference
         self._text = ""
@@ -119,33 +148,54 @@ class PrefixDict:
     def load(self, chars: Iterable[str]) -> None:
         """Hold every key that begins with one of ``chars`` (a text to be cut
         does: its characters)."""
-        if self._data is None:
-            return
-        new = set(chars) - self._loaded
-        if not new:
-            return
-        if self.scans >= SCANS_BEFORE_WHOLE:
-            self.load_all()
-            return
-        self.scans += 1
-        self._loaded |= new
-        starts = "".join(map(re.escape, sorted(new)))
-        lines = re.findall(f"\n([{starts}][^\n]*)", self._text)
-        if not lines:
-            return
-        # Each line is "word frequency tag" (KNOWN vouches for the file's shape).
-        fields = " ".join(lines).split(" ")
-        _add(self.freq, fields[0::3], [int(c) for c in fields[1::3]])
+        with self.lock:
+            if self._data is None:
+                return
+            new = set(chars) - self._loaded
+            if not new:
+                return
+            if self.scans >= SCANS_BEFORE_WHOLE or len(new) > WHOLE_ABOVE:
+                self.load_all()
+                return
+            self.scans += 1
+            starts = "".join(map(re.escape, sorted(new)))
+            lines = re.finditer(f"\n([{starts}][^\n]*)", self._text)
+            # A block of lines at a time, as prefix_dict reads the file whole.
+            while block := [m[1] for m in itertools.islice(lines, _BLOCK)]:
+                # Each line is "word frequency tag" (KNOWN vouches for the shape).
+                fields = " ".join(block).split(" ")
+                _add(self.freq, fields[0::3], [int(c) for c in fields[1::3]])
+            self._loaded |= new
 
     def load_all(self) -> None:
         """Hold every key of the file (as :func:`prefix_dict` reads it)."""
-        if self._data is None:
-            return
-        import io
+        with self.lock:
+            if self._data is None:
+                return
+            # Into freq as it stands: the keys it holds have their final values,
+            # which the file's lines in order give them again.
+            try:
+                self.total = prefix_dict(
+                    io.BytesIO(self._data), reference=self._reference, into=self.freq
+                )[1]
+            except BaseException:
+                # Stopped part way, a word listed twice may hold its first
+                # listing's frequency: every character is read again.
+                self._loaded = set()
+                raise
+            self._data = None
+            self._text = ""
+            self._loaded = set()
 
-        self.freq.clear()  # refilled whole: the same values, in the file's order
-        freq, self.total = prefix_dict(io.BytesIO(self._data), reference=self._reference)
-        self.freq.update(freq)
-        self._data = None
-        self._text = ""
-        self._loaded = set()
+
+# The dictionaries whose lock a forked child makes anew (os.register_at_fork).
+_AFTER_FORK: weakref.WeakSet[PrefixDict] = weakref.WeakSet()
+
+
+def _new_locks() -> None:
+    for d in _AFTER_FORK:
+        d.lock = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_locks)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,12 +135,14 @@ def _segmenter() -> tuple[Any, jiebadict.PrefixDict]:
     return seg, words
 
 
-def _cut(han: str) -> Iterator[str]:
-    """jieba's words of ``han``, its characters' dictionary entries read first."""
+def _cut(han: str) -> list[str]:
+    """jieba's words of ``han``, its characters' dictionary entries read first
+    (under the dictionary's lock, so no other thread's read is half done)."""
     seg, words = _segmenter()
-    words.load(han)
-    seg.total = words.total
-    return seg.cut(han)  # type: ignore[no-any-return]
+    with words.lock:
+        words.load(han)
+        seg.total = words.total
+        return list(seg.cut(han))
 
 
 def prepare(texts: Iterable[str]) -> None:
@@ -150,7 +152,9 @@ def prepare(texts: Iterable[str]) -> None:
     chars: set[str] = set()
     for text in texts:
         chars.update(text)
-    _segmenter()[1].load(_HAN_CHAR.findall("".join(chars)))
+    han = _HAN_CHAR.findall("".join(chars))
+    if han:  # (text without Chinese needs no dictionary, nor jieba)
+        _segmenter()[1].load(han)
 
 
 def prepare_all() -> None:

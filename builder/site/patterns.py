@@ -342,14 +342,17 @@ def words_for(
     every core with ``spread``)."""
     missing = [d for d in dreams if d.id not in known]
     found: dict[str, DreamWords] = {}
+    # The dictionary's entries for all their characters in one read, not one a
+    # dream (keywords.prepare); before forking, the whole of it, which every
+    # worker then shares instead of reading its own.
+    if spread and len(missing) >= parallel.MIN_ITEMS:
+        keywords.prepare_all()
+    else:
+        keywords.prepare(t for d in missing for t in _texts(d))
     if spread and missing:
-        keywords.prepare_all()  # the whole dictionary read once, here, and shared by the forks
         found = dict(
             zip((d.id for d in missing), parallel.map_ordered(dream_words, missing), strict=True)
         )
-    else:
-        # The dictionary entries of all their characters in one read, not one a dream.
-        keywords.prepare(t for d in missing for t in _texts(d))
     return [known.get(d.id) or found.get(d.id) or dream_words(d) for d in dreams]
 
 
