@@ -87,6 +87,12 @@ def test_the_installed_dictionary_is_known_and_its_total_and_shape_are_as_listed
     lines = _file().decode().split("\n")
     assert lines[-1] == ""  # "\n" ends every line
     assert all(len(line.split(" ")) == 3 and all(line.split(" ")) for line in lines[:-1])
+    # A word listed twice, with two frequencies, would hold its first one for a
+    # while during a whole read in place (PrefixDict.load_all): none is.
+    seen: dict[str, str] = {}
+    for line in lines[:-1]:
+        word, count, _ = line.split(" ")
+        assert seen.setdefault(word, count) == count, word
 
 
 def test_every_character_read_in_batches_gives_the_whole_dictionary() -> None:
@@ -309,3 +315,50 @@ def test_a_forked_child_gets_a_lock_of_its_own() -> None:
             os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def _file_with_a_word_listed_twice() -> bytes:
+    filler = "".join(f"丙{i:05d} 1 n\n" for i in range(12_000))  # > 64 KiB: two blocks
+    return ("甲乙 5 n\n" + filler + "甲乙 9 n\n").encode()
+
+
+def test_a_child_forked_during_a_whole_read_keeps_no_stale_value(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Review r44: during a whole read in place, a word listed twice holds its
+    first frequency until its second line; a child forked by another thread
+    then must not take its character for read."""
+    data = _file_with_a_word_listed_twice()
+    whole, total = jieba.Tokenizer.gen_pfdict(io.BytesIO(data))
+    assert whole["甲乙"] == 9
+    monkeypatch.setitem(jiebadict.KNOWN, hashlib.sha256(data).hexdigest(), total)
+    lazy = jiebadict.PrefixDict(data, reference=jieba.Tokenizer.gen_pfdict)
+    lazy.load("甲")
+    assert lazy.freq["甲乙"] == 9
+    calls, paused, release = 0, threading.Event(), threading.Event()
+    real = jiebadict._add
+
+    def pause_after_first_block(*args: Any) -> None:
+        nonlocal calls
+        real(*args)
+        calls += 1
+        if calls == 1:
+            paused.set()
+            release.wait(10)
+
+    monkeypatch.setattr(jiebadict, "_add", pause_after_first_block)
+    reader = threading.Thread(target=lazy.load_all)  # another thread of the server
+    reader.start()
+    try:
+        assert paused.wait(10)
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child reports by its exit status
+            with lazy.lock:
+                lazy.load("甲")  # what keywords._cut does before cutting
+                os._exit(0 if lazy.freq.get("甲乙") == 9 else 1)
+    finally:
+        release.set()
+        reader.join(10)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert lazy.whole and lazy.freq == whole

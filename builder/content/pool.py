@@ -912,8 +912,10 @@ def scan_dreams(
                 key = _key_of(path)
                 entry = filekeys.find(known, None, key)
             # (A file git vouches for that the store lacks is read by its worker
-            # alone: its bytes have that blob id, which no entry matches. In a
-            # cold build, reading each here first was a tenth of the scan.)
+            # alone: its bytes have that blob id, which no entry matches, unless
+            # the file changed after git listed it; the worker then verifies it
+            # again, under the key of the bytes it read. In a cold build,
+            # reading each file here first was a tenth of the scan.)
         found_keys.append(key)
         entries.append(entry)
         if entry is None:

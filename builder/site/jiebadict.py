@@ -111,10 +111,10 @@ def _add(freq: dict[str, int], words: list[str], counts: list[int]) -> None:
 class PrefixDict:
     """The prefix dictionary of one dictionary file, as :func:`prefix_dict`
     gives it, but holding only the keys that begin with a character
-    :meth:`load` was given (module doc). :attr:`freq` is filled in place and
-    only ever gains keys, each with its final value, so a ``jieba.Tokenizer``
-    may hold it as its ``FREQ``; :attr:`total` is the whole file's from the
-    start.
+    :meth:`load` was given (module doc). :attr:`freq` is filled in place, so a
+    ``jieba.Tokenizer`` may hold it as its ``FREQ``; the keys of a character
+    counted as read have their final values. :attr:`total` is the whole
+    file's from the start.
 
     A character counts as read only once all its lines are in :attr:`freq`:
     a load that fails part way (out of memory, interrupted) leaves it to be
@@ -172,17 +172,15 @@ class PrefixDict:
         with self.lock:
             if self._data is None:
                 return
-            # Into freq as it stands: the keys it holds have their final values,
-            # which the file's lines in order give them again.
-            try:
-                self.total = prefix_dict(
-                    io.BytesIO(self._data), reference=self._reference, into=self.freq
-                )[1]
-            except BaseException:
-                # Stopped part way, a word listed twice may hold its first
-                # listing's frequency: every character is read again.
-                self._loaded = set()
-                raise
+            # Into freq as it stands, whose keys the file's lines in order give
+            # their final values again; until they have, a word listed twice
+            # may hold its first listing's frequency, so no character counts as
+            # read meanwhile: a read stopped part way, or a child forked by
+            # another thread meanwhile (review r44), reads its characters again.
+            self._loaded = set()
+            self.total = prefix_dict(
+                io.BytesIO(self._data), reference=self._reference, into=self.freq
+            )[1]
             self._data = None
             self._text = ""
             self._loaded = set()
