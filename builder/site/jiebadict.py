@@ -183,7 +183,6 @@ class PrefixDict:
             )[1]
             self._data = None
             self._text = ""
-            self._loaded = set()
 
 
 # The dictionaries whose lock a forked child makes anew (os.register_at_fork).

@@ -141,7 +141,6 @@ def _cut(han: str) -> list[str]:
     seg, words = _segmenter()
     with words.lock:
         words.load(han)
-        seg.total = words.total
         return list(seg.cut(han))
 
 
