@@ -1307,8 +1307,11 @@ class Rows:
         self._pending: dict[Any, Any] = {}
         self._db: sqlite3.Connection | None = None
         self._failed = cache.folder is None
-        self.damaged = 0
-        self.untagged = 0  # whole, but not tagged with the build's row key (T81)
+        # The keys (as stored) of rows found damaged, and of rows whole but not
+        # tagged with the build's row key (T81): sets, so a row read twice, or
+        # by two processes whose findings are merged (absorb), counts once.
+        self.damaged_keys: set[Any] = set()
+        self.untagged_keys: set[Any] = set()
 
     def get(self, key: Any) -> Any | None:
         if key in self._pending:
@@ -1363,17 +1366,41 @@ class Rows:
             self._fail(exc, "read this build")
         return found
 
+    @property
+    def damaged(self) -> int:
+        """How many distinct rows were found damaged (each a miss)."""
+        return len(self.damaged_keys)
+
+    @property
+    def untagged(self) -> int:
+        """How many distinct rows were whole but not tagged with the row key."""
+        return len(self.untagged_keys)
+
+    def take_findings(self) -> tuple[frozenset[Any], frozenset[Any]]:
+        """The keys of the damaged and of the untagged rows found so far, and
+        forget them: a forked worker returns them to the build's process for
+        :meth:`absorb` (and so does that process itself when it did not fork)."""
+        found = frozenset(self.damaged_keys), frozenset(self.untagged_keys)
+        self.damaged_keys.clear()
+        self.untagged_keys.clear()
+        return found
+
+    def absorb(self, findings: tuple[frozenset[Any], frozenset[Any]]) -> None:
+        """Count what :meth:`take_findings` gave, in this process or another."""
+        self.damaged_keys |= findings[0]
+        self.untagged_keys |= findings[1]
+
     def _decode(self, k: Any, v: Any, d: Any, a: Any) -> Any | None:
         if not self._cache._sound(k, v, d, a):
             if self._cache._untagged(k, v, d):
-                self.untagged += 1
+                self.untagged_keys.add(k)
             else:
-                self.damaged += 1
+                self.damaged_keys.add(k)
             return None
         try:
             return self._codec.value_in(v)
         except Exception:  # damage is a miss, never an error or a wrong entry
-            self.damaged += 1
+            self.damaged_keys.add(k)
             return None
 
     def put(self, key: Any, value: Any) -> None:

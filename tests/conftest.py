@@ -60,6 +60,16 @@ class CLIResult:
 
 
 @pytest.fixture
+def pages_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every list page rendered in the test's own process, never by a forked
+    worker (builder.site.assemble._write_pages): for a test that counts the
+    calls of a page's renderer, which it sees only here."""
+    from builder.site import assemble
+
+    monkeypatch.setattr(assemble, "PAGES_FORK_MIN", 10**9)
+
+
+@pytest.fixture
 def run(capsys: pytest.CaptureFixture[str]) -> Callable[..., CLIResult]:
     def go(*args: str | Path) -> CLIResult:
         from builder.cli import main as cli

@@ -402,6 +402,7 @@ def follow_since(exports: dict[str, bytes], since: int) -> tuple[list[str], list
         since = int(ask)
 
 
+@pytest.mark.usefixtures("pages_here")
 def test_since_files_chain_to_every_dream_since_m_and_stop_changing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -172,13 +172,14 @@ def test_one_new_dream_changes_only_the_newest_archive_page(
     maps = {k: (site / f"sitemap-archive-{k}.xml").read_bytes() for k in (0, 1)}
     PoolFixture(content, log_key, "").add("bob", 1)
     added: list[str] = []
-    original = writer.SiteWriter.add
+    original = writer.SiteWriter.record
 
-    def spy(self: writer.SiteWriter, rel: str, data: bytes) -> bytes:
+    # Every file rendered, by this process or a forked worker, is recorded here.
+    def spy(self: writer.SiteWriter, rel: str, entry: writer.Entry, changed: bool) -> None:
         added.append(rel)
-        return original(self, rel, data)
+        original(self, rel, entry, changed)
 
-    monkeypatch.setattr(writer.SiteWriter, "add", spy)
+    monkeypatch.setattr(writer.SiteWriter, "record", spy)
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1780086400")  # signed a day later
     buildmod.build(content, site, signer=parse_private_key(log_key))
     after = archive_files(site)

@@ -802,8 +802,30 @@ def test_rows_read_a_row_at_a_time_are_tagged_too(tmp_path: Path) -> None:
     assert again.get(_key(1)) == FRAGMENTS
     assert again.get(_key(2)) is None
     assert again.get_many([_key(1), _key(2)]) == {_key(1): FRAGMENTS}
-    assert (again.untagged, again.damaged) == (2, 0)
+    # One planted row, read twice: the note counts rows, not reads.
+    assert (again.untagged, again.damaged) == (1, 0)
     again.close()
+
+
+def test_rows_findings_merge_by_key_across_processes(tmp_path: Path) -> None:
+    """A worker's findings (Rows.take_findings) added to the build's
+    (Rows.absorb) count each row once, however many processes read it."""
+    rows = _keyed(tmp_path).rows("fragments")
+    rows.put(_key(1), FRAGMENTS)
+    rows.flush()
+    rows.close()
+    planted = BuildCache(tmp_path).rows("fragments")
+    planted.put(_key(2), (b"forged card", b"", b"", b""))
+    planted.flush()
+    planted.close()
+    parent, worker = _keyed(tmp_path).rows("fragments"), _keyed(tmp_path).rows("fragments")
+    assert parent.get(_key(2)) is None and worker.get(_key(2)) is None
+    found = worker.take_findings()
+    assert (worker.untagged, worker.damaged) == (0, 0)
+    parent.absorb(found)
+    assert (parent.untagged, parent.damaged) == (1, 0)
+    parent.close()
+    worker.close()
 
 
 def test_the_store_holds_neither_the_log_key_nor_its_row_key(tmp_path: Path) -> None:

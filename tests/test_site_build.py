@@ -317,6 +317,7 @@ def test_deflated_fragments_change_no_byte(tmp_path: Path, monkeypatch: pytest.M
     assert tree(site) == tree(cold_raw) == tree(cold_squeezed)
 
 
+@pytest.mark.usefixtures("pages_here")
 def test_feeds_are_made_again_only_when_what_they_show_moves(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -363,6 +364,7 @@ def _built_with_ten(tmp_path: Path) -> tuple[PoolFixture, Any, Path]:
     return tp, signer, site
 
 
+@pytest.mark.usefixtures("pages_here")
 def test_only_the_search_shards_that_change_are_made_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -388,6 +390,7 @@ def test_only_the_search_shards_that_change_are_made_again(
     assert tree(site) == tree(cold)
 
 
+@pytest.mark.usefixtures("pages_here")
 def test_only_the_sitemaps_that_change_are_made_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -419,6 +422,7 @@ def test_only_the_sitemaps_that_change_are_made_again(
     assert tree(site) == tree(cold)
 
 
+@pytest.mark.usefixtures("pages_here")
 def test_the_favicon_is_drawn_once_and_then_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -454,6 +458,7 @@ def test_the_favicon_is_drawn_once_and_then_kept(
     favicon.ico.cache_clear()
 
 
+@pytest.mark.usefixtures("pages_here")
 def test_a_new_dream_in_a_chain_makes_only_its_lineage_page_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -2,7 +2,8 @@
 
 The dreams' own files (:mod:`builder.site.units`: pages, records, proofs, cards,
 kept or rendered on every core), the log's files
-(:func:`builder.log.logbuild.publish_log`), the list pages (:mod:`builder.site.render`),
+(:func:`builder.log.logbuild.publish_log`), the list pages (:mod:`builder.site.render`,
+rendered on every core too: :func:`_write_pages`),
 aggregate patterns (:mod:`builder.site.patterns`, computed in a forked process
 while the rest is written, or after it, on every core, above
 ``BACKGROUND_PATTERNS_LIMIT``),
@@ -14,8 +15,9 @@ one silently win.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from builder import parallel
 from builder.buildcache import BuildCache, Rows
@@ -25,8 +27,8 @@ from builder.site import feeds, patterns, writer
 from builder.site import render as renderer
 from builder.site.model import DreamView, SiteModel
 from builder.site.page import Page
-from builder.site.units import Units
-from builder.site.writer import SiteWriter
+from builder.site.units import Repairs, Units
+from builder.site.writer import Entry, SiteWriter
 
 # Above this many dreams the patterns are computed in this process, after the
 # pages: a forked process reading every dream's text copies those memory pages
@@ -56,34 +58,91 @@ def write_site(log: logbuild.Log, model: SiteModel, w: SiteWriter, cache: BuildC
         feed_pages = feeds.feed_pages(model, units.feed_entry_for, units.key_for)
         agent_pages = agents.agent_pages(model, units.key_for)
         try:
-            _write_pages(itertools.chain(feed_pages, agent_pages, pages), w, cache, units.prefetch)
+            _write_pages(itertools.chain(feed_pages, agent_pages, pages), w, cache, units)
             units.finish()
         finally:
             units.close()
     return rendered
 
 
-def _write_pages(
-    pages: Iterable[Page],
-    w: SiteWriter,
-    cache: BuildCache,
-    prefetch: Callable[[Sequence[DreamView]], None],
-) -> None:
-    """Render each page, or keep its file when its key is the last build's;
-    the fragments a page repeats are read in one go before it is rendered."""
+def _write_pages(pages: Iterable[Page], w: SiteWriter, cache: BuildCache, units: Units) -> None:
+    """Render each page, or keep its file when its key is the last build's.
+
+    The pages to render are gathered, up to :data:`PAGE_WINDOW` at a time, and
+    rendered on every core (:func:`builder.parallel.imap_ordered`; in this
+    process below :data:`PAGES_FORK_MIN`): each worker reads the fragments a
+    page shows, renders it and stores its file, as the units' workers do
+    (:meth:`builder.site.writer.SiteWriter.store`, for a path claimed here);
+    this process records each file in order and applies what the worker
+    found the store lacking (:meth:`builder.site.units.Units.repair`). A page
+    that ``waits`` is rendered here, after every page before it."""
     old = cache["pages"]
     new: dict[str, tuple[str, bytes]] = {}
+    window: list[Page] = []
     for page in pages:
         hit = old.get(page.path) if page.key is not None else None
         if hit is not None and hit[0] == page.key and w.keep_all(((page.path, hit[1]),)):
             new[page.path] = hit
             continue
-        if page.shows:
-            prefetch(page.shows)
-        d = w.add(page.path, page.render())
-        if page.key is not None:
-            new[page.path] = (page.key, d)
+        if page.waits:
+            _render_pages(window, w, units, new)
+            window = []
+            w.prepare(page.path)
+            _record(page, *_render_one(page, w, units), w, units, new)
+            continue
+        w.prepare(page.path, folder=True)  # made here: workers may share a new folder
+        window.append(page)
+        if len(window) == PAGE_WINDOW:
+            _render_pages(window, w, units, new)
+            window = []
+    _render_pages(window, w, units, new)
     cache.sections["pages"] = new
+
+
+# Below this many pages to render, forking costs more than it saves (a list
+# page takes 2–7 ms to render; forking two workers of a 10k build, ≈30 ms).
+PAGES_FORK_MIN = 32
+# At most this many pages are held waiting to be rendered: a cold build of a
+# million dreams renders about 150,000.
+PAGE_WINDOW = 2048
+
+
+def _render_pages(
+    window: Sequence[Page], w: SiteWriter, units: Units, new: dict[str, tuple[str, bytes]]
+) -> None:
+    done = parallel.imap_ordered(
+        lambda i: _render_one(window[i], w, units),
+        range(len(window)),
+        min_items=PAGES_FORK_MIN,
+        chunk=8,
+    )
+    # Closed on any error: its forked workers end then, with their copies of
+    # the build's locks (as Units.write's).
+    with contextlib.closing(done):
+        for page, (entry, changed, repairs) in zip(window, done, strict=True):
+            _record(page, entry, changed, repairs, w, units, new)
+
+
+def _render_one(page: Page, w: SiteWriter, units: Units) -> tuple[Entry, bool, Repairs]:
+    """Render ``page`` and store its file; a worker's (or this process's) part."""
+    data, repairs = units.render_page(page)
+    entry, changed = w.store(page.path, data)
+    return entry, changed, repairs
+
+
+def _record(
+    page: Page,
+    entry: Entry,
+    changed: bool,
+    repairs: Repairs,
+    w: SiteWriter,
+    units: Units,
+    new: dict[str, tuple[str, bytes]],
+) -> None:
+    w.record(page.path, entry, changed)
+    units.repair(repairs)
+    if page.key is not None:
+        new[page.path] = (page.key, entry[0])
 
 
 def _patterns(arg: tuple[SiteModel, BuildCache, bool]) -> str:

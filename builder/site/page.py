@@ -25,12 +25,16 @@ class Page:
     from the last one may keep that file. ``shows`` names the dreams whose
     fragments (cards, diary lines, feed or search entries) it repeats, so
     they can be read from the store in one query before it is rendered
-    (:meth:`builder.site.units.Units.prefetch`)."""
+    (:meth:`builder.site.units.Units.prefetch`). A page that ``waits`` is
+    rendered in the build's own process once every page before it is written:
+    its ``render`` waits for what another process of the build computes (the
+    patterns), which a forked worker could not ask for."""
 
     path: str
     key: str | None
     render: Callable[[], bytes]
     shows: Sequence[DreamView] = ()
+    waits: bool = False
 
 
 def key_of(parts: object) -> str:

@@ -895,8 +895,9 @@ def list_pages(
 ) -> Iterator[Page]:
     """Every page but the dreams' own, the search index and the static assets.
 
-    ``patterns_html`` (or a function returning it, called last, so the
-    patterns can be computed while the other pages render) is trusted HTML
+    ``patterns_html`` (or a function returning it, called when the last
+    page, the patterns', is rendered, so the patterns can be computed while
+    the other pages render: that page then ``waits``) is trusted HTML
     from :mod:`builder.site.patterns`, already escaped there; it is placed in the
     layout as it is. ``card_html(dream, level, root)`` gives a dream's card,
     ``diary_item(dream, root)`` its line in a diary.
@@ -979,5 +980,12 @@ def list_pages(
     # favicon.ico at the root is where a browser looks when a page names no
     # icon (builder.site.favicon); the pages name it and static/favicon.svg.
     yield Page("favicon.ico", favicon.ICO_KEY, favicon.ico)
-    fragment = patterns_html() if callable(patterns_html) else patterns_html
-    yield page("patterns/index.html", "patterns.html", "patterns", patterns=Markup(fragment))
+
+    def patterns_page() -> bytes:
+        fragment = patterns_html() if callable(patterns_html) else patterns_html
+        path = "patterns/index.html"
+        return _page(
+            model, path, "patterns.html", "patterns", card_html=card_html, patterns=Markup(fragment)
+        )
+
+    yield Page("patterns/index.html", None, patterns_page, waits=callable(patterns_html))

@@ -66,6 +66,7 @@ from builder.buildcache import BuildCache
 from builder.log import logbuild
 from builder.site import feeds, render
 from builder.site.model import DreamView, SiteModel
+from builder.site.page import Page
 from builder.site.writer import Entry, SiteWriter
 
 Fragments = tuple[bytes, bytes, bytes, bytes]  # see Unit.fragments
@@ -135,6 +136,17 @@ def unsqueeze(stored: bytes) -> bytes:
 
 
 @dataclass(frozen=True, slots=True)
+class Repairs:
+    """What rendering a list page found the store lacking (Units.render_page):
+    fragments rendered again, by unit key, and the keys of the rows found
+    damaged and of those not tagged with the build's row key
+    (:meth:`builder.buildcache.Rows.take_findings`)."""
+
+    made: tuple[tuple[str, Fragments], ...]
+    findings: tuple[frozenset[str], frozenset[str]]
+
+
+@dataclass(frozen=True, slots=True)
 class Unit:
     """A rendered unit, its files already stored in the generation by the worker."""
 
@@ -156,6 +168,9 @@ class Units:
         # Fragments by unit key, in the store (module doc); read back for list pages.
         self._rows = cache.rows("fragments")
         self._near: dict[str, Fragments | None] = {}  # the current page's (prefetch)
+        # Fragments rendered again while a list page was rendered (their row
+        # was damaged or missing), not yet put in the store: see render_page.
+        self._made: dict[str, Fragments] = {}
         self.squeeze = len(model.dreams) > SQUEEZE_ABOVE
         self._writer: SiteWriter | None = None
         self._old: dict[str, tuple[str, tuple[tuple[str, bytes], ...]]] = {}  # the store's units
@@ -246,6 +261,9 @@ class Units:
     def finish(self) -> None:
         """After the list pages: the store keeps the fragments of this build's
         units and no others (an erased dream's are deleted: THREATS.md T48)."""
+        for key, fragments in self._made.items():  # made outside render_page
+            self._rows.put(key, fragments)
+        self._made = {}
         self._rows.retain(self.keys.values())
         if self._rows.damaged:
             self.cache.notes.append(
@@ -315,12 +333,32 @@ class Units:
         found = self._rows.get_many(keys)
         self._near = {k: found.get(k) for k in keys}
 
+    def render_page(self, page: Page) -> tuple[bytes, Repairs]:
+        """``page``'s bytes, the fragments it shows read first (:meth:`prefetch`),
+        and what the store was found to lack meanwhile. Run in a forked worker
+        (builder.site.assemble), whose store connection, counters and
+        buffered rows end with it, or in the build's process; either way the
+        build's process hands the result to :meth:`repair`."""
+        if page.shows:
+            self.prefetch(page.shows)
+        data = page.render()
+        made, self._made = tuple(self._made.items()), {}
+        return data, Repairs(made, self._rows.take_findings())
+
+    def repair(self, repairs: Repairs) -> None:
+        """Put the fragments :meth:`render_page` rendered again in the store, and
+        count the rows it found damaged or untagged (:meth:`finish` says so)."""
+        for key, fragments in repairs.made:
+            self._rows.put(key, fragments)
+        self._rows.absorb(repairs.findings)
+
     def _of(self, d: DreamView) -> Fragments:
         key = self.key_for(d)
         found = self._near[key] if key in self._near else self._rows.get(key)
         if found is None:  # a damaged row, or a dream write() did not see
-            found = self._fragments(d)
-            self._rows.put(key, found)
+            found = self._made.get(key)
+            if found is None:
+                found = self._made[key] = self._fragments(d)
         return found
 
     def card_for(self, d: DreamView, level: int, root: str) -> Markup:

@@ -183,6 +183,7 @@ class SiteWriter:
         self.had: dict[str, Entry] = had
         self.written: dict[str, Entry] = {}
         self._claimed: set[str] = set()
+        self._folders_made: set[str] = set()  # by prepare(folder=True)
         self.changed = 0
 
     def _sealed(self, gen: str, entries: Mapping[str, Entry], checksum: bytes) -> bool:
@@ -311,10 +312,16 @@ class SiteWriter:
             _replace(tmp, final)
         return (d, st.st_size, st.st_mtime_ns), True
 
-    def prepare(self, rel: str) -> None:
+    def prepare(self, rel: str, *, folder: bool = False) -> None:
         """Claim ``rel`` for :meth:`store` in another process: the path is
-        checked and counted once."""
+        checked and counted once. With ``folder``, its folder is made now
+        (if missing), so workers storing files side by side in a new folder
+        never race to make it (only one of two ``mkdir`` calls succeeds)."""
         self._claim(rel)
+        head = rel.rpartition("/")[0]
+        if folder and head and head not in self._folders_made:
+            _make_dirs(self._gen, head)
+            self._folders_made.add(head)
 
     @property
     def total_bytes(self) -> int:
