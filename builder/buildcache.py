@@ -1155,6 +1155,9 @@ def _delete_except(db: sqlite3.Connection, name: str, wanted: Collection[str]) -
 # child, whichever code forks (the patterns' keyword workers above
 # BACKGROUND_PATTERNS_LIMIT fork while list pages are being rendered).
 _OPEN: weakref.WeakSet[Rows] = weakref.WeakSet()
+# Every Rows: in a process forked after it was made, each starts its findings
+# afresh and keeps a failure of the store to report (Rows._forked).
+_ALL: weakref.WeakSet[Rows] = weakref.WeakSet()
 
 
 def _close_before_fork() -> None:
@@ -1162,7 +1165,12 @@ def _close_before_fork() -> None:
         rows.close()
 
 
-os.register_at_fork(before=_close_before_fork)
+def _rows_in_child() -> None:
+    for rows in list(_ALL):
+        rows._forked()
+
+
+os.register_at_fork(before=_close_before_fork, after_in_child=_rows_in_child)
 
 
 class _StoredBodies:
@@ -1312,6 +1320,21 @@ class Rows:
         # by two processes whose findings are merged (absorb), counts once.
         self.damaged_keys: set[Any] = set()
         self.untagged_keys: set[Any] = set()
+        # Used by a forked process (a page worker): a failure of the store is
+        # recorded for take_findings, and the build's process applies it.
+        self._child = False
+        self._failure: tuple[sqlite3.Error, str] | None = None
+        _ALL.add(self)
+
+    def _forked(self) -> None:
+        """In a process just forked: what the parent found is the parent's to
+        count (a worker returns only its own findings), and the store is the
+        parent's to discard (BuildCache._discard here would delete its files
+        under the build, and its note would end with this process)."""
+        self._child = True
+        self.damaged_keys = set()
+        self.untagged_keys = set()
+        self._failure = None
 
     def get(self, key: Any) -> Any | None:
         if key in self._pending:
@@ -1376,19 +1399,28 @@ class Rows:
         """How many distinct rows were whole but not tagged with the row key."""
         return len(self.untagged_keys)
 
-    def take_findings(self) -> tuple[frozenset[Any], frozenset[Any]]:
-        """The keys of the damaged and of the untagged rows found so far, and
-        forget them: a forked worker returns them to the build's process for
-        :meth:`absorb` (and so does that process itself when it did not fork)."""
-        found = frozenset(self.damaged_keys), frozenset(self.untagged_keys)
+    def take_findings(self) -> Findings:
+        """What a forked worker found since it last asked (the keys of the
+        damaged and of the untagged rows, and a failure of the store), and
+        forget it: the worker returns it to the build's process for
+        :meth:`absorb`. In the process that made this Rows, what it finds is
+        counted, and a failure applied, as it happens: nothing to take."""
+        if not self._child:
+            return _NOTHING_FOUND
+        found = Findings(frozenset(self.damaged_keys), frozenset(self.untagged_keys), self._failure)
         self.damaged_keys.clear()
         self.untagged_keys.clear()
+        self._failure = None
         return found
 
-    def absorb(self, findings: tuple[frozenset[Any], frozenset[Any]]) -> None:
-        """Count what :meth:`take_findings` gave, in this process or another."""
-        self.damaged_keys |= findings[0]
-        self.untagged_keys |= findings[1]
+    def absorb(self, findings: Findings) -> None:
+        """Count what :meth:`take_findings` gave, in this process or another,
+        and apply a failure of the store a worker met (once: a second
+        worker of the window may have met it too)."""
+        self.damaged_keys |= findings.damaged
+        self.untagged_keys |= findings.untagged
+        if findings.failure is not None and not self._failed:
+            self._fail(*findings.failure)
 
     def _decode(self, k: Any, v: Any, d: Any, a: Any) -> Any | None:
         if not self._cache._sound(k, v, d, a):
@@ -1457,10 +1489,31 @@ class Rows:
             _OPEN.discard(self)
 
     def _fail(self, exc: sqlite3.Error, doing: str) -> None:
-        """As :meth:`BuildCache._damaged`; from here on the rows stay in memory."""
+        """As :meth:`BuildCache._damaged`; from here on the rows stay in memory.
+        In a forked process, recorded for :meth:`take_findings` instead."""
         self.close()
         self._failed = True
+        if self._child:
+            if self._failure is None:
+                self._failure = (exc, doing)
+            return
         self._cache._damaged(exc, doing)
+
+
+@dataclass(frozen=True, slots=True)
+class Findings:
+    """What a :class:`Rows` used in a forked process found (Rows.take_findings):
+    the keys, as stored, of the rows found damaged and of those whole but
+    not tagged with the build's row key (T81), and the first error the
+    store raised there, with what it was doing, for the build's process to
+    apply (Rows.absorb)."""
+
+    damaged: frozenset[Any]
+    untagged: frozenset[Any]
+    failure: tuple[sqlite3.Error, str] | None = None
+
+
+_NOTHING_FOUND = Findings(frozenset(), frozenset())
 
 
 def _plain(path: Path, kind: Callable[[int], bool]) -> bool | None:

@@ -7,10 +7,12 @@ from __future__ import annotations
 import base64
 import json
 import os
+import pickle
 import shutil
 import sqlite3
 import struct
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -807,25 +809,91 @@ def test_rows_read_a_row_at_a_time_are_tagged_too(tmp_path: Path) -> None:
     again.close()
 
 
+def _in_a_fork(work: Callable[[], object]) -> object:
+    """What ``work`` returns when run in a process forked from this one."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child)
+        try:
+            os.close(read)
+            with os.fdopen(write, "wb") as f:
+                pickle.dump(work(), f)
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        got = pickle.load(f)
+    os.waitpid(pid, 0)
+    return got
+
+
 def test_rows_findings_merge_by_key_across_processes(tmp_path: Path) -> None:
-    """A worker's findings (Rows.take_findings) added to the build's
-    (Rows.absorb) count each row once, however many processes read it."""
+    """A forked worker's findings (Rows.take_findings) added to the build's
+    (Rows.absorb) count each row once, however many processes read it; the
+    worker returns only what it found, never what the build had found
+    before it forked."""
     rows = _keyed(tmp_path).rows("fragments")
     rows.put(_key(1), FRAGMENTS)
     rows.flush()
     rows.close()
     planted = BuildCache(tmp_path).rows("fragments")
     planted.put(_key(2), (b"forged card", b"", b"", b""))
+    planted.put(_key(3), (b"forged card", b"", b"", b""))
     planted.flush()
     planted.close()
-    parent, worker = _keyed(tmp_path).rows("fragments"), _keyed(tmp_path).rows("fragments")
-    assert parent.get(_key(2)) is None and worker.get(_key(2)) is None
-    found = worker.take_findings()
-    assert (worker.untagged, worker.damaged) == (0, 0)
+    parent = _keyed(tmp_path).rows("fragments")
+    assert parent.get(_key(3)) is None and parent.take_findings().untagged == frozenset()
+
+    def worker() -> object:
+        assert parent.get(_key(2)) is None and parent.get(_key(1)) == FRAGMENTS
+        return parent.take_findings()
+
+    found = _in_a_fork(worker)
+    assert isinstance(found, buildcache.Findings)
+    assert (len(found.untagged), len(found.damaged), found.failure) == (1, 0, None)
     parent.absorb(found)
-    assert (parent.untagged, parent.damaged) == (1, 0)
+    parent.absorb(found)
+    assert (parent.untagged, parent.damaged) == (2, 0)
     parent.close()
-    worker.close()
+
+
+def test_a_store_failing_in_a_fork_is_discarded_by_the_process_that_made_it(
+    tmp_path: Path,
+) -> None:
+    """A forked worker whose read of the store fails records the failure and
+    leaves the store alone; the process that made the Rows discards it, once,
+    on absorbing it (and says so), however many workers met it."""
+    cache = _keyed(tmp_path)
+    rows = cache.rows("fragments")
+    rows.put(_key(1), FRAGMENTS)
+    rows.flush()
+    rows.close()
+    store = tmp_path / buildcache.STORE
+    db = sqlite3.connect(store)
+    page_size = db.execute("PRAGMA page_size").fetchone()[0]
+    roots = [
+        r for (r,) in db.execute("SELECT rootpage FROM sqlite_master WHERE tbl_name = 'fragments'")
+    ]
+    db.close()
+    with open(store, "r+b") as f:  # any query of fragments: "disk image is malformed"
+        for root in roots:
+            f.seek((root - 1) * page_size)
+            f.write(b"\xff" * 8)  # not a b-tree page type
+
+    def worker() -> object:
+        assert parent.get(_key(1)) is None
+        return parent.take_findings()
+
+    parent = cache.rows("fragments")
+    found = [_in_a_fork(worker), _in_a_fork(worker)]
+    assert store.exists() and cache.notes == []
+    for f in found:
+        assert isinstance(f, buildcache.Findings) and f.failure is not None
+        assert isinstance(f.failure[0], sqlite3.Error)
+        parent.absorb(f)
+    assert not store.exists() and parent.failed
+    assert [n for n in cache.notes if "started it afresh" in n] == cache.notes
+    assert len(cache.notes) == 1, cache.notes
 
 
 def test_the_store_holds_neither_the_log_key_nor_its_row_key(tmp_path: Path) -> None:

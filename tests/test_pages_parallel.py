@@ -8,6 +8,8 @@ same content with every page rendered in process."""
 
 from __future__ import annotations
 
+import errno
+import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -16,9 +18,11 @@ from typing import Any
 import pytest
 
 from builder import build as buildmod
-from builder import parallel
+from builder import buildcache, parallel
+from builder.cli import main as cli
 from builder.formats.note import parse_private_key
-from builder.site import assemble
+from builder.site import agentdocs, assemble
+from builder.site import units as unitsmod
 from builder.site.writer import SiteWriter
 from tests.pools import PoolFixture, make_pool
 from tests.test_store_restore import _store, site_files
@@ -125,3 +129,138 @@ def test_prepare_makes_the_folder_workers_will_share(tmp_path: Path) -> None:
         entry, written = w.store("authors/ada/2/index.html", b"<p>2</p>")
         w.record("authors/ada/2/index.html", entry, written)
     assert (out / "authors" / "ada" / "2" / "index.html").read_bytes() == b"<p>2</p>"
+
+
+def _break_fragments_table(out: Path) -> None:
+    """Make the store's fragments table (and its key index) unreadable: any
+    query of it is "database disk image is malformed", while the other
+    tables, meta and sqlite_master read as before, so the build's process
+    first meets the damage when the list pages read their fragments."""
+    store = _store(out)
+    db = sqlite3.connect(store)
+    page_size = db.execute("PRAGMA page_size").fetchone()[0]
+    roots = [
+        r for (r,) in db.execute("SELECT rootpage FROM sqlite_master WHERE tbl_name = 'fragments'")
+    ]
+    db.close()
+    assert roots and 1 not in roots
+    with open(store, "r+b") as f:
+        for root in roots:
+            f.seek((root - 1) * page_size)
+            f.write(b"\xff" * 8)  # not a b-tree page type
+
+
+@pytest.mark.parametrize("where", ["in process", "forked"])
+def test_a_store_a_page_worker_cannot_read_is_discarded_by_the_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """Review r45: a worker that failed to read the store discarded it itself
+    (Rows._fail -> BuildCache._discard, in the child): the store's files were
+    deleted under the build, the note was lost with the worker, and the
+    build's process saved only what changed into a store it thought whole,
+    so the next build was silently a cold one. The failure is the build's
+    process's to apply: it discards the store once, says so, and saves it
+    whole, as when the pages are rendered in process."""
+    tp = _pool(tmp_path / "pool")
+    out = tmp_path / "pool" / "site"
+    _build(tp, out)
+    _break_fragments_table(out)
+    log = tmp_path / "discarded-by"  # a file: a worker's list would be its own
+    discard = buildcache.BuildCache._discard
+
+    def spied(self: buildcache.BuildCache, why: str) -> None:
+        with open(log, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        discard(self, why)
+
+    monkeypatch.setattr(buildcache.BuildCache, "_discard", spied)
+    if where == "forked":
+        forked = _forking(monkeypatch)
+    else:
+        _in_process(monkeypatch)
+        forked = [1]
+    report = _build(tp, out)
+    assert forked  # the pages did go to workers
+    who = [int(x) for x in log.read_text().split()] if log.exists() else []
+    assert who == [os.getpid()], f"store discarded by {who}; the build is {os.getpid()}"
+    assert sum("started it afresh" in n for n in report.notes) == 1, report.notes
+    monkeypatch.undo()
+    again = _build(tp, out)
+    assert again.rendered == 0, again.notes  # the store was saved whole
+    assert site_files(out) == _witness(tp, tmp_path, "witness")
+
+
+def test_errors_in_page_workers_are_clear_and_keep_the_site(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An OSError storing a page, and a DreampoolError rendering one, raised in
+    a forked page worker, reach the CLI as its usual error lines, with no
+    traceback; the live site stays the last one; the next build (which takes
+    the lock the workers' build held) runs."""
+    tp = _pool(tmp_path / "pool")
+    out = tmp_path / "pool" / "site"
+    _build(tp, out)
+    before = site_files(out)
+    tp.add("bob", 1, tags=["memory"])
+    monkeypatch.setenv("DREAMPOOL_LOG_KEY", tp.log_key)
+    parent = os.getpid()
+    store = SiteWriter.store
+
+    def full(self: SiteWriter, rel: str, data: bytes) -> object:
+        if rel.startswith("tags/") and os.getpid() != parent:
+            raise OSError(errno.ENOSPC, "No space left on device", f"{self.gen}/{rel}")
+        return store(self, rel, data)
+
+    def damaged(*args: object) -> bytes:
+        raise buildcache.StoreDamaged("dream x: its row no longer holds", hint="build again")
+
+    argv = ["build", "--content", str(tp.content), "--out", str(out), "--quiet"]
+    for patch in ("store", "render"):
+        with monkeypatch.context() as m:
+            forked = _forking(m)
+            if patch == "store":
+                m.setattr(SiteWriter, "store", full)
+            else:
+                m.setattr(agentdocs, "_since_bytes", damaged)
+            code = cli.main(argv)
+        err = capsys.readouterr().err
+        assert forked, patch
+        assert code == 1, (patch, err)
+        assert "Traceback" not in err, err
+        assert ("No space left" if patch == "store" else "row no longer holds") in err, err
+        assert site_files(out) == before
+    assert cli.main(argv) == 0, capsys.readouterr().err
+
+
+def test_a_worker_returns_only_the_findings_it_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review r45: a forked worker inherited the findings the build's process
+    had absorbed so far (Rows.damaged_keys, untagged_keys) and sent them all
+    back with its first page, so every window re-sent every finding of the
+    build: sets built, pickled and merged O(windows x findings) times."""
+    tp = _pool(tmp_path / "pool")
+    out = tmp_path / "pool" / "site"
+    _build(tp, out)
+    db = sqlite3.connect(_store(out), isolation_level=None)
+    rows = db.execute('SELECT k, v FROM "fragments"').fetchall()
+    for k, v in rows:
+        db.execute(
+            'UPDATE "fragments" SET v = ? WHERE k = ?', (v[:20] + bytes([v[20] ^ 1]) + v[21:], k)
+        )
+    db.close()
+    sent: list[int] = []
+    repair = unitsmod.Units.repair
+
+    def spy(self: unitsmod.Units, r: unitsmod.Repairs) -> None:
+        sent.append(len(r.findings.damaged) + len(r.findings.untagged))
+        repair(self, r)
+
+    monkeypatch.setattr(unitsmod.Units, "repair", spy)
+    forked = _forking(monkeypatch)
+    report = _build(tp, out)
+    assert len(forked) > 3
+    assert any(f"fragments had {len(rows)} damaged" in n for n in report.notes), report.notes
+    # Each damaged row is found by at most the two workers of the window that
+    # first reads it; the build's process puts it back before the next window.
+    assert sum(sent) <= 2 * len(rows), sent

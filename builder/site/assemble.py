@@ -99,9 +99,14 @@ def _write_pages(pages: Iterable[Page], w: SiteWriter, cache: BuildCache, units:
     cache.sections["pages"] = new
 
 
-# Below this many pages to render, forking costs more than it saves (a list
-# page takes 2–7 ms to render; forking two workers of a 10k build, ≈30 ms).
-PAGES_FORK_MIN = 32
+# Below this many pages to render, they are rendered in this process: forking
+# costs more than it saves. Measured at 10k dreams (2 cores, medians of 3):
+# a +1 renders 45 pages (28 of them rendered by every build: the
+# home page, the indexes, feeds, sitemap, agents' files) and took 2.26 s
+# forked vs 2.13 s here; a +100, 281 pages, 2.78 s vs 2.76 s. A list
+# page takes 2–7 ms; a worker forked from a large build costs more than the
+# ≈30 ms of a small one (its page tables, then its copied pages).
+PAGES_FORK_MIN = 512
 # At most this many pages are held waiting to be rendered: a cold build of a
 # million dreams renders about 150,000.
 PAGE_WINDOW = 2048

@@ -62,7 +62,7 @@ from dataclasses import dataclass
 from markupsafe import Markup
 
 from builder import parallel
-from builder.buildcache import BuildCache
+from builder.buildcache import BuildCache, Findings
 from builder.log import logbuild
 from builder.site import feeds, render
 from builder.site.model import DreamView, SiteModel
@@ -138,12 +138,12 @@ def unsqueeze(stored: bytes) -> bytes:
 @dataclass(frozen=True, slots=True)
 class Repairs:
     """What rendering a list page found the store lacking (Units.render_page):
-    fragments rendered again, by unit key, and the keys of the rows found
-    damaged and of those not tagged with the build's row key
+    fragments rendered again, by unit key, and, from a forked worker, the
+    rows it found damaged or untagged and a failure of the store
     (:meth:`builder.buildcache.Rows.take_findings`)."""
 
     made: tuple[tuple[str, Fragments], ...]
-    findings: tuple[frozenset[str], frozenset[str]]
+    findings: Findings
 
 
 @dataclass(frozen=True, slots=True)
