@@ -759,6 +759,42 @@ class BuildCache:
         # (kept_scan), and their keys: _save deletes no refused row of one.
         self._scan_rows: Rows | None = None
         self._streamed: dict[str, set[str]] = {}
+        # In a process forked after this cache was made (a page or unit worker,
+        # the patterns' process): the notes it had then, and the first failure
+        # of the store met since, which the build's process applies
+        # (take_report, absorb_report). Discarding the store from there would
+        # delete its files under the build, and the note would end there too.
+        self._child = False
+        self._notes_at = 0
+        self._failure: tuple[sqlite3.Error, str] | None = None
+        self._discarded = False
+        _CACHES.add(self)
+
+    def _forked(self) -> None:
+        self._child = True
+        self._notes_at = len(self.notes)
+        self._failure = None
+
+    def take_report(self) -> StoreReport:
+        """What this forked process found wrong with the store since it last
+        asked: the notes it added, and the first failure it met (the store
+        left as it was). In the process that made the cache, nothing: it
+        notes and applies as it goes."""
+        if not self._child:
+            return NOTHING_REPORTED
+        report = StoreReport(tuple(self.notes[self._notes_at :]), self._failure)
+        self._notes_at = len(self.notes)
+        self._failure = None
+        return report
+
+    def absorb_report(self, report: StoreReport) -> None:
+        """Add a forked process's notes (each once) and apply its failure, as
+        :meth:`_damaged` does, unless this build already discarded the store."""
+        for note in report.notes:
+            if note not in self.notes:
+                self.notes.append(note)
+        if report.failure is not None and not self._discarded:
+            self._damaged(*report.failure)
 
     def kept_scan(self, blob: str, entry: tuple[str, Dream]) -> tuple[str, Dream]:
         """A dream the scan just verified, as the scan section will hold it
@@ -896,8 +932,14 @@ class BuildCache:
         """A store that fails is started afresh, which costs time only; one
         that is only busy (another process holds it past the timeout) is
         left as it is and this build does without it."""
+        if self._child:  # the build's process applies it (take_report)
+            if self._failure is None:
+                self._failure = (exc, doing)
+            return
         if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
-            self.notes.append(f"the build store {self.path} was busy; {doing} without it")
+            note = f"the build store {self.path} was busy; {doing} without it"
+            if note not in self.notes:
+                self.notes.append(note)
             return
         self._discard(f"could not be {doing.split()[0]} ({exc})")
 
@@ -908,6 +950,12 @@ class BuildCache:
         for name in self.sections:  # what this build saves next starts a new file
             self._loaded[name] = {}
         self._refused.clear()
+        # No section read row by row reads it again this build (each would
+        # fail to open it, and discard the new one): their rows stay in memory.
+        for rows in list(_ALL):
+            if rows._cache is self:
+                rows._stop()
+        self._discarded = True
         self.notes.append(f"the build store {self.path} {why}; started it afresh")
 
     def _ensure_schema(self, db: sqlite3.Connection) -> None:
@@ -1165,12 +1213,18 @@ def _close_before_fork() -> None:
         rows.close()
 
 
-def _rows_in_child() -> None:
+# Every BuildCache, likewise (BuildCache._forked).
+_CACHES: weakref.WeakSet[BuildCache] = weakref.WeakSet()
+
+
+def _in_child() -> None:
     for rows in list(_ALL):
         rows._forked()
+    for cache in list(_CACHES):
+        cache._forked()
 
 
-os.register_at_fork(before=_close_before_fork, after_in_child=_rows_in_child)
+os.register_at_fork(before=_close_before_fork, after_in_child=_in_child)
 
 
 class _StoredBodies:
@@ -1488,11 +1542,15 @@ class Rows:
             self._db = None
             _OPEN.discard(self)
 
+    def _stop(self) -> None:
+        """From here on the rows stay in memory (the store failed, or was discarded)."""
+        self.close()
+        self._failed = True
+
     def _fail(self, exc: sqlite3.Error, doing: str) -> None:
         """As :meth:`BuildCache._damaged`; from here on the rows stay in memory.
         In a forked process, recorded for :meth:`take_findings` instead."""
-        self.close()
-        self._failed = True
+        self._stop()
         if self._child:
             if self._failure is None:
                 self._failure = (exc, doing)
@@ -1514,6 +1572,19 @@ class Findings:
 
 
 _NOTHING_FOUND = Findings(frozenset(), frozenset())
+
+
+@dataclass(frozen=True, slots=True)
+class StoreReport:
+    """What a forked process found wrong with the store (BuildCache.take_report):
+    the notes it added, and the first error the store raised there, with what
+    it was doing, for the build's process to apply (BuildCache.absorb_report)."""
+
+    notes: tuple[str, ...] = ()
+    failure: tuple[sqlite3.Error, str] | None = None
+
+
+NOTHING_REPORTED = StoreReport()
 
 
 def _plain(path: Path, kind: Callable[[int], bool]) -> bool | None:

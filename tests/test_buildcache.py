@@ -809,6 +809,23 @@ def test_rows_read_a_row_at_a_time_are_tagged_too(tmp_path: Path) -> None:
     again.close()
 
 
+def break_table(store: Path, table: str) -> None:
+    """Make ``table`` of the store at ``store`` (and its key index) unreadable:
+    any query of it is "database disk image is malformed", while the other
+    tables, meta and sqlite_master read as before."""
+    db = sqlite3.connect(store)
+    page_size = db.execute("PRAGMA page_size").fetchone()[0]
+    roots = [
+        r for (r,) in db.execute("SELECT rootpage FROM sqlite_master WHERE tbl_name = ?", (table,))
+    ]
+    db.close()
+    assert roots and 1 not in roots
+    with open(store, "r+b") as f:
+        for root in roots:
+            f.seek((root - 1) * page_size)
+            f.write(b"\xff" * 8)  # not a b-tree page type
+
+
 def _in_a_fork(work: Callable[[], object]) -> object:
     """What ``work`` returns when run in a process forked from this one."""
     read, write = os.pipe()
@@ -869,16 +886,7 @@ def test_a_store_failing_in_a_fork_is_discarded_by_the_process_that_made_it(
     rows.flush()
     rows.close()
     store = tmp_path / buildcache.STORE
-    db = sqlite3.connect(store)
-    page_size = db.execute("PRAGMA page_size").fetchone()[0]
-    roots = [
-        r for (r,) in db.execute("SELECT rootpage FROM sqlite_master WHERE tbl_name = 'fragments'")
-    ]
-    db.close()
-    with open(store, "r+b") as f:  # any query of fragments: "disk image is malformed"
-        for root in roots:
-            f.seek((root - 1) * page_size)
-            f.write(b"\xff" * 8)  # not a b-tree page type
+    break_table(store, "fragments")
 
     def worker() -> object:
         assert parent.get(_key(1)) is None
@@ -894,6 +902,70 @@ def test_a_store_failing_in_a_fork_is_discarded_by_the_process_that_made_it(
     assert not store.exists() and parent.failed
     assert [n for n in cache.notes if "started it afresh" in n] == cache.notes
     assert len(cache.notes) == 1, cache.notes
+
+
+def test_a_busy_store_met_in_a_fork_is_left_in_place(tmp_path: Path) -> None:
+    """A real "database is locked" met in a forked worker crosses the pipe
+    (pickled in Findings) as itself, and the process that made the Rows reads
+    it as busy: one note, the store left in place, not discarded."""
+    cache = _keyed(tmp_path)
+    rows = cache.rows("fragments")
+    rows.put(_key(1), FRAGMENTS)
+    rows.flush()
+    rows.close()
+    store = tmp_path / buildcache.STORE
+    holder = sqlite3.connect(store, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    parent = cache.rows("fragments")
+
+    def worker() -> object:
+        real = sqlite3.connect
+        sqlite3.connect = lambda *a, **kw: real(*a, **{**kw, "timeout": 0.05})  # type: ignore[assignment]
+        assert parent.get(_key(1)) is None
+        return parent.take_findings()
+
+    try:
+        found = _in_a_fork(worker)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert isinstance(found, buildcache.Findings) and found.failure is not None
+    assert type(found.failure[0]) is sqlite3.OperationalError
+    parent.absorb(found)
+    parent.absorb(found)
+    assert store.exists() and parent.failed
+    assert len(cache.notes) == 1 and "was busy" in cache.notes[0], cache.notes
+
+
+def test_what_a_fork_finds_wrong_with_the_store_is_applied_by_its_maker(
+    tmp_path: Path,
+) -> None:
+    """BuildCache.take_report in a forked process: the notes it added since
+    the fork (never those it inherited) and a failure of the store, which
+    it does not apply itself (the store stays); the process that made the
+    cache adds each note once and discards the store once."""
+    cache = _keyed(tmp_path)
+    cache["units"].update({f"id{i}": _unit(i) for i in range(3)})
+    cache.save()
+    cache.notes.append("inherited")
+    store = tmp_path / buildcache.STORE
+    break_table(store, "words")
+
+    def worker() -> object:
+        cache.notes.append("a worker's own note")
+        assert cache["words"] == {}
+        return cache.take_report()
+
+    reports = [_in_a_fork(worker), _in_a_fork(worker)]
+    assert store.exists() and cache.notes == ["inherited"]
+    assert cache.take_report() == buildcache.NOTHING_REPORTED  # (the maker's: nothing to take)
+    for report in reports:
+        assert isinstance(report, buildcache.StoreReport)
+        assert report.notes == ("a worker's own note",) and report.failure is not None
+        cache.absorb_report(report)
+    assert not store.exists()
+    assert cache.notes[:2] == ["inherited", "a worker's own note"]
+    assert len(cache.notes) == 3 and "started it afresh" in cache.notes[2], cache.notes
 
 
 def test_the_store_holds_neither_the_log_key_nor_its_row_key(tmp_path: Path) -> None:

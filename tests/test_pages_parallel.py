@@ -25,18 +25,20 @@ from builder.site import agentdocs, assemble
 from builder.site import units as unitsmod
 from builder.site.writer import SiteWriter
 from tests.pools import PoolFixture, make_pool
+from tests.test_buildcache import break_table
 from tests.test_store_restore import _store, site_files
 
 
 def _forking(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Every window of pages goes to two forked workers, three pages a window;
-    returns the sizes of the windows that forked."""
+    """Every window of pages goes to two forked workers, three pages a window,
+    a page at a time; returns the sizes of the windows that forked."""
     forked: list[int] = []
     real = parallel.imap_ordered
 
     def imap(func: Callable[[Any], Any], items: Any, **kw: Any) -> Any:
         if kw.get("min_items") == 1:
             forked.append(len(items))
+            kw["chunk"] = 1  # both workers render pages of each window
         return real(func, items, **kw)
 
     monkeypatch.setattr(assemble, "PAGES_FORK_MIN", 1)
@@ -131,23 +133,11 @@ def test_prepare_makes_the_folder_workers_will_share(tmp_path: Path) -> None:
     assert (out / "authors" / "ada" / "2" / "index.html").read_bytes() == b"<p>2</p>"
 
 
-def _break_fragments_table(out: Path) -> None:
-    """Make the store's fragments table (and its key index) unreadable: any
-    query of it is "database disk image is malformed", while the other
-    tables, meta and sqlite_master read as before, so the build's process
-    first meets the damage when the list pages read their fragments."""
-    store = _store(out)
-    db = sqlite3.connect(store)
-    page_size = db.execute("PRAGMA page_size").fetchone()[0]
-    roots = [
-        r for (r,) in db.execute("SELECT rootpage FROM sqlite_master WHERE tbl_name = 'fragments'")
-    ]
-    db.close()
-    assert roots and 1 not in roots
-    with open(store, "r+b") as f:
-        for root in roots:
-            f.seek((root - 1) * page_size)
-            f.write(b"\xff" * 8)  # not a b-tree page type
+def _break_fragments_table(out: Path, table: str = "fragments") -> None:
+    """Make the fragments table (or ``table``) of ``out``'s store unreadable
+    (test_buildcache.break_table): the build's process first meets the damage
+    when the list pages read their fragments."""
+    break_table(_store(out), table)
 
 
 @pytest.mark.parametrize("where", ["in process", "forked"])
@@ -165,15 +155,7 @@ def test_a_store_a_page_worker_cannot_read_is_discarded_by_the_build(
     out = tmp_path / "pool" / "site"
     _build(tp, out)
     _break_fragments_table(out)
-    log = tmp_path / "discarded-by"  # a file: a worker's list would be its own
-    discard = buildcache.BuildCache._discard
-
-    def spied(self: buildcache.BuildCache, why: str) -> None:
-        with open(log, "a") as f:
-            f.write(f"{os.getpid()}\n")
-        discard(self, why)
-
-    monkeypatch.setattr(buildcache.BuildCache, "_discard", spied)
+    discards = _discards_by(monkeypatch, tmp_path / "discarded-by")
     if where == "forked":
         forked = _forking(monkeypatch)
     else:
@@ -181,8 +163,7 @@ def test_a_store_a_page_worker_cannot_read_is_discarded_by_the_build(
         forked = [1]
     report = _build(tp, out)
     assert forked  # the pages did go to workers
-    who = [int(x) for x in log.read_text().split()] if log.exists() else []
-    assert who == [os.getpid()], f"store discarded by {who}; the build is {os.getpid()}"
+    assert discards() == [os.getpid()], f"discarded by {discards()}; the build is {os.getpid()}"
     assert sum("started it afresh" in n for n in report.notes) == 1, report.notes
     monkeypatch.undo()
     again = _build(tp, out)
@@ -264,3 +245,76 @@ def test_a_worker_returns_only_the_findings_it_made(
     # Each damaged row is found by at most the two workers of the window that
     # first reads it; the build's process puts it back before the next window.
     assert sum(sent) <= 2 * len(rows), sent
+
+
+def _discards_by(monkeypatch: pytest.MonkeyPatch, log: Path) -> Callable[[], list[int]]:
+    """Each BuildCache._discard writes the pid of its process to ``log`` (a file:
+    a worker's list would be its own); returns what reads them back."""
+    discard = buildcache.BuildCache._discard
+
+    def spied(self: buildcache.BuildCache, why: str) -> None:
+        with open(log, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        discard(self, why)
+
+    monkeypatch.setattr(buildcache.BuildCache, "_discard", spied)
+    return lambda: [int(x) for x in log.read_text().split()] if log.exists() else []
+
+
+def test_a_store_the_patterns_process_cannot_read_is_discarded_by_the_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review r46: r45's fault in the other forked process. The patterns'
+    process makes its Rows("words") after the fork, and a failure of the
+    store there discarded it from that process: its files deleted under the
+    build, the note lost, the next build silently a cold one. Its failure
+    and notes now come back with the patterns (BuildCache.take_report) and
+    the build's process applies them."""
+    from tests.pools import key_id_of
+    from tests.test_agents import set_tier
+
+    tp = _pool(tmp_path / "pool")
+    for author in ("ada", "bob"):
+        set_tier(tp.content, key_id_of(author), "member")  # their dreams are counted
+    out = tmp_path / "pool" / "site"
+    _build(tp, out)
+    tp.add("ada", 1, tags=["tools"])  # a counted dream: its words are read (patterns.add_new)
+    _break_fragments_table(out, "words")
+    discards = _discards_by(monkeypatch, tmp_path / "discarded-by")
+    monkeypatch.setattr(parallel, "workers", lambda: 2)  # the patterns in their own process
+    report = _build(tp, out)
+    assert discards() == [os.getpid()], f"discarded by {discards()}; the build is {os.getpid()}"
+    assert sum("started it afresh" in n for n in report.notes) == 1, report.notes
+    monkeypatch.undo()
+    assert site_files(out) == _witness(tp, tmp_path, "witness")
+
+
+@pytest.mark.parametrize("where", ["in process", "forked"])
+def test_a_dreams_text_a_page_worker_could_not_read_back_is_noted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """Review r46: a page that shows dreams' texts (agents/digest.md) reads them
+    back from the store (buildcache._StoredBodies); when that fails, the text
+    comes from the dream's file and the build says so. Forked, the note went
+    to the worker's copy of the notes and was lost; a worker's notes now
+    come back with its page (Repairs.store)."""
+    tp = _pool(tmp_path / "pool")
+    out = tmp_path / "pool" / "site"
+    _build(tp, out)
+    tp.add("bob", 1, tags=["memory"])  # the digest changes: its dreams' texts are read
+    if where == "forked":
+        _forking(monkeypatch)
+    else:
+        _in_process(monkeypatch)
+    opened = buildcache.BuildCache._open
+
+    def failing(self: buildcache.BuildCache, *, any_thread: bool = False) -> sqlite3.Connection:
+        if any_thread:  # _StoredBodies' connection only
+            raise sqlite3.DatabaseError("database disk image is malformed")
+        return opened(self, any_thread=any_thread)
+
+    monkeypatch.setattr(buildcache.BuildCache, "_open", failing)
+    report = _build(tp, out)
+    assert sum("could not be read again" in n for n in report.notes) == 1, report.notes
+    monkeypatch.undo()
+    assert site_files(out) == _witness(tp, tmp_path, "witness")

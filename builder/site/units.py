@@ -62,7 +62,7 @@ from dataclasses import dataclass
 from markupsafe import Markup
 
 from builder import parallel
-from builder.buildcache import BuildCache, Findings
+from builder.buildcache import BuildCache, Findings, StoreReport
 from builder.log import logbuild
 from builder.site import feeds, render
 from builder.site.model import DreamView, SiteModel
@@ -144,6 +144,7 @@ class Repairs:
 
     made: tuple[tuple[str, Fragments], ...]
     findings: Findings
+    store: StoreReport  # the notes a worker added, a failure it met (BuildCache.take_report)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +157,7 @@ class Unit:
     # half the memory of a str that also holds CJK text (a str is then UCS-2)
     fragments: Fragments
     files: tuple[tuple[str, Entry, bool], ...]  # path, manifest entry, written
+    store: StoreReport  # what the worker found wrong with the store (a dream's text unread)
 
 
 class Units:
@@ -242,6 +244,7 @@ class Units:
             for unit in rendered:
                 for path, entry, changed in unit.files:
                     w.record(path, entry, changed)
+                self.cache.absorb_report(unit.store)
                 self._rows.put(unit.key, unit.fragments)
                 new[unit.id] = (unit.key, tuple((p, e[0]) for p, e, _ in unit.files))
         self._rows.flush()
@@ -300,7 +303,8 @@ class Units:
         for path, data in zip(paths, files, strict=True):
             entry, written = self._writer.store(path, data)
             stored.append((path, entry, written))
-        return Unit(d.id, key, self._fragments(d, model), tuple(stored))
+        fragments = self._fragments(d, model)
+        return Unit(d.id, key, fragments, tuple(stored), self.cache.take_report())
 
     def _model_naming(self, related: dict[str, DreamView]) -> SiteModel:
         """The model, but with ``by_id`` holding only ``related``: all a dream's
@@ -336,14 +340,15 @@ class Units:
     def render_page(self, page: Page) -> tuple[bytes, Repairs]:
         """``page``'s bytes, the fragments it shows read first (:meth:`prefetch`),
         and what the store was found to lack meanwhile. Run in a forked worker
-        (builder.site.assemble), whose store connection, counters and
-        buffered rows end with it, or in the build's process; either way the
-        build's process hands the result to :meth:`repair`."""
+        (builder.site.assemble), whose store connection ends with it, or in
+        the build's process; either way the build's process hands the result
+        to :meth:`repair`, which applies what a worker found (a failure of
+        the store is the build's process's to apply: it discards the store)."""
         if page.shows:
             self.prefetch(page.shows)
         data = page.render()
         made, self._made = tuple(self._made.items()), {}
-        return data, Repairs(made, self._rows.take_findings())
+        return data, Repairs(made, self._rows.take_findings(), self.cache.take_report())
 
     def repair(self, repairs: Repairs) -> None:
         """Put the fragments :meth:`render_page` rendered again in the store, and
@@ -351,6 +356,7 @@ class Units:
         for key, fragments in repairs.made:
             self._rows.put(key, fragments)
         self._rows.absorb(repairs.findings)
+        self.cache.absorb_report(repairs.store)
 
     def _of(self, d: DreamView) -> Fragments:
         key = self.key_for(d)
