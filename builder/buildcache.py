@@ -113,6 +113,7 @@ from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
 
+from builder import parallel
 from builder.content import filekeys
 from builder.errors import DreampoolError
 from builder.files import remove_entry
@@ -767,32 +768,55 @@ class BuildCache:
         self._child = False
         self._notes_at = 0
         self._failure: tuple[sqlite3.Error, str] | None = None
+        self._unsaved: set[str] = set()  # sections a forked process failed to save
         self._discarded = False
-        _CACHES.add(self)
+        self._token = next(_TOKENS)
+        _CACHES[self._token] = self
 
     def _forked(self) -> None:
         self._child = True
         self._notes_at = len(self.notes)
         self._failure = None
+        self._unsaved = set()
 
     def take_report(self) -> StoreReport:
         """What this forked process found wrong with the store since it last
-        asked: the notes it added, and the first failure it met (the store
-        left as it was). In the process that made the cache, nothing: it
-        notes and applies as it goes."""
+        asked: the notes it added; the failure it met (the store left as it
+        was: the first, or the first that was not a busy store's); and, if it
+        could not write, the rows to keep of each section it changed, so
+        that the build's process deletes the others (:meth:`absorb_report`).
+        In the process that made the cache, nothing: it notes and applies
+        as it goes."""
         if not self._child:
             return NOTHING_REPORTED
-        report = StoreReport(tuple(self.notes[self._notes_at :]), self._failure)
+        retain = dict(self._retain) if self._failure is not None else {}
+        for name in self._unsaved if self._failure is not None else ():
+            # Only the rows it would have left as they are: an old row it
+            # meant to replace or delete may hold an erased dream's text (T48).
+            codec, loaded = CODECS[name], self._loaded.get(name, {})
+            kept = {codec.key_out(k) for k, v in self.sections[name].items() if loaded.get(k) is v}
+            retain[name] = retain[name] & kept if name in retain else kept
+        report = StoreReport(
+            tuple(self.notes[self._notes_at :]),
+            self._failure,
+            tuple((name, frozenset(keys)) for name, keys in sorted(retain.items())),
+        )
         self._notes_at = len(self.notes)
         self._failure = None
+        self._unsaved = set()
         return report
 
     def absorb_report(self, report: StoreReport) -> None:
-        """Add a forked process's notes (each once) and apply its failure, as
-        :meth:`_damaged` does, unless this build already discarded the store."""
+        """Add a forked process's notes (each once); keep only the rows it
+        says to keep of the sections it could not write (deleted by the next
+        :meth:`save`, before any section, as after a :meth:`Rows.retain` that
+        failed here); and apply its failure, as :meth:`_damaged` does, unless
+        this build already discarded the store."""
         for note in report.notes:
             if note not in self.notes:
                 self.notes.append(note)
+        for name, keys in report.retain:
+            self._retain[name] = self._retain[name] & keys if name in self._retain else set(keys)
         if report.failure is not None and not self._discarded:
             self._damaged(*report.failure)
 
@@ -933,10 +957,10 @@ class BuildCache:
         that is only busy (another process holds it past the timeout) is
         left as it is and this build does without it."""
         if self._child:  # the build's process applies it (take_report)
-            if self._failure is None:
+            if self._failure is None or (_busy(self._failure[0]) and not _busy(exc)):
                 self._failure = (exc, doing)
             return
-        if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+        if _busy(exc):
             note = f"the build store {self.path} was busy; {doing} without it"
             if note not in self.notes:
                 self.notes.append(note)
@@ -1034,6 +1058,8 @@ class BuildCache:
                 for name in todo:
                     self._save(db, name)
         except sqlite3.Error as exc:
+            if self._child:
+                self._unsaved.update(n for n in todo if self._loaded.get(n) != self.sections[n])
             self._damaged(exc, "written this build")
 
     def _save(self, db: sqlite3.Connection, name: str) -> None:
@@ -1213,15 +1239,37 @@ def _close_before_fork() -> None:
         rows.close()
 
 
-# Every BuildCache, likewise (BuildCache._forked).
-_CACHES: weakref.WeakSet[BuildCache] = weakref.WeakSet()
+# Every BuildCache, likewise (BuildCache._forked), by token: what a forked
+# process reports comes back to the cache it was found in (_take_reports).
+_CACHES: weakref.WeakValueDictionary[int, BuildCache] = weakref.WeakValueDictionary()
 
 
 def _in_child() -> None:
     for rows in list(_ALL):
         rows._forked()
-    for cache in list(_CACHES):
+    for cache in list(_CACHES.values()):
         cache._forked()
+
+
+def _take_reports() -> list[tuple[int, StoreReport]]:
+    """In a forked worker, with each batch of its results (builder.parallel)."""
+    found = [(token, cache.take_report()) for token, cache in list(_CACHES.items())]
+    return [(token, report) for token, report in found if report != NOTHING_REPORTED]
+
+
+def _absorb_reports(reports: list[tuple[int, StoreReport]]) -> None:
+    for token, report in reports:
+        cache = _CACHES.get(token)
+        if cache is not None:
+            cache.absorb_report(report)
+
+
+parallel.report_back(_take_reports, _absorb_reports)
+
+
+def _busy(exc: sqlite3.Error) -> bool:
+    """Whether ``exc`` says another process holds the store (past the timeout)."""
+    return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
 
 
 os.register_at_fork(before=_close_before_fork, after_in_child=_in_child)
@@ -1577,11 +1625,14 @@ _NOTHING_FOUND = Findings(frozenset(), frozenset())
 @dataclass(frozen=True, slots=True)
 class StoreReport:
     """What a forked process found wrong with the store (BuildCache.take_report):
-    the notes it added, and the first error the store raised there, with what
-    it was doing, for the build's process to apply (BuildCache.absorb_report)."""
+    the notes it added, and the error the store raised there, with what it
+    was doing, for the build's process to apply (BuildCache.absorb_report)."""
 
     notes: tuple[str, ...] = ()
     failure: tuple[sqlite3.Error, str] | None = None
+    # With a failure: per section it changed and could not write (or could
+    # not prune: Rows.retain), the keys of the rows to keep.
+    retain: tuple[tuple[str, frozenset[str]], ...] = ()
 
 
 NOTHING_REPORTED = StoreReport()

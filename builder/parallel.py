@@ -32,6 +32,28 @@ R = TypeVar("R")
 MIN_ITEMS = 200  # below this, a fork costs more than it saves
 _TASK: Callable[[Any], Any] | None = None
 _BACKGROUND: Callable[[], Any] | None = None
+# What a forked process hands back besides its results (report_back).
+_REPORTERS: list[tuple[Callable[[], Any], Callable[[Any], None]]] = []
+
+
+def report_back(take: Callable[[], Any], absorb: Callable[[Any], None]) -> None:
+    """Have every forked worker and background process return ``take()`` with
+    each batch of results, and hand it to ``absorb`` in the process that
+    forked it, before those results. For state a worker may change that its
+    parent must know of: the build store's notes and failures
+    (:mod:`builder.buildcache`), which a worker must never act on itself. In
+    a process that did not fork, ``take`` is never called: what it would
+    return is already where it belongs."""
+    _REPORTERS.append((take, absorb))
+
+
+def _reports() -> list[Any]:
+    return [take() for take, _ in _REPORTERS]
+
+
+def _absorb(reports: Sequence[Any]) -> None:
+    for (_, absorb), report in zip(_REPORTERS, reports, strict=True):
+        absorb(report)
 
 
 def workers() -> int:
@@ -55,7 +77,9 @@ def map_ordered(
             raise _died() from None
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
-    return [r for part in parts for r in part]
+    for _, reports in parts:
+        _absorb(reports)
+    return [r for part, _ in parts for r in part]
 
 
 def imap_ordered(
@@ -73,7 +97,8 @@ def imap_ordered(
     with _frozen():
         pool = _fork_pool(n, func)
         try:
-            for part in pool.map(_run_chunk, _chunks(items, chunk)):
+            for part, reports in pool.map(_run_chunk, _chunks(items, chunk)):
+                _absorb(reports)
                 yield from part
         except BrokenProcessPool:
             raise _died() from None
@@ -101,7 +126,7 @@ def background(
     ``func`` and ``arg`` reach the process through the fork, never pickled:
     pickling the site model took seconds at 100k dreams, and ran in a thread
     beside the caller, which may change ``arg`` meanwhile. Only the result
-    comes back through the pipe."""
+    (and what :func:`report_back` asks for) comes back through the pipe."""
     if not enabled or workers() < 2 or "fork" not in multiprocessing.get_all_start_methods():
         yield functools.partial(func, arg)
         return
@@ -121,9 +146,15 @@ def background(
 
         def result() -> R:
             try:
-                return cast(R, pending.result())
+                value, reports = pending.result()
             except BrokenProcessPool:
                 raise _died() from None
+            if not absorbed:  # once, however often the result is asked for
+                absorbed.append(True)
+                _absorb(reports)
+            return cast(R, value)
+
+        absorbed: list[bool] = []
 
         yield result
     finally:
@@ -213,11 +244,13 @@ def _watch_parent(parent: int) -> None:
     os._exit(1)
 
 
-def _run_background() -> Any:
+def _run_background() -> tuple[Any, list[Any]]:
     assert _BACKGROUND is not None
-    return _BACKGROUND()
+    value = _BACKGROUND()
+    return value, _reports()
 
 
-def _run_chunk(chunk: Sequence[Any]) -> list[Any]:
+def _run_chunk(chunk: Sequence[Any]) -> tuple[list[Any], list[Any]]:
     assert _TASK is not None
-    return [_TASK(x) for x in chunk]
+    results = [_TASK(x) for x in chunk]
+    return results, _reports()

@@ -105,3 +105,42 @@ def test_a_fork_leaves_the_callers_collector_as_it_found_it(how: str) -> None:
         assert gc.get_freeze_count() >= held
     finally:
         gc.unfreeze()
+
+
+@pytest.mark.parametrize("how", ["map", "imap", "background"])
+def test_what_a_worker_reports_comes_back_to_the_process_that_forked_it(
+    monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """report_back: each forked process's take() reaches absorb() in this
+    process, before the results it came with (so a result never outruns
+    what its worker found); in this process, take() is never called."""
+    here = os.getpid()
+    found: list[int] = []  # appended to in the workers: each its own copy
+    got: list[object] = []
+    monkeypatch.setattr(parallel, "workers", lambda: 2)
+    monkeypatch.setattr(parallel, "_REPORTERS", [])
+
+    def take() -> list[int]:
+        assert os.getpid() != here, "take() ran in the process that forked"
+        mine, found[:] = list(found), []
+        return mine
+
+    parallel.report_back(take, got.extend)
+
+    def work(x: int) -> int:
+        found.append(x)
+        return x * 2
+
+    items = list(range(40))
+    if how == "map":
+        assert parallel.map_ordered(work, items, min_items=1) == [x * 2 for x in items]
+    elif how == "imap":
+        for x in parallel.imap_ordered(work, items, min_items=1, chunk=4):
+            assert x // 2 in got  # its worker's report came first
+    else:
+        with parallel.background(lambda n: work(n), 7) as pending:
+            assert pending() == 14 and pending() == 14
+        items = [7]
+    assert sorted(got) == items  # each reported once
+    assert found == []  # nothing ran here
+    assert parallel.map_ordered(work, [1, 2], min_items=10) == [2, 4]  # in process: no take()

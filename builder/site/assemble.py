@@ -20,7 +20,7 @@ import itertools
 from collections.abc import Iterable, Sequence
 
 from builder import parallel
-from builder.buildcache import BuildCache, Rows, StoreReport
+from builder.buildcache import BuildCache, Rows
 from builder.log import logbuild
 from builder.site import agentdocs as agents
 from builder.site import feeds, patterns, writer
@@ -47,15 +47,9 @@ def write_site(log: logbuild.Log, model: SiteModel, w: SiteWriter, cache: BuildC
         units = Units(log, model, cache)
         rendered = units.write(w)
         w.add_all(logbuild.publish_log(log))
-
-        def patterns_html() -> str:
-            html, report = pending()
-            cache.absorb_report(report)  # what the patterns' process found wrong with the store
-            return html
-
         pages = renderer.list_pages(
             model,
-            patterns_html,
+            pending,
             units.card_for,
             units.diary_item_for,
             dream_key=units.key_for,
@@ -156,7 +150,7 @@ def _record(
         new[page.path] = (page.key, entry[0])
 
 
-def _patterns(arg: tuple[SiteModel, BuildCache, bool]) -> tuple[str, StoreReport]:
+def _patterns(arg: tuple[SiteModel, BuildCache, bool]) -> str:
     # In a forked process (or inline, after the pages, spreading the keyword
     # search over the cores): the words and counts sections of the store are
     # read and written here, never by the parent while the process runs.
@@ -178,9 +172,9 @@ def _patterns(arg: tuple[SiteModel, BuildCache, bool]) -> tuple[str, StoreReport
         found = _count(model, cache, spread)
         cache.sections["patterns"] = {key: patterns.encode(found)}
         cache.save("words", "counts", "patterns")
-    # What went wrong with the store here is the build's process's to note
-    # and apply (in this process only when it ran inline: then nothing).
-    return str(patterns.render_patterns_html(found)), cache.take_report()
+    # (What went wrong with the store here, the build's process notes and
+    # applies: builder.buildcache.StoreReport, through builder.parallel.)
+    return str(patterns.render_patterns_html(found))
 
 
 def _count(model: SiteModel, cache: BuildCache, spread: bool) -> patterns.Patterns:

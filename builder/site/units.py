@@ -62,7 +62,7 @@ from dataclasses import dataclass
 from markupsafe import Markup
 
 from builder import parallel
-from builder.buildcache import BuildCache, Findings, StoreReport
+from builder.buildcache import BuildCache, Findings
 from builder.log import logbuild
 from builder.site import feeds, render
 from builder.site.model import DreamView, SiteModel
@@ -140,11 +140,11 @@ class Repairs:
     """What rendering a list page found the store lacking (Units.render_page):
     fragments rendered again, by unit key, and, from a forked worker, the
     rows it found damaged or untagged and a failure of the store
-    (:meth:`builder.buildcache.Rows.take_findings`)."""
+    (:meth:`builder.buildcache.Rows.take_findings`; what else it found wrong
+    with the store comes back with its results: builder.parallel.report_back)."""
 
     made: tuple[tuple[str, Fragments], ...]
     findings: Findings
-    store: StoreReport  # the notes a worker added, a failure it met (BuildCache.take_report)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +157,6 @@ class Unit:
     # half the memory of a str that also holds CJK text (a str is then UCS-2)
     fragments: Fragments
     files: tuple[tuple[str, Entry, bool], ...]  # path, manifest entry, written
-    store: StoreReport  # what the worker found wrong with the store (a dream's text unread)
 
 
 class Units:
@@ -244,7 +243,6 @@ class Units:
             for unit in rendered:
                 for path, entry, changed in unit.files:
                     w.record(path, entry, changed)
-                self.cache.absorb_report(unit.store)
                 self._rows.put(unit.key, unit.fragments)
                 new[unit.id] = (unit.key, tuple((p, e[0]) for p, e, _ in unit.files))
         self._rows.flush()
@@ -303,8 +301,7 @@ class Units:
         for path, data in zip(paths, files, strict=True):
             entry, written = self._writer.store(path, data)
             stored.append((path, entry, written))
-        fragments = self._fragments(d, model)
-        return Unit(d.id, key, fragments, tuple(stored), self.cache.take_report())
+        return Unit(d.id, key, self._fragments(d, model), tuple(stored))
 
     def _model_naming(self, related: dict[str, DreamView]) -> SiteModel:
         """The model, but with ``by_id`` holding only ``related``: all a dream's
@@ -348,7 +345,7 @@ class Units:
             self.prefetch(page.shows)
         data = page.render()
         made, self._made = tuple(self._made.items()), {}
-        return data, Repairs(made, self._rows.take_findings(), self.cache.take_report())
+        return data, Repairs(made, self._rows.take_findings())
 
     def repair(self, repairs: Repairs) -> None:
         """Put the fragments :meth:`render_page` rendered again in the store, and
@@ -356,7 +353,6 @@ class Units:
         for key, fragments in repairs.made:
             self._rows.put(key, fragments)
         self._rows.absorb(repairs.findings)
-        self.cache.absorb_report(repairs.store)
 
     def _of(self, d: DreamView) -> Fragments:
         key = self.key_for(d)

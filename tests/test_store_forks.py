@@ -1,0 +1,275 @@
+"""The build store as forked processes find it (review r47): whatever a worker,
+a unit's, a list page's, a keyword's, or the patterns' background process,
+finds wrong with the store comes back to the build's process
+(builder.parallel.report_back, BuildCache.take_report), which notes it once
+and applies it: never the worker itself. Each test forks real processes, and
+each failed before the fix it names."""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from builder import buildcache, parallel
+from builder.site import assemble, patterns
+from tests.pools import PoolFixture, key_id_of, make_pool
+from tests.test_buildcache import FRAGMENTS, _in_a_fork, _key, _keyed, _unit, break_table
+from tests.test_pages_parallel import _build, _in_process, _witness
+from tests.test_store_restore import _store, site_files
+
+BUSY = "database is locked"
+
+
+def _counted_pool(root: Path) -> tuple[PoolFixture, list[str]]:
+    """A pool whose ada and bob are members (their dreams' words are counted)."""
+    from tests.test_agents import set_tier
+
+    tp = make_pool(root)
+    ids = tp.add("ada", 4, tags=["memory", "tools"])
+    ids += tp.add("bob", 3, tags=["memory"])
+    tp.add("墨子", 2)
+    for author in ("ada", "bob"):
+        set_tier(tp.content, key_id_of(author), "member")
+    return tp, ids
+
+
+def _bodies_unreadable(monkeypatch: pytest.MonkeyPatch, where: Callable[[], bool]) -> None:
+    """_StoredBodies' connection (the only one opened with any_thread) fails
+    as a damaged store does, in the processes ``where`` says."""
+    opened = buildcache.BuildCache._open
+
+    def failing(self: buildcache.BuildCache, *, any_thread: bool = False) -> sqlite3.Connection:
+        if any_thread and where():
+            raise sqlite3.DatabaseError("database disk image is malformed")
+        return opened(self, any_thread=any_thread)
+
+    monkeypatch.setattr(buildcache.BuildCache, "_open", failing)
+
+
+@pytest.mark.parametrize("where", ["in process", "forked"])
+def test_an_erased_dreams_words_leave_the_store_when_the_patterns_writes_were_busy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """T48. A dream is erased; while the patterns are counted the store is
+    busy for writes (another process holds it past the timeout), and free
+    again by the build's end. In process, the sections the patterns could not
+    save stay in the cache and the build's final save writes them: the erased
+    dream's words row is deleted. In the patterns' own process (any pool up
+    to BACKGROUND_PATTERNS_LIMIT on 2+ cores) the same failure comes back as
+    a busy note only (take_report): its sections and _retain end with the
+    process, and the erased dream's words (and the old counts and patterns
+    rows, made from its text) stayed in the store after the build. Now the
+    process reports, with the failure, which rows of those sections to keep
+    (StoreReport.retain), and the build's final save deletes the others."""
+    from builder.log import erase
+
+    tp, ids = _counted_pool(tmp_path / "pool")
+    out = tmp_path / "pool" / "site"
+    _build(tp, out)
+    gone = ids[0]
+
+    def words() -> set[str]:
+        db = sqlite3.connect(_store(out))
+        try:
+            return {k for (k,) in db.execute('SELECT k FROM "words"')}
+        finally:
+            db.close()
+
+    assert gone in words()
+    for path in (tmp_path / "pool").glob("in-*.json"):
+        path.unlink()
+    erase.erase(tp.content, gone, "author-request")
+    busy = {"now": False}
+    real_patterns = assemble._patterns
+
+    def patterns_(arg: Any) -> Any:
+        busy["now"] = True  # in whichever process computes the patterns
+        try:
+            return real_patterns(arg)
+        finally:
+            busy["now"] = False
+
+    real_save, real_delete = buildcache.BuildCache._save, buildcache._delete_except
+
+    def save(self: buildcache.BuildCache, db: sqlite3.Connection, name: str) -> None:
+        if busy["now"]:
+            raise sqlite3.OperationalError(BUSY)
+        real_save(self, db, name)
+
+    def delete(db: sqlite3.Connection, name: str, wanted: Any) -> None:
+        if busy["now"]:
+            raise sqlite3.OperationalError(BUSY)
+        real_delete(db, name, wanted)
+
+    monkeypatch.setattr(assemble, "_patterns", patterns_)
+    monkeypatch.setattr(buildcache.BuildCache, "_save", save)
+    monkeypatch.setattr(buildcache, "_delete_except", delete)
+    monkeypatch.setattr(parallel, "workers", lambda: 2 if where == "forked" else 1)
+    report = _build(tp, out)
+    monkeypatch.undo()
+    assert sum("was busy" in n for n in report.notes) == 1, report.notes
+    assert gone not in words(), "the erased dream's words outlived the build (T48)"
+
+
+def test_a_damaged_store_met_after_a_busy_one_in_a_fork_is_started_afresh(
+    tmp_path: Path,
+) -> None:
+    """THREATS T44: "Any SQLite error but a busy store starts the store
+    afresh". A forked process that first found the store busy, then (the lock
+    gone) found it damaged, reported only the first, so the build's process
+    noted "busy" and kept a damaged store; the same two failures met in the
+    build's own process discard it. A damaged store's failure now replaces a
+    busy one."""
+
+    def made(folder: Path) -> tuple[buildcache.BuildCache, Path]:
+        cache = _keyed(folder)
+        cache["units"].update({f"id{i}": _unit(i) for i in range(3)})
+        cache.save()
+        store = folder / buildcache.STORE
+        break_table(store, "words")
+        return cache, store
+
+    def busy_then_damaged(cache: buildcache.BuildCache, store: Path) -> None:
+        real = sqlite3.connect
+        sqlite3.connect = lambda *a, **kw: real(*a, **{**kw, "timeout": 0.05})
+        try:
+            holder = real(store, isolation_level=None)
+            holder.execute("BEGIN EXCLUSIVE")
+            assert cache["counts"] == {}  # busy
+            holder.execute("ROLLBACK")
+            holder.close()
+            assert cache["words"] == {}  # damaged
+        finally:
+            sqlite3.connect = real
+
+    here, here_store = made(tmp_path / "here")
+    busy_then_damaged(here, here_store)
+    assert not here_store.exists()  # in process: started afresh
+
+    cache, store = made(tmp_path / "forked")
+
+    def worker() -> object:
+        busy_then_damaged(cache, store)
+        return cache.take_report()
+
+    report = _in_a_fork(worker)
+    assert isinstance(report, buildcache.StoreReport) and report.failure is not None
+    cache.absorb_report(report)
+    assert not store.exists(), f"a damaged store kept; the build noted {cache.notes}"
+
+
+@pytest.mark.parametrize("where", ["in process", "forked"])
+def test_a_keyword_worker_that_cannot_read_a_text_back_is_noted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """Above BACKGROUND_PATTERNS_LIMIT the patterns are computed in the build's
+    process, the keywords not stored found by forked workers that read the
+    dreams' texts (patterns.words_for -> parallel.map_ordered). A worker that
+    cannot read a text back from the store reads the file (the site is
+    right); its note stayed in the worker, and now comes back with its
+    results (builder.parallel.report_back). Made small here: the limit 0,
+    and map_ordered forking from one item."""
+    tp, _ = _counted_pool(tmp_path / "pool")
+    out = tmp_path / "pool" / "site"
+    _build(tp, out)
+    db = sqlite3.connect(_store(out), isolation_level=None)
+    for table in ("words", "counts", "patterns"):  # every counted dream's words found again
+        db.execute(f'DELETE FROM "{table}"')
+    db.close()
+    _in_process(monkeypatch)
+    monkeypatch.setattr(assemble, "BACKGROUND_PATTERNS_LIMIT", 0)
+    monkeypatch.setattr(parallel, "workers", lambda: 2)
+    monkeypatch.setattr(parallel, "MIN_ITEMS", 1)  # words_for: prepare_all, texts unread here
+    real = parallel.map_ordered
+    forked: list[int] = []
+
+    def map_ordered(func: Callable[[Any], Any], items: Any, **kw: Any) -> Any:
+        if func is patterns.dream_words:
+            forked.append(len(items))
+            kw["min_items"] = 1 if where == "forked" else 10**9
+        return real(func, items, **kw)
+
+    monkeypatch.setattr(parallel, "map_ordered", map_ordered)  # patterns.parallel
+    _bodies_unreadable(monkeypatch, lambda: True)
+    report = _build(tp, out)
+    assert forked  # the keywords were found by map_ordered
+    monkeypatch.undo()
+    assert sum("could not be read again" in n for n in report.notes) == 1, report.notes
+    assert site_files(out) == _witness(tp, tmp_path, "witness")
+
+
+def test_a_unit_worker_that_cannot_read_a_text_back_is_noted_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A changed site title renders every dream page again, in two forked
+    unit workers that read the dreams' texts back from the store. When only
+    the workers fail to (the build's process reads fine), the note comes
+    back from them once, and the site is the one built cold."""
+    tp, _ = _counted_pool(tmp_path / "pool")
+    out = tmp_path / "pool" / "site"
+    _build(tp, out)
+    config = tp.content / "pool.yaml"
+    config.write_text(config.read_text().replace("Test pool", "Test pool, renamed"))
+    build_pid = os.getpid()
+    real = parallel.imap_ordered
+    forked: list[int] = []
+
+    def imap(func: Callable[[Any], Any], items: Any, **kw: Any) -> Any:
+        if getattr(func, "__name__", "") == "_render":
+            forked.append(len(items))
+            kw.update(min_items=1, chunk=1)
+        return real(func, items, **kw)
+
+    _in_process(monkeypatch)
+    monkeypatch.setattr(parallel, "workers", lambda: 2)
+    monkeypatch.setattr(parallel, "imap_ordered", imap)  # units.parallel
+    _bodies_unreadable(monkeypatch, lambda: os.getpid() != build_pid)
+    report = _build(tp, out)
+    assert forked and forked[0] >= 9 and report.rendered >= 9, (forked, report.rendered)
+    monkeypatch.undo()
+    assert sum("could not be read again" in n for n in report.notes) == 1, report.notes
+    assert site_files(out) == _witness(tp, tmp_path, "witness")
+
+
+def test_after_a_discard_a_rows_neither_reads_the_old_store_nor_writes_the_new(
+    tmp_path: Path,
+) -> None:
+    """After a discard no Rows reads or writes the store again: a
+    fork's failure, applied by absorb_report, discards the store while a Rows
+    of the cache holds a connection to it. That Rows then answers from memory
+    only: not the discarded file's rows (its open connection still reads
+    them), and none of its rows goes into the store the build starts anew."""
+    cache = _keyed(tmp_path)
+    rows = cache.rows("fragments")
+    rows.put(_key(1), FRAGMENTS)
+    rows.flush()
+    assert rows.get(_key(1)) == FRAGMENTS  # its connection is open now
+    store = tmp_path / buildcache.STORE
+    break_table(store, "words")
+
+    def worker() -> object:
+        assert cache["words"] == {}
+        return cache.take_report()
+
+    report = _in_a_fork(worker)
+    assert isinstance(report, buildcache.StoreReport)
+    rows.get(_key(1))  # (the fork closed it: opened again, on the old file)
+    cache.absorb_report(report)
+    assert not store.exists() and rows.failed
+    cache["units"].update({"id0": _unit(0)})
+    cache.save()  # the new store
+    assert rows.get(_key(1)) is None  # not read from the discarded file
+    rows.put(_key(2), FRAGMENTS)
+    rows.flush()
+    db = sqlite3.connect(store)
+    try:
+        assert db.execute('SELECT count(*) FROM "fragments"').fetchone() == (0,)
+    finally:
+        db.close()
+    assert sum(bool(re.search("started it afresh", n)) for n in cache.notes) == 1, cache.notes
