@@ -778,6 +778,10 @@ class BuildCache:
         self._notes_at = len(self.notes)
         self._failure = None
         self._unsaved = set()
+        # The parent's deletions still to make are the parent's: sent back
+        # (take_report), or applied by a save here, they could delete rows
+        # it wrote after the fork (review r48).
+        self._retain = {}
 
     def take_report(self) -> StoreReport:
         """What this forked process found wrong with the store since it last
@@ -791,10 +795,14 @@ class BuildCache:
             return NOTHING_REPORTED
         retain = dict(self._retain) if self._failure is not None else {}
         for name in self._unsaved if self._failure is not None else ():
-            # Only the rows it would have left as they are: an old row it
-            # meant to replace or delete may hold an erased dream's text (T48).
-            codec, loaded = CODECS[name], self._loaded.get(name, {})
-            kept = {codec.key_out(k) for k, v in self.sections[name].items() if loaded.get(k) is v}
+            # Only the rows that hold what it meant to write: an old row it
+            # meant to replace or delete may hold an erased dream's text
+            # (T48), and one refused as read (never in _loaded) was planted
+            # or damaged (T81).
+            codec, loaded, gone = CODECS[name], self._loaded.get(name, {}), object()
+            kept = {
+                codec.key_out(k) for k, v in self.sections[name].items() if loaded.get(k, gone) == v
+            }
             retain[name] = retain[name] & kept if name in retain else kept
         report = StoreReport(
             tuple(self.notes[self._notes_at :]),
@@ -1048,6 +1056,7 @@ class BuildCache:
         todo = [n for n in (names or tuple(self.sections)) if n in self.sections]
         if not todo and not self._retain:
             return
+        saved: list[str] = []
         try:
             with self._connect() as db:
                 # Before any section: a build that cannot delete what a Rows
@@ -1057,9 +1066,10 @@ class BuildCache:
                 self._retain.clear()
                 for name in todo:
                     self._save(db, name)
+                    saved.append(name)
         except sqlite3.Error as exc:
-            if self._child:
-                self._unsaved.update(n for n in todo if self._loaded.get(n) != self.sections[n])
+            if self._child:  # reported with the rows to keep (take_report)
+                self._unsaved.update(n for n in todo if n not in saved)
             self._damaged(exc, "written this build")
 
     def _save(self, db: sqlite3.Connection, name: str) -> None:

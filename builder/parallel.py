@@ -43,7 +43,11 @@ def report_back(take: Callable[[], Any], absorb: Callable[[Any], None]) -> None:
     parent must know of: the build store's notes and failures
     (:mod:`builder.buildcache`), which a worker must never act on itself. In
     a process that did not fork, ``take`` is never called: what it would
-    return is already where it belongs."""
+    return is already where it belongs. When a worker raises, the reports
+    of its batch (from :func:`map_ordered`, of every batch) are lost with
+    the results: an error ends the build before it saves the store, and
+    the agents' server, which goes on, reads the store without acting on
+    what it finds (``StoreReader``)."""
     _REPORTERS.append((take, absorb))
 
 

@@ -273,3 +273,127 @@ def test_after_a_discard_a_rows_neither_reads_the_old_store_nor_writes_the_new(
     finally:
         db.close()
     assert sum(bool(re.search("started it afresh", n)) for n in cache.notes) == 1, cache.notes
+
+
+def _fork_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parallel, "workers", lambda: 2)
+
+
+@pytest.mark.parametrize("where", ["in process", "forked"])
+def test_a_rows_failure_in_the_patterns_process_comes_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """The patterns' background process reads the words through a Rows
+    made in that process (assemble._words_of -> Rows.get_many): not _child,
+    so its failure goes to BuildCache._damaged, which records it for
+    take_report; the build discards the damaged store, as in process."""
+    _fork_on(monkeypatch)
+    cache = _keyed(tmp_path)
+    words = cache.rows("words")
+    words.put("a", (("x",), ()))
+    words.flush()
+    words.close()
+    store = tmp_path / buildcache.STORE
+    break_table(store, "words")
+
+    def work(c: buildcache.BuildCache) -> str:
+        rows = c.rows("words")
+        rows.get_many(["a"])  # "database disk image is malformed"
+        rows.close()
+        return "done"
+
+    with parallel.background(work, cache, enabled=where == "forked") as pending:
+        assert pending() == "done"
+    assert not store.exists(), f"a damaged store was kept; notes: {cache.notes}"
+
+
+def test_a_retain_inherited_from_the_parent_comes_back_stale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review r48: take_report sent the child's _retain with any failure, and
+    that held the parent's own _retain as it was at the fork. The parent
+    applied it meanwhile (a save) and wrote new rows; absorbing the child's
+    report set the stale set again and the next save deleted the new rows.
+    Latent in the build's present order of forks, real for report_back: a
+    forked process now starts with no deletions of its own to make."""
+    _fork_on(monkeypatch)
+    parent = os.getpid()
+    cache = _keyed(tmp_path)
+    rows = cache.rows("fragments")
+    for i in (0, 1):
+        rows.put(_key(i), FRAGMENTS)
+    rows.flush()
+    rows.close()
+    cache._retain["fragments"] = {_key(1)}  # as after a Rows.retain([_key(1)]) that was busy
+    opened = buildcache.BuildCache._open
+
+    def busy_in_child(self: buildcache.BuildCache, *, any_thread: bool = False) -> Any:
+        if os.getpid() != parent:
+            raise sqlite3.OperationalError(BUSY)
+        return opened(self, any_thread=any_thread)
+
+    monkeypatch.setattr(buildcache.BuildCache, "_open", busy_in_child)
+
+    def work(c: buildcache.BuildCache) -> int:
+        return len(c["units"])  # busy: a failure to report
+
+    with parallel.background(work, cache) as pending:
+        cache.save()  # applies _retain: row 0 goes
+        rows.put(_key(2), FRAGMENTS)  # a new unit's row
+        rows.flush()
+        assert pending() == 0
+    cache.save()
+    db = sqlite3.connect(tmp_path / buildcache.STORE)
+    try:
+        keys = {k for (k,) in db.execute('SELECT k FROM "fragments"')}
+    finally:
+        db.close()
+    assert _key(2) in keys, f"a row written after the fork was deleted: {keys}"
+
+
+@pytest.mark.parametrize("where", ["in process", "forked"])
+def test_a_planted_row_of_a_section_saved_unchanged_in_value_goes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """Review r48 (T81): a child that rewrote counts with an equal value and
+    could not save reported nothing for the section (it compared the
+    sections by equality), so the row _load had refused (planted) was never
+    deleted; in process the build's final save deletes it (_refused). Every
+    section a save did not finish is now reported, keeping only the rows
+    that hold what it meant to write."""
+    _fork_on(monkeypatch)
+    store = tmp_path / buildcache.STORE
+    seed = _keyed(tmp_path)
+    seed["counts"]["member"] = b"counts-row"
+    seed.save()
+    planted = buildcache.BuildCache(tmp_path)  # no row key: untagged
+    planted["counts"]["guest"] = b"planted"
+    planted.save()
+    cache = _keyed(tmp_path)
+    parent = os.getpid()
+    real_save = buildcache.BuildCache._save
+    busy = {"now": True}
+
+    def save(self: buildcache.BuildCache, db: sqlite3.Connection, name: str) -> None:
+        if busy["now"] and (where == "in process" or os.getpid() != parent):
+            raise sqlite3.OperationalError(BUSY)
+        real_save(self, db, name)
+
+    monkeypatch.setattr(buildcache.BuildCache, "_save", save)
+
+    def work(c: buildcache.BuildCache) -> str:
+        old = c["counts"]["member"]
+        c.sections["counts"] = {"member": bytes(bytearray(old))}  # equal, a new object
+        c.save("counts")  # busy
+        return "done"
+
+    with parallel.background(work, cache, enabled=where == "forked") as pending:
+        assert pending() == "done"
+    busy["now"] = False
+    cache.save()  # the build's final save, the store free again
+    db = sqlite3.connect(store)
+    try:
+        keys = {k for (k,) in db.execute('SELECT k FROM "counts"')}
+    finally:
+        db.close()
+    assert keys == {"member"}, f"the planted row outlived the build: {keys}"
