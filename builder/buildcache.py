@@ -787,8 +787,11 @@ class BuildCache:
         """What this forked process found wrong with the store since it last
         asked: the notes it added; the failure it met (the store left as it
         was: the first, or the first that was not a busy store's); and, if it
-        could not write, the rows to keep of each section it changed, so
-        that the build's process deletes the others (:meth:`absorb_report`).
+        could not write, the rows to keep of each section it changed (or
+        that holds rows refused as read) and could not save, and of each
+        Rows it could not prune, so that the build's process deletes the
+        others (:meth:`absorb_report`); those deletions are then the build's
+        process's, never sent again.
         In the process that made the cache, nothing: it notes and applies
         as it goes."""
         if not self._child:
@@ -810,6 +813,8 @@ class BuildCache:
             tuple((name, frozenset(keys)) for name, keys in sorted(retain.items())),
         )
         self._notes_at = len(self.notes)
+        if self._failure is not None:
+            self._retain = {}  # the build's process's to apply now (absorb_report)
         self._failure = None
         self._unsaved = set()
         return report
@@ -1069,8 +1074,18 @@ class BuildCache:
                     saved.append(name)
         except sqlite3.Error as exc:
             if self._child:  # reported with the rows to keep (take_report)
-                self._unsaved.update(n for n in todo if n not in saved)
+                self._unsaved.update(
+                    n for n in todo if n not in saved and (self._changed(n) or self._refused.get(n))
+                )
             self._damaged(exc, "written this build")
+
+    def _changed(self, name: str) -> bool:
+        """Whether section ``name`` differs from the store as read (by identity,
+        as :meth:`_save` decides what to write)."""
+        loaded, section = self._loaded.get(name, {}), self.sections[name]
+        if loaded.keys() != section.keys():
+            return True
+        return any(loaded[k] is not v for k, v in section.items())
 
     def _save(self, db: sqlite3.Connection, name: str) -> None:
         codec = CODECS[name]
@@ -1088,13 +1103,15 @@ class BuildCache:
             upsert.append(self._row(k, v))
         deleted = [(codec.key_out(k),) for k in loaded if k not in section]
         # Rows refused as read go too (those still wanted are written again below).
-        written = {row[0] for row in upsert} | self._streamed.pop(name, set())
-        deleted += [(k,) for k in self._refused.pop(name, ()) if k not in written]
+        written = {row[0] for row in upsert} | self._streamed.get(name, set())
+        deleted += [(k,) for k in self._refused.get(name, ()) if k not in written]
         if upsert or deleted:
             db.execute("BEGIN IMMEDIATE")
             db.executemany(f'DELETE FROM "{name}" WHERE k = ?', deleted)
             db.executemany(f'INSERT OR REPLACE INTO "{name}" VALUES (?, ?, ?, ?)', upsert)
             db.execute("COMMIT")
+        self._streamed.pop(name, None)
+        self._refused.pop(name, None)
         self._loaded[name] = dict(section)
 
 
@@ -1640,8 +1657,9 @@ class StoreReport:
 
     notes: tuple[str, ...] = ()
     failure: tuple[sqlite3.Error, str] | None = None
-    # With a failure: per section it changed and could not write (or could
-    # not prune: Rows.retain), the keys of the rows to keep.
+    # With a failure: per section it changed (or holding refused rows) and
+    # could not write, or could not prune (Rows.retain), the keys of the rows
+    # to keep.
     retain: tuple[tuple[str, frozenset[str]], ...] = ()
 
 

@@ -397,3 +397,149 @@ def test_a_planted_row_of_a_section_saved_unchanged_in_value_goes(
     finally:
         db.close()
     assert keys == {"member"}, f"the planted row outlived the build: {keys}"
+
+
+_REAL_CONNECT = sqlite3.connect
+
+
+def _keys(store: Path, table: str) -> set[str]:
+    db = _REAL_CONNECT(store)
+    try:
+        return {k for (k,) in db.execute(f'SELECT k FROM "{table}"')}
+    finally:
+        db.close()
+
+
+def _short_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store's connections wait 0.05 s, not 60, for a lock held elsewhere."""
+
+    def connect(*a: Any, **kw: Any) -> sqlite3.Connection:
+        kw["timeout"] = 0.05
+        return _REAL_CONNECT(*a, **kw)
+
+    monkeypatch.setattr(buildcache.sqlite3, "connect", connect)
+
+
+def _planted_counts(tmp_path: Path) -> Path:
+    seed = _keyed(tmp_path)
+    seed["counts"]["member"] = b"counts-row"
+    seed.save()
+    planted = buildcache.BuildCache(tmp_path)  # no row key: untagged (T81)
+    planted["counts"]["guest"] = b"planted"
+    planted.save()
+    return tmp_path / buildcache.STORE
+
+
+@pytest.mark.parametrize("where", ["in process", "forked"])
+def test_a_planted_row_goes_when_a_real_busy_store_refused_the_first_save(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """Review r49 (T81; T48 if the row holds an erased dream's text): busy as
+    SQLite is busy, another connection holding the write lock, so BEGIN
+    IMMEDIATE failed inside _save after _save had dropped _refused["counts"].
+    In process (the inline patterns path, above BACKGROUND_PATTERNS_LIMIT)
+    the build's final save, the store free again, no longer knew the
+    planted row and left it. What _save deletes is now forgotten only once
+    it is committed."""
+    monkeypatch.setattr(parallel, "workers", lambda: 2)
+    store = _planted_counts(tmp_path)
+    cache = _keyed(tmp_path)
+    _short_timeout(monkeypatch)
+    holder = _REAL_CONNECT(store, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process writing: the store is busy
+
+    def work(c: buildcache.BuildCache) -> str:
+        old = c["counts"]["member"]  # read: "guest" refused
+        c.sections["counts"] = {"member": bytes(bytearray(old))}  # equal, a new object
+        c.save("counts")  # busy
+        return "done"
+
+    try:
+        with parallel.background(work, cache, enabled=where == "forked") as pending:
+            assert pending() == "done"
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert any("busy" in n for n in cache.notes), cache.notes
+    cache.save()  # the build's final save, the store free again
+    assert _keys(store, "counts") == {"member"}, "the planted row outlived the build"
+
+
+def test_a_forked_save_of_an_unchanged_section_deletes_the_parents_later_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review r49: 15d5075 reported every section a forked save did not
+    finish, changed or not, with the rows to keep as the section was at the
+    fork; a section the parent wrote after the fork then lost those rows
+    (deleted by its next save, and never written again, being in _loaded).
+    Only a section the fork changed, or that holds refused rows, is now
+    reported. Here a fork saves with no names (every section it holds)."""
+    monkeypatch.setattr(parallel, "workers", lambda: 2)
+    cache = _keyed(tmp_path)
+    cache["units"]["id0"] = _unit(0)
+    cache.save()
+    parent = os.getpid()
+    opened = buildcache.BuildCache._open
+
+    def busy_in_child(self: buildcache.BuildCache, *, any_thread: bool = False) -> Any:
+        if os.getpid() != parent:
+            raise sqlite3.OperationalError(BUSY)
+        return opened(self, any_thread=any_thread)
+
+    monkeypatch.setattr(buildcache.BuildCache, "_open", busy_in_child)
+
+    def work(c: buildcache.BuildCache) -> str:
+        c.save()  # "units" unchanged here; busy
+        return "done"
+
+    with parallel.background(work, cache) as pending:
+        cache["units"]["id1"] = _unit(1)  # the parent's own, after the fork
+        cache.save()
+        assert "id1" in _keys(tmp_path / buildcache.STORE, "units")
+        assert pending() == "done"
+    cache.save()
+    assert "id1" in _keys(tmp_path / buildcache.STORE, "units"), "a good row was deleted"
+
+
+def test_a_forked_processs_own_deletions_are_not_sent_twice(tmp_path: Path) -> None:
+    """Review r49: take_report sent _retain with a failure but never cleared
+    it, so a worker reporting again (map_ordered: once per chunk) after
+    another failure sent the same deletions again, which the parent, having
+    applied them and written rows since, applied a second time. The fork is
+    simulated in one process: `child` is the worker's copy (_forked),
+    `parent` the build's cache."""
+    store = tmp_path / buildcache.STORE
+    parent = _keyed(tmp_path)
+    rows = parent.rows("fragments")
+    for i in (0, 1):
+        rows.put(_key(i), FRAGMENTS)
+    rows.flush()
+    rows.close()
+    child = _keyed(tmp_path)
+    child._forked()
+    busy = {"now": True}
+    opened = buildcache.BuildCache._open
+
+    def open_(self: buildcache.BuildCache, *, any_thread: bool = False) -> Any:
+        if self is child and busy["now"]:
+            raise sqlite3.OperationalError(BUSY)
+        return opened(self, any_thread=any_thread)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(buildcache.BuildCache, "_open", open_)
+    try:
+        child.rows("fragments").retain([_key(1)])  # busy: kept in child._retain
+        parent.absorb_report(child.take_report())  # chunk 1's report
+        parent.save()  # applies it: row 0 goes
+        assert _keys(store, "fragments") == {_key(1)}
+        rows = parent.rows("fragments")
+        rows.put(_key(2), FRAGMENTS)  # a new row, written after
+        rows.flush()
+        rows.close()
+        child["units"]  # chunk 2: busy again (a read)
+        second = child.take_report()
+        parent.absorb_report(second)
+        parent.save()
+    finally:
+        mp.undo()
+    assert _key(2) in _keys(store, "fragments"), f"stale deletions came back: {second.retain}"
