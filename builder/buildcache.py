@@ -769,6 +769,7 @@ class BuildCache:
         self._notes_at = 0
         self._failure: tuple[sqlite3.Error, str] | None = None
         self._unsaved: set[str] = set()  # sections a forked process failed to save
+        self._refused_at_fork: set[str] = set()
         self._discarded = False
         self._token = next(_TOKENS)
         _CACHES[self._token] = self
@@ -782,6 +783,9 @@ class BuildCache:
         # (take_report), or applied by a save here, they could delete rows
         # it wrote after the fork (review r48).
         self._retain = {}
+        # Rows the parent refused as read are the parent's to delete (its own
+        # _refused): reported from here, they would carry its keys as at the fork.
+        self._refused_at_fork = {n for n, keys in self._refused.items() if keys}
 
     def take_report(self) -> StoreReport:
         """What this forked process found wrong with the store since it last
@@ -1058,6 +1062,14 @@ class BuildCache:
             return
         if self._scan_rows is not None and (not names or "scan" in names):
             self._scan_rows.flush()
+            if self._scan_rows.failed:
+                # Its rows put and not written: _save writes them (not streamed).
+                streamed = self._streamed.get("scan", set())
+                for blob, entry in self._scan_rows.unwritten().items():
+                    streamed.discard(CODECS["scan"].key_out(blob))
+                    kept = self._loaded["scan"].pop(blob, None)
+                    if kept is not None and self.sections["scan"].get(blob) is kept:
+                        self.sections["scan"][blob] = entry  # its body, to write
         todo = [n for n in (names or tuple(self.sections)) if n in self.sections]
         if not todo and not self._retain:
             return
@@ -1075,7 +1087,13 @@ class BuildCache:
         except sqlite3.Error as exc:
             if self._child:  # reported with the rows to keep (take_report)
                 self._unsaved.update(
-                    n for n in todo if n not in saved and (self._changed(n) or self._refused.get(n))
+                    n
+                    for n in todo
+                    if n not in saved
+                    and (
+                        self._changed(n)
+                        or (self._refused.get(n) and n not in self._refused_at_fork)
+                    )
                 )
             self._damaged(exc, "written this build")
 
@@ -1493,6 +1511,10 @@ class Rows:
     def pending(self, key: Any) -> Any | None:
         """The entry of ``key`` put and not yet written, if any."""
         return self._pending.get(key)
+
+    def unwritten(self) -> dict[Any, Any]:
+        """Every entry put and not yet written (all of them, once the store failed)."""
+        return dict(self._pending)
 
     def get_many(self, keys: Collection[Any]) -> dict[Any, Any]:
         """The entries of ``keys`` that the store holds undamaged (as :meth:`get`),

@@ -19,7 +19,17 @@ import pytest
 from builder import buildcache, parallel
 from builder.site import assemble, patterns
 from tests.pools import PoolFixture, key_id_of, make_pool
-from tests.test_buildcache import FRAGMENTS, _in_a_fork, _key, _keyed, _unit, break_table
+from tests.test_buildcache import (
+    FRAGMENTS,
+    _blob,
+    _in_a_fork,
+    _key,
+    _keyed,
+    _long_dream,
+    _sha,
+    _unit,
+    break_table,
+)
 from tests.test_pages_parallel import _build, _in_process, _witness
 from tests.test_store_restore import _store, site_files
 
@@ -543,3 +553,126 @@ def test_a_forked_processs_own_deletions_are_not_sent_twice(tmp_path: Path) -> N
     finally:
         mp.undo()
     assert _key(2) in _keys(store, "fragments"), f"stale deletions came back: {second.retain}"
+
+
+def _plant(folder: Path, name: str, key: Any, value: Any) -> None:
+    """A row written by a cache without the row key: untagged, refused by a
+    keyed cache as read (T81)."""
+    planted = buildcache.BuildCache(folder)
+    planted[name][key] = value
+    planted.save()
+
+
+def test_a_fork_does_not_report_refused_rows_the_parent_read_and_deletes_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review r50 (latent): a1dab14 reported a section a fork saved unchanged
+    if it held refused rows, and ``_refused`` is inherited through the fork:
+    a section the parent read (refusing a planted row) came back with the
+    rows to keep as at the fork, and the parent's next save deleted the rows
+    it wrote after the fork. Rows the parent refused are the parent's to
+    delete (its own _refused); only those refused in the fork are reported."""
+    monkeypatch.setattr(parallel, "workers", lambda: 2)
+    seed = _keyed(tmp_path)
+    seed["units"]["id0"] = _unit(0)
+    seed.save()
+    _plant(tmp_path, "units", "guest", _unit(9))
+    cache = _keyed(tmp_path)
+    cache["units"]  # read before the fork: "guest" refused, in the parent too
+    assert cache._refused["units"] == ["guest"]
+    parent = os.getpid()
+    opened = buildcache.BuildCache._open
+
+    def busy_in_child(self: buildcache.BuildCache, *, any_thread: bool = False) -> Any:
+        if os.getpid() != parent:
+            raise sqlite3.OperationalError(BUSY)
+        return opened(self, any_thread=any_thread)
+
+    monkeypatch.setattr(buildcache.BuildCache, "_open", busy_in_child)
+
+    def work(c: buildcache.BuildCache) -> str:
+        c.save("units")  # unchanged here; busy
+        return "done"
+
+    with parallel.background(work, cache) as pending:
+        cache["units"]["id1"] = _unit(1)  # the parent's own, after the fork
+        cache.save()  # deletes "guest" itself
+        assert _keys(tmp_path / buildcache.STORE, "units") == {"id0", "id1"}
+        assert pending() == "done"
+    cache.save()
+    assert "id1" in _keys(tmp_path / buildcache.STORE, "units"), "a good row was deleted"
+
+
+def test_scan_rows_put_before_the_store_was_busy_are_written_by_the_next_save(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review r50 (T81): kept_scan marks a key _streamed when it puts the row
+    in the Rows, not when the row is written. When the Rows' flush found the
+    store busy (its rows then stay in memory), the entry was in _loaded, so
+    _save never wrote it, and, streamed, its refused row was never deleted:
+    a store busy during the scan and free by the final save kept the planted
+    row at the dream's key and no row of the dream. The final save now
+    writes what the failed Rows holds."""
+    store = tmp_path / buildcache.STORE
+    seed = _keyed(tmp_path)
+    seed["scan"]
+    seed.save()
+    _plant(tmp_path, "scan", _blob(0), (_sha(7), _long_dream(7)))  # forged for blob 0
+    monkeypatch.setattr(buildcache.Rows, "FLUSH", 2)
+    c = _keyed(tmp_path)
+    c["scan"]  # blob 0 refused
+    assert c._refused["scan"] == [_blob(0)]
+    _short_timeout(monkeypatch)
+    holder = _REAL_CONNECT(store, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process writing
+    try:
+        kept = {i: c.kept_scan(_blob(i), (_sha(i), _long_dream(i))) for i in (1, 0)}  # flush: busy
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert any("busy" in n for n in c.notes), c.notes
+    c["scan"].update({_blob(i): e for i, e in kept.items()})
+    c.save()  # the store free again
+    again = _keyed(tmp_path)
+    section = again["scan"]
+    assert again._refused["scan"] == [], "the planted row outlived the build (T81)"
+    assert {k: v[1].id for k, v in section.items()} == {
+        _blob(0): _long_dream(0).id,
+        _blob(1): _long_dream(1).id,
+    }, "a verified dream's row was never written"
+
+
+def test_held_a_streamed_refused_key_survives_a_busy_save_then_a_good_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review r50, what held: the scan rows written (flushed), then _save's
+    BEGIN IMMEDIATE busy (a real lock); _refused and _streamed are both kept,
+    and the good save deletes the other planted row and keeps the row
+    written again at the refused key (failed on 15d5075)."""
+    store = tmp_path / buildcache.STORE
+    seed = _keyed(tmp_path)
+    seed["scan"]
+    seed.save()
+    _plant(tmp_path, "scan", _blob(0), (_sha(7), _long_dream(7)))
+    _plant(tmp_path, "scan", _blob(5), (_sha(5), _long_dream(5)))
+    c = _keyed(tmp_path)
+    c["scan"]
+    assert sorted(c._refused["scan"]) == [_blob(0), _blob(5)]
+    kept = c.kept_scan(_blob(0), (_sha(0), _long_dream(0)))
+    assert c._scan_rows is not None
+    c._scan_rows.flush()
+    c["scan"][_blob(0)] = kept
+    _short_timeout(monkeypatch)
+    holder = _REAL_CONNECT(store, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        c.save()  # busy at _save's BEGIN IMMEDIATE
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert any("busy" in n for n in c.notes), c.notes
+    assert c._streamed.get("scan") == {_blob(0)} and c._refused.get("scan")
+    c.save()
+    again = _keyed(tmp_path)
+    assert {k: v[1].id for k, v in again["scan"].items()} == {_blob(0): _long_dream(0).id}
+    assert again._refused["scan"] == []
