@@ -1065,11 +1065,20 @@ class BuildCache:
             if self._scan_rows.failed:
                 # Its rows put and not written: _save writes them (not streamed).
                 streamed = self._streamed.get("scan", set())
+                loaded, section = self._loaded["scan"], self.sections["scan"]
                 for blob, entry in self._scan_rows.unwritten().items():
                     streamed.discard(CODECS["scan"].key_out(blob))
-                    kept = self._loaded["scan"].pop(blob, None)
-                    if kept is not None and self.sections["scan"].get(blob) is kept:
-                        self.sections["scan"][blob] = entry  # its body, to write
+                    held, kept = section.get(blob), loaded.get(blob)
+                    if held is None or held is entry:
+                        continue  # gone (its row deleted if loaded), or put back already
+                    if held is kept or (
+                        kept is None  # the store started afresh (_discard)
+                        and not held[1].loaded
+                        and held[0] == entry[0]
+                        and held[1].id == entry[1].id
+                    ):
+                        loaded.pop(blob, None)
+                        section[blob] = entry  # its body, to write
         todo = [n for n in (names or tuple(self.sections)) if n in self.sections]
         if not todo and not self._retain:
             return

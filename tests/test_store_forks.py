@@ -676,3 +676,125 @@ def test_held_a_streamed_refused_key_survives_a_busy_save_then_a_good_one(
     again = _keyed(tmp_path)
     assert {k: v[1].id for k, v in again["scan"].items()} == {_blob(0): _long_dream(0).id}
     assert again._refused["scan"] == []
+
+
+SCAN = "scan"
+
+
+def _busy_while(store: Path, work: Any) -> Any:
+    """``work()`` while another process holds the store's write lock."""
+    holder = _REAL_CONNECT(store, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        return work()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+def _seeded(tmp_path: Path, *blobs: int) -> Path:
+    """A store whose scan section holds sound rows (this row key) for ``blobs``."""
+    seed = _keyed(tmp_path)
+    for i in blobs:
+        seed[SCAN][_blob(i)] = (_sha(i), _long_dream(i))
+    seed.save()
+    return tmp_path / buildcache.STORE
+
+
+def test_a_kept_row_dropped_from_the_section_is_deleted_though_the_buffer_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review r51 (T48; not reachable from the build). kept_scan sets _loaded["scan"]
+    [blob] to the kept entry; 856e7d6's save() popped it for every unwritten blob,
+    whether or not the section still holds the blob. A blob the store held a
+    sound row for (from an earlier build), kept again and then no longer in
+    the section, is then in neither _loaded nor the section: _save deletes
+    nothing, and the old row (its dream's text) stays. On a1dab14 it was
+    deleted (loaded, not in the section)."""
+    store = _seeded(tmp_path, 0)
+    monkeypatch.setattr(buildcache.Rows, "FLUSH", 1)
+    c = _keyed(tmp_path)
+    assert set(c[SCAN]) == {_blob(0)}
+    _short_timeout(monkeypatch)
+    kept = _busy_while(store, lambda: c.kept_scan(_blob(0), (_sha(0), _long_dream(0))))
+    assert c._scan_rows is not None and c._scan_rows.failed
+    c[SCAN][_blob(0)] = kept
+    del c[SCAN][_blob(0)]  # the dream is gone from the section before the save
+    c.save()
+    assert _blob(0) not in _keys(store, SCAN), "a row the section no longer holds outlived the save"
+
+
+def test_a_second_save_deletes_a_row_the_first_wrote_from_the_failed_buffer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review r51 (T48; latent: the build saves "scan" once). The Rows stays
+    failed and keeps its entries (unwritten() is never emptied), so every
+    save() pops them from _loaded again: a second save rewrites each of them,
+    and one dropped from the section between the saves is never deleted."""
+    store = _seeded(tmp_path)
+    monkeypatch.setattr(buildcache.Rows, "FLUSH", 2)
+    c = _keyed(tmp_path)
+    c[SCAN]
+    _short_timeout(monkeypatch)
+    kept = _busy_while(
+        store, lambda: {i: c.kept_scan(_blob(i), (_sha(i), _long_dream(i))) for i in (1, 2)}
+    )
+    assert c._scan_rows is not None and c._scan_rows.failed
+    c[SCAN].update({_blob(i): e for i, e in kept.items()})
+    c.save()
+    assert _keys(store, SCAN) == {_blob(1), _blob(2)}
+    del c[SCAN][_blob(2)]
+    c.save()
+    assert _keys(store, SCAN) == {_blob(1)}, "the row of an entry no longer held survived"
+
+
+def test_a_buffered_scan_row_is_written_after_the_store_was_started_afresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review r51 (a cost, no wrong row). After a _discard (another
+    section damaged) the Rows is stopped with its entries, full ones, still
+    buffered; _loaded["scan"] is {} so the put-back finds nothing to pop and
+    leaves the section's deferred entries, whose value_out raises: the dreams
+    verified this build get no row in the fresh store, though save() holds
+    their bodies."""
+    seed = _keyed(tmp_path)
+    seed[SCAN]
+    seed["units"]["id0"] = _unit(0)
+    seed.save()
+    store = tmp_path / buildcache.STORE
+    c = _keyed(tmp_path)
+    kept = c.kept_scan(_blob(1), (_sha(1), _long_dream(1)))  # buffered (FLUSH 1024)
+    c[SCAN][_blob(1)] = kept
+    break_table(store, "units")
+    c["units"]  # damaged: the store is started afresh
+    assert any("afresh" in n for n in c.notes), c.notes
+    c.save()
+    assert _blob(1) in _keys(store, SCAN), "a verified dream's buffered row was not written"
+
+
+def test_held_put_back_entry_replaces_a_refused_row_and_keeps_no_streamed_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review r51, what held: a planted row at a buffered key is replaced by the dream's
+    row; a planted row at a key streamed (flushed) before the failure is kept
+    as written (not deleted); a planted row at no kept key is deleted."""
+    store = _seeded(tmp_path)
+    from tests.test_store_forks import _plant
+
+    for i in (0, 1, 5):
+        _plant(tmp_path, SCAN, _blob(i), (_sha(7), _long_dream(7)))
+    monkeypatch.setattr(buildcache.Rows, "FLUSH", 1)
+    c = _keyed(tmp_path)
+    c[SCAN]
+    assert sorted(c._refused[SCAN]) == [_blob(0), _blob(1), _blob(5)]
+    first = c.kept_scan(_blob(0), (_sha(0), _long_dream(0)))  # written
+    _short_timeout(monkeypatch)
+    second = _busy_while(store, lambda: c.kept_scan(_blob(1), (_sha(1), _long_dream(1))))
+    c[SCAN].update({_blob(0): first, _blob(1): second})
+    c.save()
+    again = _keyed(tmp_path)
+    assert {k: v[1].id for k, v in again[SCAN].items()} == {
+        _blob(0): _long_dream(0).id,
+        _blob(1): _long_dream(1).id,
+    }
+    assert again._refused[SCAN] == []
