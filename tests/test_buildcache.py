@@ -809,6 +809,16 @@ def test_rows_read_a_row_at_a_time_are_tagged_too(tmp_path: Path) -> None:
     again.close()
 
 
+def _one_fragment(folder: Path) -> tuple[BuildCache, Path]:
+    """A keyed cache whose store at ``folder`` holds one fragments row, and the store."""
+    cache = _keyed(folder)
+    rows = cache.rows("fragments")
+    rows.put(_key(1), FRAGMENTS)
+    rows.flush()
+    rows.close()
+    return cache, folder / buildcache.STORE
+
+
 def break_table(store: Path, table: str) -> None:
     """Make ``table`` of the store at ``store`` (and its key index) unreadable:
     any query of it is "database disk image is malformed", while the other
@@ -880,12 +890,7 @@ def test_a_store_failing_in_a_fork_is_discarded_by_the_process_that_made_it(
     """A forked worker whose read of the store fails records the failure and
     leaves the store alone; the process that made the Rows discards it, once,
     on absorbing it (and says so), however many workers met it."""
-    cache = _keyed(tmp_path)
-    rows = cache.rows("fragments")
-    rows.put(_key(1), FRAGMENTS)
-    rows.flush()
-    rows.close()
-    store = tmp_path / buildcache.STORE
+    cache, store = _one_fragment(tmp_path)
     break_table(store, "fragments")
 
     def worker() -> object:
@@ -908,12 +913,7 @@ def test_a_busy_store_met_in_a_fork_is_left_in_place(tmp_path: Path) -> None:
     """A real "database is locked" met in a forked worker crosses the pipe
     (pickled in Findings) as itself, and the process that made the Rows reads
     it as busy: one note, the store left in place, not discarded."""
-    cache = _keyed(tmp_path)
-    rows = cache.rows("fragments")
-    rows.put(_key(1), FRAGMENTS)
-    rows.flush()
-    rows.close()
-    store = tmp_path / buildcache.STORE
+    cache, store = _one_fragment(tmp_path)
     holder = sqlite3.connect(store, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     parent = cache.rows("fragments")

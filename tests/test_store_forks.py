@@ -285,6 +285,20 @@ def test_after_a_discard_a_rows_neither_reads_the_old_store_nor_writes_the_new(
     assert sum(bool(re.search("started it afresh", n)) for n in cache.notes) == 1, cache.notes
 
 
+def _busy_in_forks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store is busy (another process holds it) for every process forked
+    from this one, and free here."""
+    here = os.getpid()
+    opened = buildcache.BuildCache._open
+
+    def busy_in_child(self: buildcache.BuildCache, *, any_thread: bool = False) -> Any:
+        if os.getpid() != here:
+            raise sqlite3.OperationalError(BUSY)
+        return opened(self, any_thread=any_thread)
+
+    monkeypatch.setattr(buildcache.BuildCache, "_open", busy_in_child)
+
+
 def _fork_on(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(parallel, "workers", lambda: 2)
 
@@ -327,7 +341,6 @@ def test_a_retain_inherited_from_the_parent_comes_back_stale(
     Latent in the build's present order of forks, real for report_back: a
     forked process now starts with no deletions of its own to make."""
     _fork_on(monkeypatch)
-    parent = os.getpid()
     cache = _keyed(tmp_path)
     rows = cache.rows("fragments")
     for i in (0, 1):
@@ -335,14 +348,7 @@ def test_a_retain_inherited_from_the_parent_comes_back_stale(
     rows.flush()
     rows.close()
     cache._retain["fragments"] = {_key(1)}  # as after a Rows.retain([_key(1)]) that was busy
-    opened = buildcache.BuildCache._open
-
-    def busy_in_child(self: buildcache.BuildCache, *, any_thread: bool = False) -> Any:
-        if os.getpid() != parent:
-            raise sqlite3.OperationalError(BUSY)
-        return opened(self, any_thread=any_thread)
-
-    monkeypatch.setattr(buildcache.BuildCache, "_open", busy_in_child)
+    _busy_in_forks(monkeypatch)
 
     def work(c: buildcache.BuildCache) -> int:
         return len(c["units"])  # busy: a failure to report
@@ -488,15 +494,7 @@ def test_a_forked_save_of_an_unchanged_section_deletes_the_parents_later_rows(
     cache = _keyed(tmp_path)
     cache["units"]["id0"] = _unit(0)
     cache.save()
-    parent = os.getpid()
-    opened = buildcache.BuildCache._open
-
-    def busy_in_child(self: buildcache.BuildCache, *, any_thread: bool = False) -> Any:
-        if os.getpid() != parent:
-            raise sqlite3.OperationalError(BUSY)
-        return opened(self, any_thread=any_thread)
-
-    monkeypatch.setattr(buildcache.BuildCache, "_open", busy_in_child)
+    _busy_in_forks(monkeypatch)
 
     def work(c: buildcache.BuildCache) -> str:
         c.save()  # "units" unchanged here; busy
@@ -580,15 +578,7 @@ def test_a_fork_does_not_report_refused_rows_the_parent_read_and_deletes_itself(
     cache = _keyed(tmp_path)
     cache["units"]  # read before the fork: "guest" refused, in the parent too
     assert cache._refused["units"] == ["guest"]
-    parent = os.getpid()
-    opened = buildcache.BuildCache._open
-
-    def busy_in_child(self: buildcache.BuildCache, *, any_thread: bool = False) -> Any:
-        if os.getpid() != parent:
-            raise sqlite3.OperationalError(BUSY)
-        return opened(self, any_thread=any_thread)
-
-    monkeypatch.setattr(buildcache.BuildCache, "_open", busy_in_child)
+    _busy_in_forks(monkeypatch)
 
     def work(c: buildcache.BuildCache) -> str:
         c.save("units")  # unchanged here; busy
