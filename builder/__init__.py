@@ -30,8 +30,9 @@ parsing live only in :mod:`builder.cli`:
 and the modules that join them: :mod:`builder.build` (the build pipeline,
 end to end), :mod:`builder.buildcache` (the build's store: SQLite, data only,
 derived and rebuildable), :mod:`builder.parallel` (pure per-item stages on
-every core) and :mod:`builder.files` (reading a file a user names, removing a
-path as itself); :mod:`builder.errors` is the one error family.
+every core), :mod:`builder.files` (reading a file a user names, removing a
+path as itself) and :mod:`builder.deferred` (a module imported on first use,
+for a start that is timed); :mod:`builder.errors` is the one error family.
 
 The build's data flow (README.md, "How the build works", has the diagram)::
 

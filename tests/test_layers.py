@@ -1,8 +1,9 @@
 """The package's layers (builder/__init__.py, README "How the build works"):
 a module imports only from its own layer and the layers below it.
 
-Read from the source with :mod:`ast`, so a lazy import inside a function
-counts as much as one at the top: both are a dependency.
+Read from the source with :mod:`ast`, so a lazy import inside a function, or
+a module named to :func:`builder.deferred.module`, counts as much as one at
+the top: each is a dependency.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "builder"
 # prints names through the Unicode policy, a format, and is otherwise the base.
 ORDER = (
     "errors",
+    "deferred",
     "formats",
     "files",
     "parallel",
@@ -52,6 +54,17 @@ def imports(path: Path) -> set[str]:
                 found.add(node.module)
         elif isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.startswith("builder."))
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "module"
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "deferred"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            found.add(node.args[0].value)  # builder.deferred: imported on first use
     return found
 
 
@@ -126,3 +139,14 @@ def test_only_the_cli_prints_and_parses_arguments(path: Path) -> None:
         elif isinstance(node, ast.ImportFrom) and node.module == "argparse":
             found.append(f"from argparse on line {node.lineno}")
     assert not found, f"builder/{rel}: {', '.join(found)}; move it to builder/cli"
+
+
+def test_a_deferred_import_is_a_dependency(tmp_path: Path) -> None:
+    """builder.deferred names a module as a string: the check reads it as an import,
+    so deferring one cannot hide an upward dependency."""
+    source = tmp_path / "mod.py"
+    source.write_text(
+        'from builder import deferred\nstore = deferred.module("builder.buildcache")\n',
+        encoding="utf-8",
+    )
+    assert imports(source) == {"builder.deferred", "builder.buildcache"}

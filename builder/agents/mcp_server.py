@@ -98,7 +98,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from builder import buildcache, parallel
+from builder import deferred, parallel
 from builder.content import anonymity, filekeys, keystore, pool
 from builder.errors import DreampoolError, InputError, LogError, PoolError, printable
 from builder.formats import dream as dreamfmt
@@ -127,12 +127,20 @@ from builder.readers.monitor import (
     open_site,
 )
 from builder.site import agentdocs as agents
-from builder.site import derived, model, patterns, writer
+from builder.site import derived, model, writer
 from builder.site.model import TIER_RANK, DreamView, ErasedView, SiteModel, TagRef
 from builder.text import readerview, redact
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
+
+    from builder import buildcache
+    from builder.site import patterns
+else:
+    # Used by tool calls and the background read only: imported then, not while
+    # the client waits for ``initialize`` (builder.deferred).
+    buildcache = deferred.module("builder.buildcache")
+    patterns = deferred.module("builder.site.patterns")
 
 __all__ = [
     "UNVERIFIED",

@@ -68,8 +68,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from builder.formats import unicodepolicy
-from builder.site.feeds import absolute_base
-from builder.site.model import TIER_RANK, DreamView, ErasedView, SiteModel
+from builder.site.model import TIER_RANK, DreamView, ErasedView, SiteModel, absolute_base
 from builder.site.page import Page, key_of
 
 __all__ = [

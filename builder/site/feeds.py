@@ -70,7 +70,7 @@ from urllib.parse import quote
 from markupsafe import Markup
 
 from builder.site import render
-from builder.site.model import DreamView, ErasedView, SiteModel
+from builder.site.model import DreamView, ErasedView, SiteModel, absolute_base
 from builder.site.page import Page, key_of
 from builder.text import mdrender
 
@@ -163,13 +163,6 @@ def feed_pages(
 
 
 # --- URLs and ids ------------------------------------------------------------
-
-
-def absolute_base(base_url: str) -> str | None:
-    """``base_url`` ending in "/" when it is an absolute http(s) URL, else None."""
-    if not base_url.startswith(("https://", "http://")):
-        return None
-    return base_url if base_url.endswith("/") else base_url + "/"
 
 
 def _href(model: SiteModel, site_path: str) -> str:

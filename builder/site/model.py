@@ -57,6 +57,14 @@ def month_span(first: str, last: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+def absolute_base(base_url: str) -> str | None:
+    """``base_url`` ending in "/" when it is an absolute http(s) URL, else None
+    (pages then link relative to the site's root)."""
+    if not base_url.startswith(("https://", "http://")):
+        return None
+    return base_url if base_url.endswith("/") else base_url + "/"
+
+
 def slug(name: str) -> str:
     """A URL path segment for a name: the name itself when it is a plain
     lowercase ASCII word, else ``x-`` and 12 hex of its SHA-256."""
