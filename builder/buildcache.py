@@ -1077,7 +1077,11 @@ class BuildCache:
                         and held[0] == entry[0]
                         and held[1].id == entry[1].id
                     ):
-                        loaded.pop(blob, None)
+                        # Not popped from loaded: a save that finds the store
+                        # busy writes nothing, and an entry that then leaves
+                        # must still delete the row loaded names (r52, T48).
+                        # The put-back entry is not the kept one, so it is
+                        # written as changed.
                         section[blob] = entry  # its body, to write
         todo = [n for n in (names or tuple(self.sections)) if n in self.sections]
         if not todo and not self._retain:

@@ -788,3 +788,29 @@ def test_held_put_back_entry_replaces_a_refused_row_and_keeps_no_streamed_key(
         _blob(1): _long_dream(1).id,
     }
     assert again._refused[SCAN] == []
+
+
+def test_a_row_put_back_by_a_busy_save_is_deleted_when_its_entry_then_leaves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review r52, T48 (latent: the build saves "scan" once). The
+    put-back pops the blob from _loaded["scan"] *before* the save is known to
+    succeed. When that save finds the store busy, nothing is written, and
+    _loaded no longer says the store holds a row at the blob: the entry then
+    leaving the section (an erased dream) deletes nothing at the next save,
+    and the row an earlier build wrote there, the dream's text, stays.
+    Not popping at all (loaded keeps the kept entry, which the put-back entry
+    is not) writes the entry as well and keeps the deletion."""
+    store = _seeded(tmp_path, 0)  # an earlier build's sound row at blob 0
+    monkeypatch.setattr(buildcache.Rows, "FLUSH", 1)
+    c = _keyed(tmp_path)
+    assert set(c[SCAN]) == {_blob(0)}
+    _short_timeout(monkeypatch)
+    kept = _busy_while(store, lambda: c.kept_scan(_blob(0), (_sha(0), _long_dream(0))))
+    assert c._scan_rows is not None and c._scan_rows.failed
+    c[SCAN][_blob(0)] = kept
+    _busy_while(store, c.save)  # the put-back, then busy at _save: nothing written
+    assert sum("busy" in n for n in c.notes) >= 1, c.notes
+    del c[SCAN][_blob(0)]  # the dream is gone (erased) before the next save
+    c.save()  # the store free again
+    assert _blob(0) not in _keys(store, SCAN), "an erased dream's row outlived the save (T48)"
