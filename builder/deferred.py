@@ -11,8 +11,9 @@ imported when first used, not at start::
     else:
         patterns = deferred.module("builder.site.patterns")
 
-Every attribute is read from the module itself, never copied: a test that
-patches the module patches what the deferred name sees. The import is the
+Every attribute is read from (and set on) the module itself, never copied: a
+test that patches the module, by either name, patches what the deferred name
+sees. A copy or a pickle of one is the same name, deferred again. The import is the
 interpreter's own (``importlib.import_module``), which holds the module's
 import lock, so two threads that use the name at once get the one module.
 """
@@ -27,23 +28,46 @@ __all__ = ["Deferred", "module"]
 
 
 class Deferred:
-    """Stands for the module ``name`` until an attribute of it is read."""
+    """Stands for the module ``name`` until an attribute of it is read; then
+    reads, sets and deletes that attribute on the module itself."""
 
     __slots__ = ("_module", "_name")
 
     def __init__(self, name: str) -> None:
-        self._name = name
-        self._module: ModuleType | None = None
+        object.__setattr__(self, "_name", name)
+        object.__setattr__(self, "_module", None)
+
+    def _load(self) -> ModuleType:
+        # Read through object: a Deferred made without __init__ (copy, pickle)
+        # has its slots unset, and __getattr__ must not be asked for them.
+        found: ModuleType | None = object.__getattribute__(self, "_module")
+        if found is None:
+            found = importlib.import_module(object.__getattribute__(self, "_name"))
+            object.__setattr__(self, "_module", found)
+        return found
 
     def __getattr__(self, attr: str) -> Any:
-        found = self._module
-        if found is None:
-            found = self._module = importlib.import_module(self._name)
-        return getattr(found, attr)
+        if attr in Deferred.__slots__:
+            raise AttributeError(attr)  # unset slot: a copy before its state
+        return getattr(self._load(), attr)
+
+    def __setattr__(self, attr: str, value: Any) -> None:
+        # A test patching the module by the name the server uses patches the
+        # module (monkeypatch.setattr(mcp_server.patterns, ...)).
+        setattr(self._load(), attr, value)
+
+    def __delattr__(self, attr: str) -> None:
+        delattr(self._load(), attr)
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        # A copy or an unpickled one is the same name, deferred again.
+        return (module, (object.__getattribute__(self, "_name"),))
 
     def __repr__(self) -> str:
-        state = "imported" if self._module is not None else "not imported yet"
-        return f"<deferred module {self._name!r}, {state}>"
+        name = object.__getattribute__(self, "_name")
+        loaded = object.__getattribute__(self, "_module") is not None
+        state = "imported" if loaded else "not imported yet"
+        return f"<deferred module {name!r}, {state}>"
 
 
 def module(name: str) -> Deferred:

@@ -3,7 +3,9 @@ that it keeps light (issue 21: an MCP client waits at most 1 s for ``initialize`
 
 from __future__ import annotations
 
+import copy
 import json
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -98,3 +100,40 @@ def test_the_mcp_server_starts_without_the_site_renderers(tmp_path: Path) -> Non
         """
     )
     assert found == [[], True]
+
+
+def test_a_deferred_module_can_be_copied() -> None:
+    """copy.copy (and pickle.loads) of a Deferred recurse without end: the
+    copy is made with __new__, its slots unset, and the copier's probe for
+    __setstate__ goes to __getattr__, which reads self._module, unset, which
+    goes to __getattr__ again. Anything that copies or unpickles an object
+    holding a deferred module (a namespace, a default argument) dies with
+    RecursionError. Fix: in __getattr__, raise AttributeError for names
+    starting with "_" before touching self._module (or read it with
+    object.__getattribute__), and give Deferred a __reduce__ returning
+    (module, (self._name,))."""
+    mod = deferred.module("builder.formats.b64")
+    try:
+        copied = copy.copy(mod)
+    except RecursionError:
+        pytest.fail("copy.copy(Deferred) recursed without end")
+    assert copied.b64_encode(b"x") == mod.b64_encode(b"x")
+    again = pickle.loads(pickle.dumps(mod))  # used now: _module holds a module
+    assert again.b64_encode(b"x") == mod.b64_encode(b"x")
+
+
+def test_a_patch_through_the_deferred_name_reaches_the_module(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """builder/deferred.py: "a test that patches the module patches what the
+    deferred name sees". A test written as the server names the module,
+    monkeypatch.setattr(mcp_server.patterns, ...) (or mock.patch.object, or
+    the string "builder.agents.mcp_server.patterns.compute_patterns"), was a
+    patch of the module before 4e4501f; now it raises AttributeError, since
+    Deferred has __slots__ and no __setattr__. Fix: a __setattr__ (and
+    __delattr__) that forwards names other than its own slots to the module."""
+    from builder.agents import mcp_server
+    from builder.site import patterns
+
+    monkeypatch.setattr(mcp_server.patterns, "TAGS_SHOWN", 1)
+    assert patterns.TAGS_SHOWN == 1
