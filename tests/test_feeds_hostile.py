@@ -19,7 +19,15 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from builder.site import feeds
-from builder.site.model import AuthorView, CheckpointView, DreamView, SiteModel, TagRef, TagView
+from builder.site.model import (
+    AuthorView,
+    CheckpointView,
+    DreamView,
+    SiteModel,
+    TagRef,
+    TagView,
+    absolute_base,
+)
 from builder.text.xmltext import xml, xml_safe
 
 A = "{http://www.w3.org/2005/Atom}"
@@ -159,7 +167,7 @@ def test_every_sitemap_parses_and_lists_its_links(base_url: str) -> None:
     files = plan(model)
     index = ET.fromstring(files["sitemap.xml"])
     listed = [loc.text for loc in index.iter(SM + "loc")]
-    base = feeds.absolute_base(base_url) or ""
+    base = absolute_base(base_url) or ""
     assert listed and all(loc and loc.startswith(base) for loc in listed)
     for loc in listed:
         assert loc is not None

@@ -44,26 +44,49 @@ def layer(dotted: str) -> str | None:
     return parts[1]
 
 
+DEFERRING = {"module", "Deferred"}  # builder.deferred's names that take a module's name
+
+
 def imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    # The names this module calls builder.deferred by: the module under any
+    # alias, and its functions imported by name under any alias.
+    modules: set[str] = set()
+    functions: set[str] = set()
+    for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             if node.module == "builder":
                 found.update(f"builder.{a.name}" for a in node.names)
+                modules.update(a.asname or a.name for a in node.names if a.name == "deferred")
             elif node.module.startswith("builder."):
                 found.add(node.module)
+                if node.module == "builder.deferred":
+                    functions.update(a.asname or a.name for a in node.names if a.name in DEFERRING)
         elif isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.startswith("builder."))
-        elif (
+            modules.update(
+                a.asname for a in node.names if a.name == "builder.deferred" and a.asname
+            )
+    for node in ast.walk(tree):
+        if not (
             isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "module"
-            and isinstance(node.func.value, ast.Name)
-            and node.func.value.id == "deferred"
             and node.args
             and isinstance(node.args[0], ast.Constant)
             and isinstance(node.args[0].value, str)
         ):
+            continue
+        func = node.func
+        by_module = (
+            isinstance(func, ast.Attribute)
+            and func.attr in DEFERRING
+            and (
+                (isinstance(func.value, ast.Name) and func.value.id in modules)
+                or ast.unparse(func.value) == "builder.deferred"
+            )
+        )
+        by_name = isinstance(func, ast.Name) and func.id in functions
+        if by_module or by_name:
             found.add(node.args[0].value)  # builder.deferred: imported on first use
     return found
 
@@ -150,3 +173,21 @@ def test_a_deferred_import_is_a_dependency(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     assert imports(source) == {"builder.deferred", "builder.buildcache"}
+
+
+def test_the_layer_check_reads_every_spelling_of_a_deferred_import(tmp_path: Path) -> None:
+    """tests/test_layers.py claims "deferring one cannot hide an upward
+    dependency", but imports() matches only the call spelled
+    ``deferred.module("...")``: the module's own class, or its function
+    imported by name, hide the dependency (here builder.cli, the top layer)."""
+    from tests.test_layers import imports
+
+    source = tmp_path / "mod.py"
+    source.write_text(
+        "from builder import deferred\n"
+        "from builder.deferred import module as lazy\n"
+        'a = deferred.Deferred("builder.cli.main")\n'
+        'b = lazy("builder.build")\n',
+        encoding="utf-8",
+    )
+    assert {"builder.cli.main", "builder.build"} <= imports(source)
