@@ -759,6 +759,9 @@ class BuildCache:
         # The scan rows of dreams verified this build, written as they come
         # (kept_scan), and their keys: _save deletes no refused row of one.
         self._scan_rows: Rows | None = None
+        # Whether a save wrote the section after its Rows failed: every entry the
+        # Rows still holds is then as the section says (see save).
+        self._scan_settled = False
         self._streamed: dict[str, set[str]] = {}
         # In a process forked after this cache was made (a page or unit worker,
         # the patterns' process): the notes it had then, and the first failure
@@ -1060,9 +1063,15 @@ class BuildCache:
         each section in one transaction: a killed build leaves the old rows."""
         if self.folder is None:
             return
+        put_back = False
         if self._scan_rows is not None and (not names or "scan" in names):
             self._scan_rows.flush()
-            if self._scan_rows.failed:
+            # Once a save has written the section after the failure, its entries
+            # are what the section's owner left there (put back and written,
+            # replaced, or deleted); putting one back again, when loaded and the
+            # section agree after that save, would undo a replacement (r53).
+            put_back = self._scan_rows.failed and not self._scan_settled
+            if put_back:
                 # Its rows put and not written: _save writes them (not streamed).
                 streamed = self._streamed.get("scan", set())
                 loaded, section = self._loaded["scan"], self.sections["scan"]
@@ -1097,6 +1106,8 @@ class BuildCache:
                 for name in todo:
                     self._save(db, name)
                     saved.append(name)
+                    if name == "scan" and put_back:
+                        self._scan_settled = True
         except sqlite3.Error as exc:
             if self._child:  # reported with the rows to keep (take_report)
                 self._unsaved.update(
