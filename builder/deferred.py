@@ -42,26 +42,49 @@ class Deferred:
         # has its slots unset, and __getattr__ must not be asked for them.
         found: ModuleType | None = object.__getattribute__(self, "_module")
         if found is None:
-            found = importlib.import_module(object.__getattribute__(self, "_name"))
+            name = object.__getattribute__(self, "_name")
+            try:
+                found = importlib.import_module(name)
+            except AttributeError as exc:
+                # Raised by the module's own code: not a name it lacks, which is
+                # what hasattr() or getattr(d, x, default) would take it for.
+                raise ImportError(f"importing {name} failed: {exc}", name=name) from exc
             object.__setattr__(self, "_module", found)
         return found
 
     def __getattr__(self, attr: str) -> Any:
         if attr in Deferred.__slots__:
             raise AttributeError(attr)  # unset slot: a copy before its state
+        if attr == "__wrapped__" and object.__getattribute__(self, "_module") is None:
+            # inspect.unwrap's probe (doctest's finder walks a module's globals):
+            # a module has no __wrapped__, and the probe must not import it.
+            raise AttributeError(attr)
         return getattr(self._load(), attr)
 
     def __setattr__(self, attr: str, value: Any) -> None:
         # A test patching the module by the name the server uses patches the
-        # module (monkeypatch.setattr(mcp_server.patterns, ...)).
+        # module (monkeypatch.setattr(mcp_server.patterns, ...)). A name this
+        # class defines reads as the class's, so it may not be set: set on the
+        # module, a read through the deferred name would not see it.
+        if hasattr(type(self), attr):
+            raise AttributeError(f"{attr!r} is the deferred name's own; set it on the module")
         setattr(self._load(), attr, value)
 
     def __delattr__(self, attr: str) -> None:
+        if hasattr(type(self), attr):
+            raise AttributeError(f"{attr!r} is the deferred name's own; delete it on the module")
         delattr(self._load(), attr)
 
     def __reduce__(self) -> tuple[Any, tuple[str]]:
         # A copy or an unpickled one is the same name, deferred again.
         return (module, (object.__getattribute__(self, "_name"),))
+
+    def __copy__(self) -> Deferred:
+        return module(object.__getattribute__(self, "_name"))
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Deferred:
+        # Defined, so copy.deepcopy's probe for it imports nothing.
+        return module(object.__getattribute__(self, "_name"))
 
     def __repr__(self) -> str:
         name = object.__getattribute__(self, "_name")
