@@ -9,6 +9,7 @@ the top: each is a dependency.
 from __future__ import annotations
 
 import ast
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -44,40 +45,61 @@ def layer(dotted: str) -> str | None:
     return parts[1]
 
 
-DEFERRING = {"module", "Deferred"}  # builder.deferred's names that take a module's name
+DEFERRING = {"module", "Deferred"}  # builder.deferred's callables, given a module's name
+LOADERS = {"importlib.import_module", "import_module", "__import__"}
+
+
+def _package(path: Path) -> str | None:
+    """The dotted package ``path`` is in, if it is under PACKAGE: what its
+    relative imports are resolved against."""
+    try:
+        rel = path.resolve().relative_to(PACKAGE.resolve())
+    except ValueError:
+        return None
+    parts = ["builder", *rel.with_suffix("").parts]
+    return ".".join(parts[:-1])
 
 
 def imports(path: Path) -> set[str]:
+    """Every builder module ``path`` depends on: imported (absolutely or
+    relatively, at the top or in a function) or named to builder.deferred or
+    importlib as a string. Fails closed: a use of builder.deferred's names
+    this cannot read (a module name that is not a literal, an alias of its
+    function, a star import) raises ValueError naming the line."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = _package(path)
     found: set[str] = set()
-    # The names this module calls builder.deferred by: the module under any
-    # alias, and its functions imported by name under any alias.
-    modules: set[str] = set()
-    functions: set[str] = set()
+    modules: set[str] = set()  # names bound to the module builder.deferred
+    functions: set[str] = set()  # names bound to its callables
+
+    def absolute(node: ast.ImportFrom) -> str:
+        if node.level == 0:
+            return node.module or ""
+        if package is None:
+            raise ValueError(f"{path}:{node.lineno}: a relative import outside builder/")
+        return importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module == "builder":
+        if isinstance(node, ast.ImportFrom):
+            base = absolute(node)
+            if base == "builder":
                 found.update(f"builder.{a.name}" for a in node.names)
                 modules.update(a.asname or a.name for a in node.names if a.name == "deferred")
-            elif node.module.startswith("builder."):
-                found.add(node.module)
-                if node.module == "builder.deferred":
+            elif base.startswith("builder."):
+                found.add(base)
+                if base == "builder.deferred":
+                    if any(a.name == "*" for a in node.names):
+                        raise ValueError(f"{path}:{node.lineno}: import builder.deferred by name")
                     functions.update(a.asname or a.name for a in node.names if a.name in DEFERRING)
         elif isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.startswith("builder."))
-            modules.update(
-                a.asname for a in node.names if a.name == "builder.deferred" and a.asname
-            )
-    for node in ast.walk(tree):
-        if not (
-            isinstance(node, ast.Call)
-            and node.args
-            and isinstance(node.args[0], ast.Constant)
-            and isinstance(node.args[0].value, str)
-        ):
-            continue
-        func = node.func
-        by_module = (
+            aliased = (a.asname for a in node.names if a.name == "builder.deferred")
+            modules.update(name for name in aliased if name)
+
+    def deferring(func: ast.expr) -> bool:
+        if isinstance(func, ast.Name):
+            return func.id in functions
+        return (
             isinstance(func, ast.Attribute)
             and func.attr in DEFERRING
             and (
@@ -85,9 +107,29 @@ def imports(path: Path) -> set[str]:
                 or ast.unparse(func.value) == "builder.deferred"
             )
         )
-        by_name = isinstance(func, ast.Name) and func.id in functions
-        if by_module or by_name:
-            found.add(node.args[0].value)  # builder.deferred: imported on first use
+
+    read: set[int] = set()  # the nodes of the calls read below
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        loader = ast.unparse(node.func) in LOADERS
+        if not (deferring(node.func) or loader):
+            continue
+        named = node.args[0] if node.args else None
+        named = named or next((k.value for k in node.keywords if k.arg == "name"), None)
+        if isinstance(named, ast.Constant) and isinstance(named.value, str):
+            found.add(named.value)  # imported on first use: a dependency all the same
+            read.update(id(n) for n in ast.walk(node.func))
+        elif not (loader and path == PACKAGE / "deferred.py"):  # the mechanism itself
+            raise ValueError(f"{path}:{node.lineno}: name the module as a string literal")
+    for node in ast.walk(tree):
+        bound = (isinstance(node, ast.Name) and node.id in modules | functions) or (
+            isinstance(node, ast.Attribute) and ast.unparse(node) == "builder.deferred"
+        )
+        if bound and id(node) not in read and not isinstance(node.ctx, ast.Store):
+            raise ValueError(
+                f"{path}:{node.lineno}: call builder.deferred's module() with a literal name"
+            )
     return found
 
 
