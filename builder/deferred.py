@@ -66,12 +66,12 @@ class Deferred:
         # module (monkeypatch.setattr(mcp_server.patterns, ...)). A name this
         # class defines reads as the class's, so it may not be set: set on the
         # module, a read through the deferred name would not see it.
-        if hasattr(type(self), attr):
+        if _own(attr):
             raise AttributeError(f"{attr!r} is the deferred name's own; set it on the module")
         setattr(self._load(), attr, value)
 
     def __delattr__(self, attr: str) -> None:
-        if hasattr(type(self), attr):
+        if _own(attr):
             raise AttributeError(f"{attr!r} is the deferred name's own; delete it on the module")
         delattr(self._load(), attr)
 
@@ -91,6 +91,14 @@ class Deferred:
         loaded = object.__getattribute__(self, "_module") is not None
         state = "imported" if loaded else "not imported yet"
         return f"<deferred module {name!r}, {state}>"
+
+
+def _own(attr: str) -> bool:
+    """Whether a Deferred reads ``attr`` as its own (its class's or object's), not
+    the module's. Its class's namespace, not hasattr(Deferred, ...), which also
+    finds what the class object has as a type (``__name__``, ``mro``), never
+    read through an instance, and stores ``{}`` as ``__annotations__`` when asked."""
+    return any(attr in vars(k) for k in Deferred.__mro__)
 
 
 def module(name: str) -> Deferred:
