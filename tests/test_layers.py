@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,7 +47,6 @@ def layer(dotted: str) -> str | None:
 
 
 DEFERRING = {"module", "Deferred"}  # builder.deferred's callables, given a module's name
-LOADERS = {"importlib.import_module", "import_module", "__import__"}
 
 
 def _package(path: Path) -> str | None:
@@ -60,41 +60,86 @@ def _package(path: Path) -> str | None:
     return ".".join(parts[:-1])
 
 
+def _argument(call: ast.Call, position: int, keyword: str) -> ast.expr | None:
+    if len(call.args) > position:
+        return call.args[position]
+    return next((k.value for k in call.keywords if k.arg == keyword), None)
+
+
+def _literal(node: ast.expr | None, kind: type) -> Any:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, kind) else None
+
+
+def _type_positions(tree: ast.AST) -> set[int]:
+    """The nodes where a name stands for a type, not a value: annotations and
+    the second argument of isinstance or issubclass (naming the class
+    Deferred there imports nothing)."""
+    roots: list[ast.AST] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg) and node.annotation is not None:
+            roots.append(node.annotation)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.returns:
+            roots.append(node.returns)
+        elif isinstance(node, ast.AnnAssign):
+            roots.append(node.annotation)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("isinstance", "issubclass")
+            and len(node.args) == 2
+        ):
+            roots.append(node.args[1])
+    return {id(n) for root in roots for n in ast.walk(root)}
+
+
 def imports(path: Path) -> set[str]:
     """Every builder module ``path`` depends on: imported (absolutely or
-    relatively, at the top or in a function) or named to builder.deferred or
-    importlib as a string. Fails closed: a use of builder.deferred's names
-    this cannot read (a module name that is not a literal, an alias of its
-    function, a star import) raises ValueError naming the line."""
+    relatively, at the top or in a function) or named as a string to
+    builder.deferred or importlib. Fails closed: a use of their names this
+    cannot read (a module name that is not a literal, an alias of a function,
+    a star import) raises ValueError naming the line."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     package = _package(path)
     found: set[str] = set()
     modules: set[str] = set()  # names bound to the module builder.deferred
     functions: set[str] = set()  # names bound to its callables
+    il_modules: set[str] = set()  # names bound to importlib
+    il_functions = {"__import__"}  # names bound to importlib.import_module
 
-    def absolute(node: ast.ImportFrom) -> str:
-        if node.level == 0:
-            return node.module or ""
+    def refuse(node: ast.AST, why: str) -> ValueError:
+        return ValueError(f"{path}:{getattr(node, 'lineno', '?')}: {why}")
+
+    def resolve(name: str, node: ast.AST) -> str:
+        if not name.startswith("."):
+            return name
         if package is None:
-            raise ValueError(f"{path}:{node.lineno}: a relative import outside builder/")
-        return importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+            raise refuse(node, "a relative import outside builder/")
+        return importlib.util.resolve_name(name, package)
 
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
-            base = absolute(node)
+            base = resolve("." * node.level + (node.module or ""), node)
+            if any(a.name == "*" for a in node.names) and base in ("builder", "builder.deferred"):
+                raise refuse(node, f"import the names of {base} one by one")
             if base == "builder":
                 found.update(f"builder.{a.name}" for a in node.names)
                 modules.update(a.asname or a.name for a in node.names if a.name == "deferred")
             elif base.startswith("builder."):
                 found.add(base)
                 if base == "builder.deferred":
-                    if any(a.name == "*" for a in node.names):
-                        raise ValueError(f"{path}:{node.lineno}: import builder.deferred by name")
                     functions.update(a.asname or a.name for a in node.names if a.name in DEFERRING)
+            elif base == "importlib":
+                il_functions.update(
+                    a.asname or a.name for a in node.names if a.name == "import_module"
+                )
         elif isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name.startswith("builder."))
-            aliased = (a.asname for a in node.names if a.name == "builder.deferred")
-            modules.update(name for name in aliased if name)
+            for a in node.names:
+                if a.name.startswith("builder."):
+                    found.add(a.name)
+                if a.name == "builder.deferred" and a.asname:
+                    modules.add(a.asname)
+                if a.name == "importlib" or a.name.startswith("importlib."):
+                    il_modules.add(a.asname or "importlib")
 
     def deferring(func: ast.expr) -> bool:
         if isinstance(func, ast.Name):
@@ -108,28 +153,72 @@ def imports(path: Path) -> set[str]:
             )
         )
 
+    def loading(func: ast.expr) -> bool:
+        if isinstance(func, ast.Name):
+            return func.id in il_functions
+        return (
+            isinstance(func, ast.Attribute)
+            and func.attr == "import_module"
+            and isinstance(func.value, ast.Name)
+            and func.value.id in il_modules
+        )
+
+    def loaded(call: ast.Call) -> str | None:
+        """The module an importlib call loads, resolved, or None if not a literal."""
+        name = _literal(_argument(call, 0, "name"), str)
+        if name is None:
+            return None
+        if isinstance(call.func, ast.Name) and call.func.id == "__import__":
+            level = _argument(call, 4, "level")
+            dots = 0 if level is None else _literal(level, int)
+            if dots is None:
+                return None
+            return resolve("." * dots + name, call)
+        if name.startswith("."):
+            anchor = _argument(call, 1, "package")
+            if not (isinstance(anchor, ast.Name) and anchor.id == "__package__"):
+                given = _literal(anchor, str)
+                if given is None:
+                    return None
+                return importlib.util.resolve_name(name, given)
+        return resolve(name, call)
+
+    mechanism = path == PACKAGE / "deferred.py"  # it loads the names it is given
     read: set[int] = set()  # the nodes of the calls read below
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
-        loader = ast.unparse(node.func) in LOADERS
-        if not (deferring(node.func) or loader):
+        if deferring(node.func):
+            name = _literal(_argument(node, 0, "name"), str)
+        elif loading(node.func):
+            name = loaded(node)
+            if name is None and mechanism:
+                read.update(id(n) for n in ast.walk(node.func))
+                continue
+        else:
             continue
-        named = node.args[0] if node.args else None
-        named = named or next((k.value for k in node.keywords if k.arg == "name"), None)
-        if isinstance(named, ast.Constant) and isinstance(named.value, str):
-            found.add(named.value)  # imported on first use: a dependency all the same
-            read.update(id(n) for n in ast.walk(node.func))
-        elif not (loader and path == PACKAGE / "deferred.py"):  # the mechanism itself
-            raise ValueError(f"{path}:{node.lineno}: name the module as a string literal")
+        if name is None:
+            raise refuse(node, "name the module as a string literal")
+        found.add(name)  # imported on first use, or by name: a dependency all the same
+        read.update(id(n) for n in ast.walk(node.func))
+    types = _type_positions(tree)
     for node in ast.walk(tree):
-        bound = (isinstance(node, ast.Name) and node.id in modules | functions) or (
-            isinstance(node, ast.Attribute) and ast.unparse(node) == "builder.deferred"
-        )
-        if bound and id(node) not in read and not isinstance(node.ctx, ast.Store):
-            raise ValueError(
-                f"{path}:{node.lineno}: call builder.deferred's module() with a literal name"
-            )
+        if id(node) in read or isinstance(getattr(node, "ctx", None), ast.Store):
+            continue
+        if isinstance(node, ast.Name):
+            if node.id in il_functions - {"__import__"} or (
+                node.id in modules | functions and id(node) not in types
+            ):
+                raise refuse(node, f"call {node.id} with a literal module name")
+        elif isinstance(node, ast.Attribute):
+            if ast.unparse(node) == "builder.deferred" and id(node) not in types:
+                raise refuse(node, "call builder.deferred.module with a literal module name")
+            if (
+                node.attr == "import_module"
+                and isinstance(node.value, ast.Name)
+                and node.value.id in il_modules
+            ):
+                raise refuse(node, "call import_module with a literal module name")
     return found
 
 
