@@ -9,10 +9,12 @@ Small inputs stay in this process, where forking would cost more than it saves.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
 import functools
 import gc
+import itertools
 import multiprocessing
 import os
 import signal
@@ -30,6 +32,10 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 MIN_ITEMS = 200  # below this, a fork costs more than it saves
+# Chunks imap_ordered keeps submitted per worker: enough that no worker waits
+# for its next chunk while the consumer takes a result, few enough that the
+# results computed ahead of a slow consumer stay a bounded few.
+IMAP_WINDOW_PER_WORKER = 4
 _TASK: Callable[[Any], Any] | None = None
 _BACKGROUND: Callable[[], Any] | None = None
 # What a forked process hands back besides its results (report_back).
@@ -101,7 +107,20 @@ def imap_ordered(
     with _frozen():
         pool = _fork_pool(n, func)
         try:
-            for part, reports in pool.map(_run_chunk, _chunks(items, chunk)):
+            # Not pool.map, which submits every chunk at once: workers faster than
+            # the consumer (the build writing each page) then left every result
+            # of the pool in memory, waiting for it. A window of chunks is kept
+            # submitted, the next one sent as the oldest is taken.
+            chunks = _chunks(items, chunk)
+            window = collections.deque(
+                pool.submit(_run_chunk, c)
+                for c in itertools.islice(chunks, IMAP_WINDOW_PER_WORKER * n)
+            )
+            while window:
+                part, reports = window.popleft().result()
+                following = next(chunks, None)
+                if following is not None:
+                    window.append(pool.submit(_run_chunk, following))
                 _absorb(reports)
                 yield from part
         except BrokenProcessPool:

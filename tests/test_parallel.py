@@ -144,3 +144,29 @@ def test_what_a_worker_reports_comes_back_to_the_process_that_forked_it(
     assert sorted(got) == items  # each reported once
     assert found == []  # nothing ran here
     assert parallel.map_ordered(work, [1, 2], min_items=10) == [2, 4]  # in process: no take()
+
+
+def _touch(folder: Path, i: int) -> int:
+    (folder / str(i)).touch()  # a file per item done: counted across the forks
+    return i
+
+
+def test_imap_ordered_computes_only_a_window_ahead_of_its_consumer(tmp_path: Path) -> None:
+    """A consumer slower than the workers (the build writing each rendered
+    page) must not have every result computed and held for it: with all
+    chunks submitted at once (Executor.map), the results of a whole pool
+    piled up in memory while the first were being written (at 10k dreams the
+    largest share of a cold build's traced peak; principle: memory stays
+    bounded when streaming)."""
+    if parallel.workers() < 2:
+        pytest.skip("needs two cores to fork workers")
+    items = list(range(2000))
+    done = parallel.imap_ordered(lambda i: _touch(tmp_path, i), items, chunk=4)
+    try:
+        assert next(done) == 0
+        time.sleep(1.0)  # the consumer busy: workers may run ahead, but only so far
+        ahead = len(list(tmp_path.iterdir()))
+        assert ahead <= parallel.IMAP_WINDOW_PER_WORKER * parallel.workers() * 4 + 4 * 4, ahead
+        assert list(done) == items[1:]  # the rest, in order, all of them
+    finally:
+        done.close()
