@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar, cast
 
@@ -113,20 +113,33 @@ def imap_ordered(
             # submitted, the next one sent as the oldest is taken.
             chunks = _chunks(items, chunk)
             window = collections.deque(
-                pool.submit(_run_chunk, c)
-                for c in itertools.islice(chunks, IMAP_WINDOW_PER_WORKER * n)
+                _submit(pool, c) for c in itertools.islice(chunks, IMAP_WINDOW_PER_WORKER * n)
             )
             while window:
                 part, reports = window.popleft().result()
                 following = next(chunks, None)
                 if following is not None:
-                    window.append(pool.submit(_run_chunk, following))
+                    window.append(_submit(pool, following))
                 _absorb(reports)
                 yield from part
         except BrokenProcessPool:
             raise _died() from None
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _submit(pool: ProcessPoolExecutor, chunk: Sequence[Any]) -> Future[Any]:
+    """``pool.submit`` of a chunk, for a pool that may break meanwhile. When a
+    worker dies, CPython (3.11) marks the pool broken and fails the futures it
+    holds without the lock submit takes: a chunk submitted just then is never
+    failed, and a caller waiting for it waited forever (review r55). The mark
+    is set before the futures are failed, so a submit that missed them sees it."""
+    future = pool.submit(_run_chunk, chunk)
+    broken = getattr(pool, "_broken", False)  # ProcessPoolExecutor's own flag
+    if broken:
+        future.cancel()
+        raise BrokenProcessPool(broken)
+    return future
 
 
 def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
