@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from builder import buildcache, deferred
-from tests.redteam.test_r53_review import _busy_put_back, _row, _scan_writes
 from tests.test_buildcache import _blob, _keyed, _long_dream, _sha, _unit, break_table
+from tests.test_r53_review import _busy_put_back, _row, _scan_writes
 from tests.test_store_forks import _REAL_CONNECT, _keys, _short_timeout
 
 SCAN = "scan"

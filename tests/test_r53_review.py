@@ -407,7 +407,7 @@ def test_held_monkeypatch_by_string_through_the_deferred_name(
 def test_held_nothing_in_the_builder_needs_a_module_type() -> None:
     """No module of builder/ asks whether a value is a module (isinstance of
     ModuleType, inspect.ismodule, sys.modules lookups of a name it holds)."""
-    root = Path(__file__).resolve().parents[2] / "builder"
+    root = Path(__file__).resolve().parents[1] / "builder"
     assert (root / "deferred.py").is_file()  # the folder read is the package
     for path in root.rglob("*.py"):
         if path.name == "deferred.py" or "templates_compiled" in path.parts:
@@ -457,7 +457,7 @@ def test_a_relative_import_is_a_dependency(tmp_path: Path, monkeypatch: pytest.M
     one, including for builder.deferred's names; or ban them in pyproject
     ([tool.ruff.lint] select "TID", flake8-tidy-imports ban-relative-imports =
     "all")."""
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[1]
     lint = (root / "pyproject.toml").read_text(encoding="utf-8")
     if '"TID' in lint and 'ban-relative-imports = "all"' in lint:
         return  # banned instead
