@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -152,3 +153,38 @@ def test_a_failed_mcp_case_keeps_the_other_figures_in_the_report() -> None:
     assert "+1 restored" in table and "peak (all builds)" in table
     assert "mcp: failed: the server exited (1)" in table
     assert "needs the mcp extra" in table
+
+
+def test_the_cold_floor_times_every_step_on_the_shipped_sample(tmp_path: Path) -> None:
+    """benchmarks/cold_floor.py's pass over logged dreams: each step timed,
+    each dream's files written where it says, the commitment checked (a salt
+    that does not match makes the strict parser refuse)."""
+    from benchmarks import cold_floor
+    from builder.formats import merkle
+
+    commits, per_leaf = cold_floor.commitments(REPO / "content")
+    # Every dream file of the sample is logged (one more leaf: an erased dream's).
+    assert set(commits) >= {p.stem for p in (REPO / "content" / "dreams").glob("*.json")}
+    assert per_leaf > 0
+    dreams = cold_floor.logged(REPO / "content", 10, commits)
+    assert len(dreams) == 10
+    tree = merkle.MerkleTree.from_leaf_hashes([merkle.leaf_hash(bytes([i])) for i in range(64)])
+    out = tmp_path / "out"
+    (out / "dreams").mkdir(parents=True)
+    per = cold_floor.one_pass(dreams, tree, out, cold_floor.tiers(REPO / "content"))
+    assert set(per) == {
+        "read", "parse", "markdown", "keywords", "page jinja", "page plain",
+        "card", "record", "proof", "write", "lists",
+    }  # fmt: skip
+    assert all(us > 0 for name, us in per.items() if name != "keywords")
+    written = sorted(p.relative_to(out).parts[2] for p in out.glob("dreams/*/*"))
+    assert written == sorted(["index.html", "record.json", "proof.tlog-proof"] * 10)
+
+    # A salt that is not the logged one: the dream does not commit to its leaf.
+    wrong = tmp_path / "wrong"
+    (wrong / "dreams").mkdir(parents=True)
+    path, _ = dreams[0]
+    shutil.copy(path, wrong / "dreams" / path.name)
+    (wrong / "dreams" / path.with_suffix(".salt").name).write_text("A" * 43)
+    with pytest.raises(SystemExit, match="does not commit to its leaf"):
+        cold_floor.one_pass(cold_floor.logged(wrong, 1, commits), tree, tmp_path / "w2", {})

@@ -1,0 +1,365 @@
+#!/usr/bin/env python3
+"""The floor under a cold build: only the work no build of this stack can skip.
+
+    benchmarks/cold_floor.py CONTENT [--sample 500] [--runs 5] [--work DIR]
+
+Issue 21 asks a cold build (a fresh clone of a logged pool, no store, no
+output) to beat Hugo at 10k and 100k dreams and to take at most 5 minutes at
+1M. This times, per dream, in CPU microseconds (the median of --runs passes
+over --sample logged dreams of CONTENT), the steps a cold build must do for
+each dream whatever its design, done as plainly as this stack allows:
+
+* ``read``: the dream file and its salt, read whole;
+* ``parse``: the strict parser with the commitment check
+  (:func:`builder.formats.dream.parse_committed`: strict JSON, every §1 rule,
+  JCS + SHA-256; docs/protocol.md §3.1) — no signature, as a logged dream's;
+* ``markdown``: the summary and every entry through the site's Markdown
+  renderer (markdown-it, :func:`builder.text.mdrender.render_markdown`);
+* ``keywords``: the patterns' keywords of its title, summary and entries
+  (:func:`builder.site.keywords.tokens`: jieba for Chinese), for the dreams
+  the patterns count (:func:`builder.site.patterns.counts`: a member or
+  maintainer key's, with consent to derivatives), as a share of all dreams;
+* ``page``: a dream page holding only the dream (title, author, tags, the
+  rendered summary and entries), once through a minimal Jinja template
+  (``page jinja``, the stack's template engine) and once as a plain Python
+  f-string (``page plain``), both escaping as the site does;
+* ``card``: the dream's card for list pages (minimal Jinja), and its share of
+  the list pages' frames (``lists``: a frame of 20 cards, each dream listed
+  :data:`LISTINGS` times: a tag or two, its author's diary, the archive);
+* ``record`` and ``proof``: its record (``json.dumps(indent=2)``, as
+  docs/protocol.md §4 lays it out) and its inclusion proof (from a Merkle tree
+  of the pool's size, built once: ``tree`` is that build per leaf);
+* ``leaves`` and ``tree``: its leaf read from the log by the strict leaf
+  parser, and its share of building the Merkle tree (per leaf, once);
+* ``write``: its folder and three files (page, record, proof) made in a new
+  folder of --work, as the site's writer makes them (``O_CREAT | O_EXCL``).
+
+And, once per build, ``start``: the wall seconds from spawning a Python
+process that imports the libraries every build uses (:data:`STACK`) to its
+exit, against the bare interpreter's (medians of --runs spawns): the part of
+any build, a +1 among them, that no change to its work removes.
+
+With ``--compiled``, the two largest steps are timed again on the same texts
+with compiled components that are not this project's dependencies (install
+them in a separate environment: ``pip install markdown-it-pyrs jieba-fast``):
+``markdown`` with markdown-it-pyrs (markdown-it ported to Rust, CommonMark;
+not the site's exact rules: no link check, no raw-HTML and image rules) and
+``keywords`` with jieba-fast's segmenter (jieba's algorithm in C) in place of
+jieba's. What they would lower the floor to, not what a build gives.
+
+The floor of a cold build of n dreams on c cores is then n × (the sum) / c
+seconds, with perfect parallelism and nothing else (no list page written, no
+log tile, no search index, no feed): a bound below any real build. Printed
+for ``page jinja`` and ``page plain``. Not a test; figures go in the issue
+notes (benchmarks/PROFILE.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import html
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import jinja2
+from markupsafe import Markup
+
+from builder.content import pool
+from builder.formats import dream as dreamfmt
+from builder.formats import leaf, merkle
+from builder.site import keywords
+from builder.text import mdrender
+
+# How many list pages show a dream (its tags, about two; its author's diary;
+# the archive's month), and how many cards a list page holds.
+LISTINGS = 4
+PAGE_CARDS = 20
+SIZES = (10_000, 100_000, 1_000_000)
+# What every build imports: templates, Markdown, YAML, Ed25519, the store.
+STACK = (
+    "import jinja2, markdown_it, yaml, sqlite3, json, hashlib; "
+    "from cryptography.hazmat.primitives.asymmetric import ed25519"
+)
+
+
+def start_seconds(code: str, runs: int) -> float:
+    """Median wall seconds of ``python -c code``, spawn to exit."""
+    times = []
+    for _ in range(runs):
+        t0 = time.monotonic()
+        subprocess.run([sys.executable, "-c", code], check=True)
+        times.append(time.monotonic() - t0)
+    return statistics.median(times)
+
+
+_ENV = jinja2.Environment(autoescape=True)
+PAGE = _ENV.from_string(
+    "<!doctype html><html lang=en><head><meta charset=utf-8><title>{{ d.title }}</title>"
+    "</head><body><main><h1>{{ d.title }}</h1><p>by <a href='../../authors/{{ author }}/'>"
+    "{{ author }}</a></p><ul>{% for t in tags %}<li><a href='../../tags/{{ t }}/'>{{ t }}"
+    "</a></li>{% endfor %}</ul><section>{{ summary }}</section>{% for e in entries %}"
+    "<section class='{{ e.type }}'><h2>{{ e.type }}</h2>{{ e.html }}</section>{% endfor %}"
+    "</main></body></html>"
+)
+CARD = _ENV.from_string(
+    "<article><h3><a href='../../dreams/{{ id }}/'>{{ title }}</a></h3><p>{{ author }}</p>"
+    "<ul>{% for t in tags %}<li>{{ t }}</li>{% endfor %}</ul></article>"
+)
+LIST = _ENV.from_string(
+    "<!doctype html><html lang=en><head><meta charset=utf-8><title>{{ title }}</title>"
+    "</head><body><main><h1>{{ title }}</h1>{% for c in cards %}{{ c }}{% endfor %}"
+    "<nav><a href='../{{ n - 1 }}/'>older</a></nav></main></body></html>"
+)
+
+
+def page_plain(title: str, author: str, tags: list[str], summary: str, entries: list[Any]) -> str:
+    e = html.escape
+    t = e(title)
+    tag_items = "".join(f"<li><a href='../../tags/{e(x)}/'>{e(x)}</a></li>" for x in tags)
+    sections = "".join(
+        f"<section class='{e(x['type'])}'><h2>{e(x['type'])}</h2>{x['html']}</section>"
+        for x in entries
+    )
+    return (
+        f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{t}</title></head>"
+        f"<body><main><h1>{t}</h1><p>by <a href='../../authors/{e(author)}/'>{e(author)}</a>"
+        f"</p><ul>{tag_items}</ul><section>{summary}</section>{sections}</main></body></html>"
+    )
+
+
+def tiers(content: Path) -> dict[str, str]:
+    """Each key id's tier, from the pool's key files."""
+    directory, problems = pool.load_keys(content)
+    if problems:
+        raise SystemExit(f"{content}/keys: {problems[0]}")
+    return {key_id: entry.tier for key_id, entry in directory.keys.items()}
+
+
+def commitments(content: Path) -> tuple[dict[str, str], float]:
+    """Each logged dream's commitment (id → hex), from the log's leaves read by
+    the strict leaf parser, and the CPU µs that took per leaf."""
+    start = time.process_time_ns()
+    found: dict[str, str] = {}
+    leaves = 0
+    for shard in sorted((content / "log" / "leaves").glob("*.jsonl")):
+        for line in shard.read_bytes().splitlines():
+            leaves += 1
+            parsed = leaf.parse(line)
+            if isinstance(parsed, leaf.DreamLeaf):
+                found[parsed.id] = parsed.commitment
+    return found, (time.process_time_ns() - start) / 1000 / max(leaves, 1)
+
+
+def logged(content: Path, sample: int, commits: dict[str, str]) -> list[tuple[Path, str]]:
+    """Up to ``sample`` dream files of ``content`` the log holds, by name, each
+    with the commitment of its leaf (``commits``, of :func:`commitments`)."""
+    files = sorted((content / "dreams").glob("*.json"))
+    found = [(f, commits[f.stem]) for f in files if f.stem in commits]
+    if not found:
+        raise SystemExit(f"{content}: no dream file the log holds")
+    step = max(1, len(found) // sample)
+    return found[::step][:sample]
+
+
+def _commits(obj: Any, *, salt: str, expect: str) -> bool:
+    return dreamfmt.commitment(obj, salt) == expect
+
+
+class Clock:
+    """CPU nanoseconds spent in each named step, summed over its uses."""
+
+    def __init__(self) -> None:
+        self.spent: dict[str, int] = {}
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        start = time.process_time_ns()
+        yield
+        self.spent[name] = self.spent.get(name, 0) + time.process_time_ns() - start
+
+
+def one_pass(
+    dreams: list[tuple[Path, str]], tree: merkle.MerkleTree, out: Path, tier: dict[str, str]
+) -> dict[str, float]:
+    """CPU µs per dream of each step, over ``dreams`` once."""
+    clock = Clock()
+    cards: list[str] = []
+    for i, (path, logged_as) in enumerate(dreams):
+        with clock("read"):
+            data = path.read_bytes()
+            salt = path.with_suffix(".salt").read_text().strip()
+        committed = functools.partial(_commits, salt=salt, expect=logged_as)
+        with clock("parse"):
+            d = dreamfmt.parse_committed(data, str(path), committed)
+        if d is None:
+            raise SystemExit(f"{path}: does not commit to its leaf; run `dreampool check`")
+        body = d.body
+        title, author, tags = body["title"], body["author"], list(body.get("tags", ()))
+        texts = [body["summary"], *(e["text"] for e in body["entries"])]
+        with clock("markdown"):
+            summary, *htmls = [mdrender.render_markdown(t) for t in texts]
+        entries = [
+            {"type": e["type"], "html": h} for e, h in zip(body["entries"], htmls, strict=True)
+        ]
+        counted = body["consent"]["derivatives"] and tier.get(d.key_id) in ("member", "maintainer")
+        with clock("keywords"):
+            if counted:
+                for t in (title, *texts):
+                    keywords.tokens(t)
+        with clock("page jinja"):
+            page = PAGE.render(
+                d=body,
+                author=author,
+                tags=tags,
+                summary=Markup(summary),
+                entries=[{"type": e["type"], "html": Markup(e["html"])} for e in entries],
+            )
+        with clock("page plain"):
+            page_plain(title, author, tags, summary, entries)
+        with clock("card"):
+            cards.append(CARD.render(id=d.id, title=title, author=author, tags=tags))
+        with clock("record"):
+            record = json.dumps(
+                {
+                    "format": "dreampool-record/v1",
+                    "id": d.id,
+                    "index": i,
+                    "salt": salt,
+                    "dream": body,
+                },
+                ensure_ascii=False,
+                indent=2,
+            ).encode()
+        with clock("proof"):
+            proof = b"".join(tree.inclusion_proof(i * 7 % tree.size, tree.size))
+        with clock("write"):
+            folder = f"{out}/dreams/{d.id}"
+            os.mkdir(folder)
+            for name, blob in (
+                ("index.html", page.encode()),
+                ("record.json", record),
+                ("proof.tlog-proof", proof),
+            ):
+                fd = os.open(f"{folder}/{name}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                try:
+                    os.write(fd, blob)
+                finally:
+                    os.close(fd)
+    with clock("lists"):
+        for j in range(0, len(cards), PAGE_CARDS):
+            shown = [Markup(c) for c in cards[j : j + PAGE_CARDS]]
+            LIST.render(title="tag", cards=shown, n=2)
+    n = len(dreams)
+    per = {name: ns / 1000 / n for name, ns in clock.spent.items()}
+    # Each dream is listed LISTINGS times: its share of those frames.
+    per["lists"] *= LISTINGS
+    return per
+
+
+def compiled(dreams: list[tuple[Path, str]], runs: int) -> dict[str, tuple[float, float]]:
+    """(this stack's, the compiled component's) CPU µs a dream of ``markdown``
+    and ``keywords`` over the texts of ``dreams``, medians of ``runs`` passes."""
+    import jieba_fast  # type: ignore[import-not-found]
+    from markdown_it_pyrs import MarkdownIt  # type: ignore[import-not-found]
+
+    jieba_fast.setLogLevel(60)
+    md = MarkdownIt("commonmark")
+    bodies = [json.loads(path.read_bytes()) for path, _ in dreams]
+    texts = [[b["summary"], *(e["text"] for e in b["entries"])] for b in bodies]
+    words = [[b["title"], *t] for b, t in zip(bodies, texts, strict=True)]
+    fast_cut: Callable[[str], list[str]] = jieba_fast.lcut
+    own_cut = keywords._cut
+
+    def per_dream(fn: Callable[[], object]) -> float:
+        fn()  # warm up (dictionaries, caches)
+        spent = []
+        for _ in range(runs):
+            start = time.process_time_ns()
+            fn()
+            spent.append((time.process_time_ns() - start) / 1000 / len(dreams))
+        return statistics.median(spent)
+
+    def tokens_with(cut: Callable[[str], list[str]]) -> Callable[[], object]:
+        def run() -> object:
+            keywords._cut = cut  # type: ignore[assignment]
+            try:
+                return [[keywords.tokens(t) for t in ts] for ts in words]
+            finally:
+                keywords._cut = own_cut
+
+        return run
+
+    return {
+        "markdown": (
+            per_dream(lambda: [[mdrender.render_markdown(t) for t in ts] for ts in texts]),
+            per_dream(lambda: [[md.render(t) for t in ts] for ts in texts]),
+        ),
+        "keywords": (per_dream(tokens_with(own_cut)), per_dream(tokens_with(fast_cut))),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("content", type=Path)
+    parser.add_argument("--sample", type=int, default=500)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--work", type=Path, help="where the files are written (a temp folder)")
+    parser.add_argument("--cores", type=int, default=os.cpu_count() or 1)
+    parser.add_argument(
+        "--compiled", action="store_true", help="also time markdown-it-pyrs and jieba-fast"
+    )
+    args = parser.parse_args()
+    commits, leaf_us = commitments(args.content)
+    dreams = logged(args.content, args.sample, commits)
+    tier = tiers(args.content)
+    size = max(SIZES)
+    start = time.process_time_ns()
+    tree = merkle.MerkleTree.from_leaf_hashes(
+        [merkle.leaf_hash(i.to_bytes(8, "big")) for i in range(size)]
+    )
+    tree_us = (time.process_time_ns() - start) / 1000 / size
+    keywords.prepare_all()  # the dictionary read once, as a build's workers share it
+    work = Path(tempfile.mkdtemp(prefix="cold-floor-", dir=args.work))
+    runs: list[dict[str, float]] = []
+    try:
+        for r in range(args.runs + 1):  # the first pass warms up, and is not counted
+            out = work / f"run{r}"
+            (out / "dreams").mkdir(parents=True)
+            per = one_pass(dreams, tree, out, tier)
+            if r:
+                runs.append(per)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    steps = {name: statistics.median(p[name] for p in runs) for name in runs[0]}
+    steps["leaves"] = leaf_us
+    steps["tree"] = tree_us
+    print(f"{len(dreams)} dreams of {args.content}, median of {args.runs} passes, CPU µs a dream")
+    for name, us in steps.items():
+        print(f"  {name:<12} {us:8.1f}")
+    for page in ("page jinja", "page plain"):
+        other = "page plain" if page == "page jinja" else "page jinja"
+        total = sum(us for name, us in steps.items() if name != other)
+        cells = ", ".join(f"{n:,}: {n * total / 1e6 / args.cores:.1f} s" for n in SIZES)
+        print(f"floor with {page}: {total:.0f} µs a dream; on {args.cores} cores {cells}")
+    if args.compiled:
+        for name, (own, fast) in compiled(dreams, args.runs).items():
+            print(f"{name} of every dream: {own:.0f} µs this stack, {fast:.0f} µs compiled")
+    bare, stack = start_seconds("pass", args.runs), start_seconds(STACK, args.runs)
+    print(f"start: {stack:.3f} s wall with the stack's imports ({bare:.3f} s the bare interpreter)")
+
+
+if __name__ == "__main__":
+    main()
