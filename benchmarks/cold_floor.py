@@ -39,6 +39,15 @@ process that imports the libraries every build uses (:data:`STACK`) to its
 exit, against the bare interpreter's (medians of --runs spawns): the part of
 any build, a +1 among them, that no change to its work removes.
 
+With ``--generation DIR`` (a built site's generation, as
+``.site.builds/a``), ``restored``: reading every file of it and checking its
+BLAKE2b digest, as a build must before it takes a generation the publish
+workflow restored from its cache (THREATS.md T81: the cache can be written by
+other code, and tar sets every size and mtime; builder/site/writer.py), in CPU
+and wall µs per dream of that generation: the floor under "+1 in a fresh
+clone with the store restored", which no build that reuses a restored
+generation avoids.
+
 With ``--compiled``, the two largest steps are timed again on the same texts
 with compiled components that are not this project's dependencies (install
 them in a separate environment: ``pip install markdown-it-pyrs jieba-fast``):
@@ -58,6 +67,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import hashlib
 import html
 import json
 import os
@@ -311,6 +321,36 @@ def compiled(dreams: list[tuple[Path, str]], runs: int) -> dict[str, tuple[float
     }
 
 
+def restored(generation: Path) -> tuple[float, float, int, int]:
+    """(CPU µs, wall µs) per dream of reading and digesting every plain file of
+    ``generation`` (never through a link), its dreams (folders under
+    ``dreams/``) and files."""
+    files = [
+        path
+        for folder, _, names in os.walk(generation)
+        for path in (os.path.join(folder, name) for name in names)
+        if not os.path.islink(path)
+    ]
+    try:
+        with os.scandir(generation / "dreams") as entries:
+            dreams = sum(1 for e in entries if e.is_dir(follow_symlinks=False))
+    except OSError:
+        dreams = 0
+    if not dreams:
+        raise SystemExit(f"{generation}/dreams: no dream; give a built site's generation")
+    cpu, wall = time.process_time_ns(), time.monotonic_ns()
+    for path in files:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            h = hashlib.blake2b(digest_size=16)
+            while chunk := os.read(fd, 1 << 20):
+                h.update(chunk)
+        finally:
+            os.close(fd)
+    cpu, wall = time.process_time_ns() - cpu, time.monotonic_ns() - wall
+    return cpu / 1000 / dreams, wall / 1000 / dreams, dreams, len(files)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("content", type=Path)
@@ -318,6 +358,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--work", type=Path, help="where the files are written (a temp folder)")
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--generation", type=Path, help="a built generation, to time its check")
     parser.add_argument(
         "--compiled", action="store_true", help="also time markdown-it-pyrs and jieba-fast"
     )
@@ -354,6 +395,14 @@ def main() -> None:
         total = sum(us for name, us in steps.items() if name != other)
         cells = ", ".join(f"{n:,}: {n * total / 1e6 / args.cores:.1f} s" for n in SIZES)
         print(f"floor with {page}: {total:.0f} µs a dream; on {args.cores} cores {cells}")
+    if args.generation is not None:
+        cpu_us, wall_us, n_dreams, n_files = restored(args.generation)
+        cells = ", ".join(f"{n:,}: {n * cpu_us / 1e6 / args.cores:.1f} s" for n in SIZES)
+        print(
+            f"restored: {n_files} files of {n_dreams} dreams read and digested, "
+            f"{cpu_us:.0f} µs CPU ({wall_us:.0f} µs wall, one process) a dream; "
+            f"on {args.cores} cores {cells}"
+        )
     if args.compiled:
         for name, (own, fast) in compiled(dreams, args.runs).items():
             print(f"{name} of every dream: {own:.0f} µs this stack, {fast:.0f} µs compiled")

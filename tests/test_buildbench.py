@@ -188,3 +188,21 @@ def test_the_cold_floor_times_every_step_on_the_shipped_sample(tmp_path: Path) -
     (wrong / "dreams" / path.with_suffix(".salt").name).write_text("A" * 43)
     with pytest.raises(SystemExit, match="does not commit to its leaf"):
         cold_floor.one_pass(cold_floor.logged(wrong, 1, commits), tree, tmp_path / "w2", {})
+
+
+def test_the_cold_floor_reads_every_plain_file_of_a_generation(tmp_path: Path) -> None:
+    """--generation: every plain file read and digested, links left alone,
+    figures per dream of the generation (folders under dreams/)."""
+    from benchmarks import cold_floor
+
+    gen = tmp_path / "a"
+    for dream_id in ("0123456789abcdef", "fedcba9876543210"):
+        (gen / "dreams" / dream_id).mkdir(parents=True)
+        (gen / "dreams" / dream_id / "index.html").write_bytes(b"x" * 3000)
+    (gen / "index.html").write_text("home")
+    (gen / "elsewhere").symlink_to("/etc/hostname")
+    cpu, wall, dreams, files = cold_floor.restored(gen)
+    assert (dreams, files) == (2, 3)
+    assert cpu > 0 and wall > 0
+    with pytest.raises(SystemExit, match="no dream"):
+        cold_floor.restored(gen / "dreams" / "0123456789abcdef")
