@@ -5,34 +5,44 @@
 
 Issue 21 asks a cold build (a fresh clone of a logged pool, no store, no
 output) to beat Hugo at 10k and 100k dreams and to take at most 5 minutes at
-1M. This times, per dream, in CPU microseconds (the median of --runs passes
-over --sample logged dreams of CONTENT), the steps a cold build must do for
-each dream whatever its design, done as plainly as this stack allows:
+1M. This times, per dream, in CPU microseconds (the fastest of --runs passes
+over --sample logged dreams of CONTENT, after one pass that warms up: for a
+floor, noise only adds), the steps a cold build must do for each dream
+whatever its design, done as plainly as this stack allows:
 
-* ``read``: the dream file and its salt, read whole;
-* ``parse``: the strict parser with the commitment check
-  (:func:`builder.formats.dream.parse_committed`: strict JSON, every §1 rule,
-  JCS + SHA-256; docs/protocol.md §3.1) — no signature, as a logged dream's;
-* ``markdown``: the summary and every entry through the site's Markdown
-  renderer (markdown-it, :func:`builder.text.mdrender.render_markdown`);
+* ``read``: the dream file and its salt (the commitment binds it, and the
+  record holds it: docs/protocol.md §2, §3.1), read whole with ``os.read``;
+* ``parse``: the strict parser with the commitment checked against the
+  dream's leaf (:func:`builder.formats.dream.parse_committed`: strict JSON,
+  every §1 rule, JCS + SHA-256; §3.1) — no signature, as a logged dream's;
+* ``markdown``: the summary through the site's Markdown renderer
+  (markdown-it-py, :func:`builder.text.mdrender.render_markdown` without its
+  cache): a page shows the summary as Markdown and entries as plain text
+  (templates/dream.html);
 * ``keywords``: the patterns' keywords of its title, summary and entries
   (:func:`builder.site.keywords.tokens`: jieba for Chinese), for the dreams
   the patterns count (:func:`builder.site.patterns.counts`: a member or
   maintainer key's, with consent to derivatives), as a share of all dreams;
 * ``page``: a dream page holding only the dream (title, author, tags, the
-  rendered summary and entries), once through a minimal Jinja template
+  rendered summary, the entries), once through a minimal Jinja template
   (``page jinja``, the stack's template engine) and once as a plain Python
   f-string (``page plain``), both escaping as the site does;
-* ``card``: the dream's card for list pages (minimal Jinja), and its share of
-  the list pages' frames (``lists``: a frame of 20 cards, each dream listed
-  :data:`LISTINGS` times: a tag or two, its author's diary, the archive);
-* ``record`` and ``proof``: its record (``json.dumps(indent=2)``, as
-  docs/protocol.md §4 lays it out) and its inclusion proof (from a Merkle tree
-  of the pool's size, built once: ``tree`` is that build per leaf);
+* ``card`` and ``lists``: its card (minimal Jinja), and its share of the
+  frames of the list pages that show it (each of its tags, the archive, its
+  author's diary; :data:`PAGE_CARDS` cards a page, as render.py's tag and
+  archive pages);
+* ``record``: its record, ``json.dumps(indent=2)`` as the builder writes it
+  (§2: "The pool writes it indented"; a published record never changes);
+* ``proof``: its inclusion proof's hashes, from a Merkle tree of the pool's
+  own leaves (the file adds their base64 and the checkpoint's text);
 * ``leaves`` and ``tree``: its leaf read from the log by the strict leaf
-  parser, and its share of building the Merkle tree (per leaf, once);
+  parser, and its share of building that tree (once a run, per leaf);
 * ``write``: its folder and three files (page, record, proof) made in a new
   folder of --work, as the site's writer makes them (``O_CREAT | O_EXCL``).
+  The kernel's time is in it: on this machine's ext4, files made within
+  minutes of a large deletion cost many times more (PROFILE.md, "A cold
+  build's files"), and this script deletes what it wrote when it ends: leave
+  five minutes between two runs, or read ``write`` from the first.
 
 And, once per build, ``start``: the wall seconds from spawning a Python
 process that imports the libraries every build uses (:data:`STACK`) to its
@@ -48,13 +58,15 @@ and wall µs per dream of that generation: the floor under "+1 in a fresh
 clone with the store restored", which no build that reuses a restored
 generation avoids.
 
-With ``--compiled``, the two largest steps are timed again on the same texts
-with compiled components that are not this project's dependencies (install
-them in a separate environment: ``pip install markdown-it-pyrs jieba-fast``):
-``markdown`` with markdown-it-pyrs (markdown-it ported to Rust, CommonMark;
-not the site's exact rules: no link check, no raw-HTML and image rules) and
-``keywords`` with jieba-fast's segmenter (jieba's algorithm in C) in place of
-jieba's. What they would lower the floor to, not what a build gives.
+With ``--compiled``, three steps are timed again on the same inputs with
+compiled components that are not this project's dependencies (install them
+in a separate environment: ``pip install markdown-it-pyrs jieba-fast
+orjson``): ``markdown`` with markdown-it-pyrs (markdown-it ported to Rust,
+CommonMark; not the site's exact rules: no link check, no raw-HTML and image
+rules), ``keywords`` with jieba-fast's segmenter (jieba's algorithm in C) in
+place of jieba's, ``record`` with orjson (``OPT_INDENT_2``; its bytes are
+checked equal to the standard library's). What they would lower the floor
+to, not what a build gives.
 
 The floor of a cold build of n dreams on c cores is then n × (the sum) / c
 seconds, with perfect parallelism and nothing else (no list page written, no
@@ -93,10 +105,12 @@ from builder.formats import leaf, merkle
 from builder.site import keywords
 from builder.text import mdrender
 
-# How many list pages show a dream (its tags, about two; its author's diary;
-# the archive's month), and how many cards a list page holds.
-LISTINGS = 4
-PAGE_CARDS = 20
+# The renderer without its cache (a build renders each summary once for its
+# page; a cache hit across passes would time nothing).
+_markdown: Callable[[str], str] = mdrender.render_markdown.__wrapped__
+
+# Cards a list page holds (render.TAG_PAGE_SIZE, ARCHIVE_PAGE_SIZE).
+PAGE_CARDS = 100
 SIZES = (10_000, 100_000, 1_000_000)
 # What every build imports: templates, Markdown, YAML, Ed25519, the store.
 STACK = (
@@ -121,7 +135,8 @@ PAGE = _ENV.from_string(
     "</head><body><main><h1>{{ d.title }}</h1><p>by <a href='../../authors/{{ author }}/'>"
     "{{ author }}</a></p><ul>{% for t in tags %}<li><a href='../../tags/{{ t }}/'>{{ t }}"
     "</a></li>{% endfor %}</ul><section>{{ summary }}</section>{% for e in entries %}"
-    "<section class='{{ e.type }}'><h2>{{ e.type }}</h2>{{ e.html }}</section>{% endfor %}"
+    "<section class='{{ e.type }}'><h2>{{ e.type }}</h2><p>{{ e.text }}</p></section>"
+    "{% endfor %}"
     "</main></body></html>"
 )
 CARD = _ENV.from_string(
@@ -140,7 +155,7 @@ def page_plain(title: str, author: str, tags: list[str], summary: str, entries: 
     t = e(title)
     tag_items = "".join(f"<li><a href='../../tags/{e(x)}/'>{e(x)}</a></li>" for x in tags)
     sections = "".join(
-        f"<section class='{e(x['type'])}'><h2>{e(x['type'])}</h2>{x['html']}</section>"
+        f"<section class='{e(x['type'])}'><h2>{e(x['type'])}</h2><p>{e(x['text'])}</p></section>"
         for x in entries
     )
     return (
@@ -158,30 +173,46 @@ def tiers(content: Path) -> dict[str, str]:
     return {key_id: entry.tier for key_id, entry in directory.keys.items()}
 
 
-def commitments(content: Path) -> tuple[dict[str, str], float]:
-    """Each logged dream's commitment (id → hex), from the log's leaves read by
-    the strict leaf parser, and the CPU µs that took per leaf."""
-    start = time.process_time_ns()
-    found: dict[str, str] = {}
-    leaves = 0
-    for shard in sorted((content / "log" / "leaves").glob("*.jsonl")):
-        for line in shard.read_bytes().splitlines():
-            leaves += 1
-            parsed = leaf.parse(line)
-            if isinstance(parsed, leaf.DreamLeaf):
-                found[parsed.id] = parsed.commitment
-    return found, (time.process_time_ns() - start) / 1000 / max(leaves, 1)
+class Log:
+    """What the pool's log says, read by the strict leaf parser: each logged
+    dream's leaf index and commitment, every leaf's hash, and the CPU µs the
+    read took per leaf."""
+
+    def __init__(self, content: Path) -> None:
+        start = time.process_time_ns()
+        self.dreams: dict[str, tuple[int, str]] = {}
+        self.hashes: list[bytes] = []
+        for shard in sorted((content / "log" / "leaves").glob("*.jsonl")):
+            for line in shard.read_bytes().splitlines():
+                parsed = leaf.parse(line)
+                if isinstance(parsed, leaf.DreamLeaf):
+                    self.dreams[parsed.id] = (len(self.hashes), parsed.commitment)
+                self.hashes.append(merkle.leaf_hash(line))
+        if not self.hashes:
+            raise SystemExit(f"{content}/log/leaves: no leaf; build the pool with its log key")
+        self.per_leaf_us = (time.process_time_ns() - start) / 1000 / len(self.hashes)
 
 
-def logged(content: Path, sample: int, commits: dict[str, str]) -> list[tuple[Path, str]]:
+def logged(content: Path, sample: int, log: Log) -> list[tuple[Path, int, str]]:
     """Up to ``sample`` dream files of ``content`` the log holds, by name, each
-    with the commitment of its leaf (``commits``, of :func:`commitments`)."""
+    with its leaf's index and commitment."""
     files = sorted((content / "dreams").glob("*.json"))
-    found = [(f, commits[f.stem]) for f in files if f.stem in commits]
+    found = [(f, *log.dreams[f.stem]) for f in files if f.stem in log.dreams]
     if not found:
         raise SystemExit(f"{content}: no dream file the log holds")
     step = max(1, len(found) // sample)
     return found[::step][:sample]
+
+
+def _read(path: str) -> bytes:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _commits(obj: Any, *, salt: str, expect: str) -> bool:
@@ -202,15 +233,16 @@ class Clock:
 
 
 def one_pass(
-    dreams: list[tuple[Path, str]], tree: merkle.MerkleTree, out: Path, tier: dict[str, str]
+    dreams: list[tuple[Path, int, str]], tree: merkle.MerkleTree, out: Path, tier: dict[str, str]
 ) -> dict[str, float]:
     """CPU µs per dream of each step, over ``dreams`` once."""
     clock = Clock()
     cards: list[str] = []
-    for i, (path, logged_as) in enumerate(dreams):
+    listings = 0
+    for path, index, logged_as in dreams:
         with clock("read"):
-            data = path.read_bytes()
-            salt = path.with_suffix(".salt").read_text().strip()
+            data = _read(str(path))
+            salt = _read(str(path.with_suffix(".salt"))).decode().strip()
         committed = functools.partial(_commits, salt=salt, expect=logged_as)
         with clock("parse"):
             d = dreamfmt.parse_committed(data, str(path), committed)
@@ -218,43 +250,29 @@ def one_pass(
             raise SystemExit(f"{path}: does not commit to its leaf; run `dreampool check`")
         body = d.body
         title, author, tags = body["title"], body["author"], list(body.get("tags", ()))
-        texts = [body["summary"], *(e["text"] for e in body["entries"])]
-        with clock("markdown"):
-            summary, *htmls = [mdrender.render_markdown(t) for t in texts]
-        entries = [
-            {"type": e["type"], "html": h} for e, h in zip(body["entries"], htmls, strict=True)
+        texts = [
+            t for t in (title, body.get("summary"), *(e["text"] for e in body["entries"])) if t
         ]
-        counted = body["consent"]["derivatives"] and tier.get(d.key_id) in ("member", "maintainer")
+        with clock("markdown"):
+            summary = _markdown(body["summary"]) if body.get("summary") else ""
+        derivatives = body.get("consent", {}).get("derivatives", False)
         with clock("keywords"):
-            if counted:
-                for t in (title, *texts):
+            if derivatives and tier.get(d.key_id) in ("member", "maintainer"):
+                for t in texts:
                     keywords.tokens(t)
         with clock("page jinja"):
             page = PAGE.render(
-                d=body,
-                author=author,
-                tags=tags,
-                summary=Markup(summary),
-                entries=[{"type": e["type"], "html": Markup(e["html"])} for e in entries],
+                d=body, author=author, tags=tags, summary=Markup(summary), entries=body["entries"]
             )
         with clock("page plain"):
-            page_plain(title, author, tags, summary, entries)
+            page_plain(title, author, tags, summary, body["entries"])
         with clock("card"):
             cards.append(CARD.render(id=d.id, title=title, author=author, tags=tags))
+        listings += len(tags) + 2  # its tags' pages, the archive, its diary
         with clock("record"):
-            record = json.dumps(
-                {
-                    "format": "dreampool-record/v1",
-                    "id": d.id,
-                    "index": i,
-                    "salt": salt,
-                    "dream": body,
-                },
-                ensure_ascii=False,
-                indent=2,
-            ).encode()
+            record = _record(d.id, index, salt, body)
         with clock("proof"):
-            proof = b"".join(tree.inclusion_proof(i * 7 % tree.size, tree.size))
+            proof = b"".join(tree.inclusion_proof(index, tree.size))
         with clock("write"):
             folder = f"{out}/dreams/{d.id}"
             os.mkdir(folder)
@@ -274,24 +292,64 @@ def one_pass(
             LIST.render(title="tag", cards=shown, n=2)
     n = len(dreams)
     per = {name: ns / 1000 / n for name, ns in clock.spent.items()}
-    # Each dream is listed LISTINGS times: its share of those frames.
-    per["lists"] *= LISTINGS
+    # A frame per PAGE_CARDS listings; these frames showed each dream once.
+    per["lists"] *= listings / n
     return per
 
 
-def compiled(dreams: list[tuple[Path, str]], runs: int) -> dict[str, tuple[float, float]]:
-    """(this stack's, the compiled component's) CPU µs a dream of ``markdown``
-    and ``keywords`` over the texts of ``dreams``, medians of ``runs`` passes."""
+def _record(dream_id: str, index: int, salt: str, body: Any) -> bytes:
+    """The record as logbuild.record_bytes writes it (docs/protocol.md §2)."""
+    record = {
+        "format": "dreampool-record/v1",
+        "id": dream_id,
+        "index": index,
+        "salt": salt,
+        "dream": body,
+    }
+    return (json.dumps(record, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+
+
+def compiled(
+    dreams: list[tuple[Path, int, str]], runs: int, tier: dict[str, str]
+) -> dict[str, tuple[float, float]]:
+    """(this stack's, the compiled component's) CPU µs a dream of ``markdown``,
+    ``keywords`` (the counted dreams', as a share of all) and ``record`` over
+    ``dreams``, the fastest of ``runs`` passes each."""
     import jieba_fast  # type: ignore[import-not-found]
+    import orjson  # type: ignore[import-not-found]
     from markdown_it_pyrs import MarkdownIt  # type: ignore[import-not-found]
 
     jieba_fast.setLogLevel(60)
     md = MarkdownIt("commonmark")
-    bodies = [json.loads(path.read_bytes()) for path, _ in dreams]
-    texts = [[b["summary"], *(e["text"] for e in b["entries"])] for b in bodies]
-    words = [[b["title"], *t] for b, t in zip(bodies, texts, strict=True)]
+    bodies = []
+    for path, index, _ in dreams:
+        salt = path.with_suffix(".salt").read_text().strip()
+        bodies.append((path.stem, index, salt, json.loads(path.read_bytes())))
+    summaries = [b["summary"] for _, _, _, b in bodies if b.get("summary")]
+    counted = [
+        [t for t in (b["title"], b.get("summary"), *(e["text"] for e in b["entries"])) if t]
+        for _, _, _, b in bodies
+        if b.get("consent", {}).get("derivatives", False)
+        and tier.get(b["sig"]["keyId"]) in ("member", "maintainer")
+    ]
     fast_cut: Callable[[str], list[str]] = jieba_fast.lcut
     own_cut = keywords._cut
+    options = orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
+
+    def fast_record(dream_id: str, index: int, salt: str, body: Any) -> bytes:
+        record = {
+            "format": "dreampool-record/v1",
+            "id": dream_id,
+            "index": index,
+            "salt": salt,
+            "dream": body,
+        }
+        data: bytes = orjson.dumps(record, option=options)
+        return data
+
+    for args in bodies:
+        if fast_record(*args) != _record(*args):
+            raise SystemExit(f"orjson's record of {args[0]} is not the builder's bytes")
 
     def per_dream(fn: Callable[[], object]) -> float:
         fn()  # warm up (dictionaries, caches)
@@ -300,13 +358,13 @@ def compiled(dreams: list[tuple[Path, str]], runs: int) -> dict[str, tuple[float
             start = time.process_time_ns()
             fn()
             spent.append((time.process_time_ns() - start) / 1000 / len(dreams))
-        return statistics.median(spent)
+        return min(spent)
 
     def tokens_with(cut: Callable[[str], list[str]]) -> Callable[[], object]:
         def run() -> object:
             keywords._cut = cut  # type: ignore[assignment]
             try:
-                return [[keywords.tokens(t) for t in ts] for ts in words]
+                return [[keywords.tokens(t) for t in ts] for ts in counted]
             finally:
                 keywords._cut = own_cut
 
@@ -314,10 +372,14 @@ def compiled(dreams: list[tuple[Path, str]], runs: int) -> dict[str, tuple[float
 
     return {
         "markdown": (
-            per_dream(lambda: [[mdrender.render_markdown(t) for t in ts] for ts in texts]),
-            per_dream(lambda: [[md.render(t) for t in ts] for ts in texts]),
+            per_dream(lambda: [_markdown(t) for t in summaries]),
+            per_dream(lambda: [md.render(t) for t in summaries]),
         ),
         "keywords": (per_dream(tokens_with(own_cut)), per_dream(tokens_with(fast_cut))),
+        "record": (
+            per_dream(lambda: [_record(*args) for args in bodies]),
+            per_dream(lambda: [fast_record(*args) for args in bodies]),
+        ),
     }
 
 
@@ -360,18 +422,17 @@ def main() -> None:
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--generation", type=Path, help="a built generation, to time its check")
     parser.add_argument(
-        "--compiled", action="store_true", help="also time markdown-it-pyrs and jieba-fast"
+        "--compiled", action="store_true", help="also time markdown-it-pyrs, jieba-fast, orjson"
     )
     args = parser.parse_args()
-    commits, leaf_us = commitments(args.content)
-    dreams = logged(args.content, args.sample, commits)
+    if args.sample < 1 or args.runs < 1 or args.cores < 1:
+        parser.error("--sample, --runs and --cores must be at least 1")
+    log = Log(args.content)
+    dreams = logged(args.content, args.sample, log)
     tier = tiers(args.content)
-    size = max(SIZES)
     start = time.process_time_ns()
-    tree = merkle.MerkleTree.from_leaf_hashes(
-        [merkle.leaf_hash(i.to_bytes(8, "big")) for i in range(size)]
-    )
-    tree_us = (time.process_time_ns() - start) / 1000 / size
+    tree = merkle.MerkleTree.from_leaf_hashes(log.hashes)
+    tree_us = (time.process_time_ns() - start) / 1000 / tree.size
     keywords.prepare_all()  # the dictionary read once, as a build's workers share it
     work = Path(tempfile.mkdtemp(prefix="cold-floor-", dir=args.work))
     runs: list[dict[str, float]] = []
@@ -384,10 +445,13 @@ def main() -> None:
                 runs.append(per)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    steps = {name: statistics.median(p[name] for p in runs) for name in runs[0]}
-    steps["leaves"] = leaf_us
+    steps = {name: min(p[name] for p in runs) for name in runs[0]}
+    steps["leaves"] = log.per_leaf_us
     steps["tree"] = tree_us
-    print(f"{len(dreams)} dreams of {args.content}, median of {args.runs} passes, CPU µs a dream")
+    print(
+        f"{len(dreams)} dreams of {args.content} ({tree.size} leaves), "
+        f"fastest of {args.runs} passes, CPU µs a dream"
+    )
     for name, us in steps.items():
         print(f"  {name:<12} {us:8.1f}")
     for page in ("page jinja", "page plain"):
@@ -404,8 +468,8 @@ def main() -> None:
             f"on {args.cores} cores {cells}"
         )
     if args.compiled:
-        for name, (own, fast) in compiled(dreams, args.runs).items():
-            print(f"{name} of every dream: {own:.0f} µs this stack, {fast:.0f} µs compiled")
+        for name, (own, fast) in compiled(dreams, args.runs, tier).items():
+            print(f"{name}: {own:.1f} µs a dream this stack, {fast:.1f} µs compiled")
     bare, stack = start_seconds("pass", args.runs), start_seconds(STACK, args.runs)
     print(f"start: {stack:.3f} s wall with the stack's imports ({bare:.3f} s the bare interpreter)")
 

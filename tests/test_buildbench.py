@@ -156,19 +156,31 @@ def test_a_failed_mcp_case_keeps_the_other_figures_in_the_report() -> None:
 
 
 def test_the_cold_floor_times_every_step_on_the_shipped_sample(tmp_path: Path) -> None:
-    """benchmarks/cold_floor.py's pass over logged dreams: each step timed,
-    each dream's files written where it says, the commitment checked (a salt
-    that does not match makes the strict parser refuse)."""
+    """benchmarks/cold_floor.py's pass over logged dreams: each step timed
+    (Markdown too, though the sample is smaller than the renderer's cache: the
+    floor calls it uncached), each dream's files written where it says, the
+    commitment checked against its leaf (a salt that does not match makes the
+    strict parser refuse)."""
     from benchmarks import cold_floor
     from builder.formats import merkle
 
-    commits, per_leaf = cold_floor.commitments(REPO / "content")
+    log = cold_floor.Log(REPO / "content")
     # Every dream file of the sample is logged (one more leaf: an erased dream's).
-    assert set(commits) >= {p.stem for p in (REPO / "content" / "dreams").glob("*.json")}
-    assert per_leaf > 0
-    dreams = cold_floor.logged(REPO / "content", 10, commits)
+    assert set(log.dreams) >= {p.stem for p in (REPO / "content" / "dreams").glob("*.json")}
+    assert log.per_leaf_us > 0
+    dreams = cold_floor.logged(REPO / "content", 10, log)
     assert len(dreams) == 10
-    tree = merkle.MerkleTree.from_leaf_hashes([merkle.leaf_hash(bytes([i])) for i in range(64)])
+    tree = merkle.MerkleTree.from_leaf_hashes(log.hashes)
+    # Each proof is of the dream's own leaf in the pool's tree.
+    path, index, _ = dreams[3]
+    assert log.hashes[index] == merkle.leaf_hash(
+        next(
+            line
+            for shard in sorted((REPO / "content" / "log" / "leaves").glob("*.jsonl"))
+            for line in shard.read_bytes().splitlines()
+            if path.stem.encode() in line and b'"kind":"dream"' in line
+        )
+    )
     out = tmp_path / "out"
     (out / "dreams").mkdir(parents=True)
     per = cold_floor.one_pass(dreams, tree, out, cold_floor.tiers(REPO / "content"))
@@ -177,17 +189,23 @@ def test_the_cold_floor_times_every_step_on_the_shipped_sample(tmp_path: Path) -
         "card", "record", "proof", "write", "lists",
     }  # fmt: skip
     assert all(us > 0 for name, us in per.items() if name != "keywords")
+    (tmp_path / "again" / "dreams").mkdir(parents=True)
+    again = cold_floor.one_pass(dreams, tree, tmp_path / "again", {})  # no counted dream
+    assert again["keywords"] < per["keywords"]
+    from builder.text import mdrender
+
+    assert cold_floor._markdown is mdrender.render_markdown.__wrapped__  # type: ignore[attr-defined]
     written = sorted(p.relative_to(out).parts[2] for p in out.glob("dreams/*/*"))
     assert written == sorted(["index.html", "record.json", "proof.tlog-proof"] * 10)
 
     # A salt that is not the logged one: the dream does not commit to its leaf.
     wrong = tmp_path / "wrong"
     (wrong / "dreams").mkdir(parents=True)
-    path, _ = dreams[0]
+    path, _, _ = dreams[0]
     shutil.copy(path, wrong / "dreams" / path.name)
     (wrong / "dreams" / path.with_suffix(".salt").name).write_text("A" * 43)
     with pytest.raises(SystemExit, match="does not commit to its leaf"):
-        cold_floor.one_pass(cold_floor.logged(wrong, 1, commits), tree, tmp_path / "w2", {})
+        cold_floor.one_pass(cold_floor.logged(wrong, 1, log), tree, tmp_path / "w2", {})
 
 
 def test_the_cold_floor_reads_every_plain_file_of_a_generation(tmp_path: Path) -> None:
