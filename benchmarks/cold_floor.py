@@ -50,13 +50,16 @@ exit, against the bare interpreter's (medians of --runs spawns): the part of
 any build, a +1 among them, that no change to its work removes.
 
 With ``--generation DIR`` (a built site's generation, as
-``.site.builds/a``), ``restored``: reading every file of it and checking its
-BLAKE2b digest, as a build must before it takes a generation the publish
-workflow restored from its cache (THREATS.md T81: the cache can be written by
-other code, and tar sets every size and mtime; builder/site/writer.py), in CPU
-and wall µs per dream of that generation: the floor under "+1 in a fresh
-clone with the store restored", which no build that reuses a restored
-generation avoids.
+``.site.builds/a``), per dream of that generation: ``digest``, reading every
+file of it and checking its BLAKE2b digest, as a build must before it takes a
+generation the publish workflow restored from its cache (THREATS.md T81: the
+cache can be written by other code, and tar sets every size and mtime;
+builder/site/writer.py), with ``read`` (the same without the digest) beside
+it; and ``seal``, an ``lstat`` of each of its folders, what checking the seal
+of a generation the build made itself costs every build. The first is the
+floor under "+1 in a fresh clone with the store restored", which no build
+that reuses a restored generation avoids; the last, under any build that
+reuses its own.
 
 With ``--compiled``, three steps are timed again on the same inputs with
 compiled components that are not this project's dependencies (install them
@@ -102,15 +105,16 @@ from markupsafe import Markup
 from builder.content import pool
 from builder.formats import dream as dreamfmt
 from builder.formats import leaf, merkle
-from builder.site import keywords
+from builder.site import keywords, render
 from builder.text import mdrender
 
 # The renderer without its cache (a build renders each summary once for its
 # page; a cache hit across passes would time nothing).
 _markdown: Callable[[str], str] = mdrender.render_markdown.__wrapped__
 
-# Cards a list page holds (render.TAG_PAGE_SIZE, ARCHIVE_PAGE_SIZE).
-PAGE_CARDS = 100
+# Cards a list page holds.
+PAGE_CARDS = render.TAG_PAGE_SIZE
+assert render.ARCHIVE_PAGE_SIZE == PAGE_CARDS
 SIZES = (10_000, 100_000, 1_000_000)
 # What every build imports: templates, Markdown, YAML, Ed25519, the store.
 STACK = (
@@ -238,7 +242,7 @@ def one_pass(
     """CPU µs per dream of each step, over ``dreams`` once."""
     clock = Clock()
     cards: list[str] = []
-    listings = 0
+    listings = 0.0
     for path, index, logged_as in dreams:
         with clock("read"):
             data = _read(str(path))
@@ -268,7 +272,9 @@ def one_pass(
             page_plain(title, author, tags, summary, body["entries"])
         with clock("card"):
             cards.append(CARD.render(id=d.id, title=title, author=author, tags=tags))
-        listings += len(tags) + 2  # its tags' pages, the archive, its diary
+        # Its tags' pages and the archive's, a card each; its author's diary, a
+        # line of a page that holds more of them.
+        listings += len(tags) + 1 + PAGE_CARDS / render.DIARY_PAGE_SIZE
         with clock("record"):
             record = _record(d.id, index, salt, body)
         with clock("proof"):
@@ -360,8 +366,8 @@ def compiled(
             spent.append((time.process_time_ns() - start) / 1000 / len(dreams))
         return min(spent)
 
-    def tokens_with(cut: Callable[[str], list[str]]) -> Callable[[], object]:
-        def run() -> object:
+    def tokens_with(cut: Callable[[str], list[str]]) -> Callable[[], list[list[set[str]]]]:
+        def run() -> list[list[set[str]]]:
             keywords._cut = cut  # type: ignore[assignment]
             try:
                 return [[keywords.tokens(t) for t in ts] for ts in counted]
@@ -370,6 +376,12 @@ def compiled(
 
         return run
 
+    own_words, fast_words = tokens_with(own_cut)(), tokens_with(fast_cut)()
+    if own_words != fast_words:
+        differ = sum(a != b for a, b in zip(own_words, fast_words, strict=True))
+        print(
+            f"note: jieba-fast's keywords differ from jieba's in {differ} of {len(counted)} dreams"
+        )
     return {
         "markdown": (
             per_dream(lambda: [_markdown(t) for t in summaries]),
@@ -383,34 +395,67 @@ def compiled(
     }
 
 
-def restored(generation: Path) -> tuple[float, float, int, int]:
-    """(CPU µs, wall µs) per dream of reading and digesting every plain file of
-    ``generation`` (never through a link), its dreams (folders under
-    ``dreams/``) and files."""
-    files = [
-        path
-        for folder, _, names in os.walk(generation)
-        for path in (os.path.join(folder, name) for name in names)
-        if not os.path.islink(path)
-    ]
-    try:
-        with os.scandir(generation / "dreams") as entries:
-            dreams = sum(1 for e in entries if e.is_dir(follow_symlinks=False))
-    except OSError:
-        dreams = 0
-    if not dreams:
-        raise SystemExit(f"{generation}/dreams: no dream; give a built site's generation")
-    cpu, wall = time.process_time_ns(), time.monotonic_ns()
-    for path in files:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+class Generation:
+    """A built generation's plain files (never a link) and folders, and how
+    many dreams it holds (its folders under ``dreams/``)."""
+
+    def __init__(self, root: Path) -> None:
+        self.files: list[str] = []
+        self.folders: list[str] = []
+        for folder, _, names in os.walk(root):
+            self.folders.append(folder)
+            for name in names:
+                path = os.path.join(folder, name)
+                if not os.path.islink(path):
+                    self.files.append(path)
         try:
-            h = hashlib.blake2b(digest_size=16)
-            while chunk := os.read(fd, 1 << 20):
-                h.update(chunk)
-        finally:
-            os.close(fd)
-    cpu, wall = time.process_time_ns() - cpu, time.monotonic_ns() - wall
-    return cpu / 1000 / dreams, wall / 1000 / dreams, dreams, len(files)
+            with os.scandir(root / "dreams") as entries:
+                self.dreams = sum(1 for e in entries if e.is_dir(follow_symlinks=False))
+        except OSError:
+            self.dreams = 0
+        if not self.dreams:
+            raise SystemExit(f"{root}/dreams: no dream; give a built site's generation")
+
+
+def restored(
+    gen: Generation, runs: int, new_hash: Callable[[], Any] | None = None
+) -> dict[str, float]:
+    """CPU µs per dream of gen's dreams, the fastest of ``runs`` passes after one
+    that warms the page cache: ``seal``, an ``lstat`` of every folder (what the
+    writer's seal of a generation it made costs); ``read``, every file opened and
+    read; ``digest``, read and digested with BLAKE2b-128 as the writer does (or
+    ``new_hash()``'s hash, as a compiled one would)."""
+
+    def seal() -> None:
+        for folder in gen.folders:
+            os.lstat(folder)
+
+    def read(digest: bool) -> None:
+        for path in gen.files:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+            try:
+                h = (new_hash or functools.partial(hashlib.blake2b, digest_size=16))()
+                while chunk := os.read(fd, 1 << 20):
+                    if digest:
+                        h.update(chunk)
+            finally:
+                os.close(fd)
+
+    steps: dict[str, Callable[[], None]] = {
+        "seal": seal,
+        "read": functools.partial(read, False),
+        "digest": functools.partial(read, True),
+    }
+    out = {}
+    for name, step in steps.items():
+        step()
+        spent = []
+        for _ in range(runs):
+            start = time.process_time_ns()
+            step()
+            spent.append(time.process_time_ns() - start)
+        out[name] = min(spent) / 1000 / gen.dreams
+    return out
 
 
 def main() -> None:
@@ -422,7 +467,9 @@ def main() -> None:
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--generation", type=Path, help="a built generation, to time its check")
     parser.add_argument(
-        "--compiled", action="store_true", help="also time markdown-it-pyrs, jieba-fast, orjson"
+        "--compiled",
+        action="store_true",
+        help="also time markdown-it-pyrs, jieba-fast, orjson (and blake3 with --generation)",
     )
     args = parser.parse_args()
     if args.sample < 1 or args.runs < 1 or args.cores < 1:
@@ -460,13 +507,19 @@ def main() -> None:
         cells = ", ".join(f"{n:,}: {n * total / 1e6 / args.cores:.1f} s" for n in SIZES)
         print(f"floor with {page}: {total:.0f} µs a dream; on {args.cores} cores {cells}")
     if args.generation is not None:
-        cpu_us, wall_us, n_dreams, n_files = restored(args.generation)
-        cells = ", ".join(f"{n:,}: {n * cpu_us / 1e6 / args.cores:.1f} s" for n in SIZES)
+        gen = Generation(args.generation)
+        found = restored(gen, args.runs)
+        if args.compiled:
+            import blake3  # type: ignore[import-not-found]
+
+            found["digest, blake3"] = restored(gen, args.runs, blake3.blake3)["digest"]
         print(
-            f"restored: {n_files} files of {n_dreams} dreams read and digested, "
-            f"{cpu_us:.0f} µs CPU ({wall_us:.0f} µs wall, one process) a dream; "
-            f"on {args.cores} cores {cells}"
+            f"restored generation: {len(gen.files)} files, {len(gen.folders)} folders, "
+            f"{gen.dreams} dreams; CPU µs a dream (fastest of {args.runs}, page cache warm)"
         )
+        for name, us in found.items():
+            cells = ", ".join(f"{n:,}: {n * us / 1e6 / args.cores:.2f} s" for n in SIZES)
+            print(f"  {name:<14} {us:8.1f}   on {args.cores} cores {cells}")
     if args.compiled:
         for name, (own, fast) in compiled(dreams, args.runs, tier).items():
             print(f"{name}: {own:.1f} µs a dream this stack, {fast:.1f} µs compiled")

@@ -219,8 +219,10 @@ def test_the_cold_floor_reads_every_plain_file_of_a_generation(tmp_path: Path) -
         (gen / "dreams" / dream_id / "index.html").write_bytes(b"x" * 3000)
     (gen / "index.html").write_text("home")
     (gen / "elsewhere").symlink_to("/etc/hostname")
-    cpu, wall, dreams, files = cold_floor.restored(gen)
-    assert (dreams, files) == (2, 3)
-    assert cpu > 0 and wall > 0
+    found = cold_floor.Generation(gen)
+    assert (found.dreams, len(found.files), len(found.folders)) == (2, 3, 4)
+    assert "elsewhere" not in " ".join(found.files)
+    per = cold_floor.restored(found, 2)
+    assert set(per) == {"seal", "read", "digest"} and all(us > 0 for us in per.values())
     with pytest.raises(SystemExit, match="no dream"):
-        cold_floor.restored(gen / "dreams" / "0123456789abcdef")
+        cold_floor.Generation(gen / "dreams" / "0123456789abcdef")
