@@ -194,6 +194,16 @@ def test_the_cold_floor_times_every_step_on_the_shipped_sample(tmp_path: Path) -
     written = sorted(p.relative_to(out).parts[2] for p in out.glob("dreams/*/*"))
     assert written == sorted(["index.html", "record.json", "proof.tlog-proof"] * 10)
 
+    # The record is the builder's own bytes (the floor times a copy of its code).
+    from builder.formats import dream as dreamfmt
+    from builder.log import logbuild
+
+    path, index, _ = dreams[0]
+    salt = path.with_suffix(".salt").read_text().strip()
+    d = dreamfmt.parse(path.read_bytes(), str(path))
+    made = cold_floor._record(d.id, index, salt, d.body)
+    assert made == logbuild.record_bytes(logbuild.Admitted(d, index, salt, "2026-01-01"))
+
     # A salt that is not the logged one: the dream does not commit to its leaf.
     wrong = tmp_path / "wrong"
     (wrong / "dreams").mkdir(parents=True)
