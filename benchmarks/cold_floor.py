@@ -303,15 +303,20 @@ def one_pass(
     return per
 
 
-def _record(dream_id: str, index: int, salt: str, body: Any) -> bytes:
-    """The record as logbuild.record_bytes writes it (docs/protocol.md §2)."""
-    record = {
+def _record_object(dream_id: str, index: int, salt: str, body: Any) -> dict[str, Any]:
+    """The record's fields as logbuild.record_bytes lays them out (docs/protocol.md §2)."""
+    return {
         "format": "dreampool-record/v1",
         "id": dream_id,
         "index": index,
         "salt": salt,
         "dream": body,
     }
+
+
+def _record(dream_id: str, index: int, salt: str, body: Any) -> bytes:
+    """The record's bytes as logbuild.record_bytes writes them."""
+    record = _record_object(dream_id, index, salt, body)
     return (json.dumps(record, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
 
 
@@ -343,14 +348,7 @@ def compiled(
     options = orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
 
     def fast_record(dream_id: str, index: int, salt: str, body: Any) -> bytes:
-        record = {
-            "format": "dreampool-record/v1",
-            "id": dream_id,
-            "index": index,
-            "salt": salt,
-            "dream": body,
-        }
-        data: bytes = orjson.dumps(record, option=options)
+        data: bytes = orjson.dumps(_record_object(dream_id, index, salt, body), option=options)
         return data
 
     for args in bodies:
