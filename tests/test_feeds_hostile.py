@@ -97,6 +97,7 @@ def hostile_model(base_url: str) -> SiteModel:
             keys=(),
             dream_ids=tuple(d.id for d in newest if d.author_slug == f"au{n}"),
             tier="guest",
+            joined=min(d.index for d in dreams if d.author_slug == f"au{n}"),
         )
         for n in range(4)
     )

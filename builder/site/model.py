@@ -108,6 +108,10 @@ class AuthorView:
     keys: tuple[KeyView, ...]
     dream_ids: tuple[str, ...]  # newest first; anonymized dreams are not listed
     tier: str  # the highest tier of the author's keys
+    # The log index at which the author first appears: their first logged key
+    # or listed dream. The authors index is paged in this order, so a new
+    # author joins its last page (builder.site.render.author_index_pages).
+    joined: int
 
 
 # Named tuples, not dataclasses: a model holds ten entries a dream, a million
@@ -323,9 +327,11 @@ def build_model(
         )
 
     by_author: dict[str, list[str]] = defaultdict(list)  # newest first, as dreams
+    oldest: dict[str, int] = {}  # each author's oldest listed dream's log index
     for d in dreams:
         if d.author is not None:
             by_author[d.author].append(d.id)
+            oldest[d.author] = d.index
     # Keys that signed an anonymized dream here: their authors are not listed
     # for it (docs/protocol.md §1.2).
     hidden = {a.dream.key_id for a in admitted if anonymity.is_anonymized(a.dream.head)}
@@ -338,7 +344,10 @@ def build_model(
         if name == anonymity.NAME or (not own and any(k.key_id in hidden for k in keys)):
             continue
         tier = min((k.tier for k in keys), key=lambda t: TIER_RANK[t])
-        authors.append(AuthorView(name, author_slug[name], tuple(keys), own, tier))
+        logged = [k.log_index for k in keys if k.log_index is not None]
+        # A listed author has a listed dream or a logged key (the test above).
+        joined = min([*logged, oldest[name]]) if own else min(logged)
+        authors.append(AuthorView(name, author_slug[name], tuple(keys), own, tier, joined))
 
     tag_ids: dict[str, list[str]] = defaultdict(list)
     for d in dreams:

@@ -12,7 +12,11 @@
                                      ARCHIVE_PAGE_SIZE dreams), counted from the
                                      oldest, as a tag's numbered pages
     dreams/<id>/index.html           a dream, or a tombstone if it was erased
-    authors/index.html               authors, with tiers and counts
+    authors/index.html               the newest AUTHOR_INDEX_PAGE_SIZE authors to
+                                     join, with tiers and counts, and links to
+                                     the numbered pages
+    authors/index/<n>/index.html     page n ≥ 1 of the authors index, counted
+                                     from the first to join, as a tag's pages
     authors/<slug>/index.html        a diary: keys and a timeline by month of the
                                      author's newest DIARY_PAGE_SIZE dreams
     authors/<slug>/<n>/index.html    page n ≥ 1 of a longer timeline, counted from
@@ -80,7 +84,10 @@ Numbered newest first, as before, one new dream shifted every page of its tag
   only the open page there would show one card just after a page fills.) So
   a paged list names its newest dreams twice: on its entry page and on their
   numbered page. A diary (``authors/<slug>/``) is paged the same way
-  (DIARY_PAGE_SIZE); only its entry page shows the author's keys.
+  (DIARY_PAGE_SIZE); only its entry page shows the author's keys. So is the
+  authors index (AUTHOR_INDEX_PAGE_SIZE), in the order authors joined the log:
+  a new author joins its open page, and a new dream changes the page of its
+  author's card only.
 * Lineage pages keep their scheme (page 1, ``lineage/``, holds the oldest
   chains and lists every page; a later page links on by number).
 * The search index is already sharded by leaf index (SEARCH_SHARD_LEAVES), and
@@ -598,6 +605,11 @@ TAG_PAGE_SIZE = 100  # cards per tag page; a tag of 20,000 dreams makes 200 page
 # Lines of a diary's timeline a page (about 600 bytes each): authors/<slug>/
 # shows the newest, authors/<slug>/<n>/ the n-th from the oldest.
 DIARY_PAGE_SIZE = 200
+# Authors a page of the authors index (about 280 bytes each): authors/ shows
+# the newest to join, authors/index/<n>/ the n-th from the first. One page of
+# every author was 1.37 MB at 100k dreams (5,000 authors), made and written
+# again by every build.
+AUTHOR_INDEX_PAGE_SIZE = 200
 
 
 # Chains per lineage page. Roots come oldest first, so a chain stays on its
@@ -644,6 +656,15 @@ def tag_page_path(slug: str, number: int | None) -> str:
     """A tag's entry page (its newest dreams) is ``tags/<slug>/``; its numbered
     page n ≥ 1, counted from its oldest dreams, is ``tags/<slug>/<n>/``."""
     return f"tags/{slug}/index.html" if number is None else f"tags/{slug}/{number}/index.html"
+
+
+def author_index_path(number: int | None) -> str:
+    """The authors index's entry page (the newest authors to join) is
+    ``authors/``; its numbered page n ≥ 1, counted from the first author to
+    join, is ``authors/index/<n>/``. No author's folder is called ``index``
+    (:func:`builder.site.model.slug` reserves the word), so the two never meet,
+    as ``authors/<n>/`` would with an author called "2"."""
+    return "authors/index.html" if number is None else f"authors/index/{number}/index.html"
 
 
 def archive_page_of(position: int, size: int) -> int:
@@ -728,6 +749,65 @@ def _diary_pages(
             older=None,
             size=size,
             full=full,
+        )
+
+
+def _author_index_pages(
+    model: SiteModel,
+    size: int,
+    page: Callable[..., Page],
+    key_of_page: Callable[..., str | None],
+) -> Iterator[Page]:
+    """The authors index, paged as a tag is (:func:`_tag_pages`) but in the
+    order authors joined (:attr:`builder.site.model.AuthorView.joined`): the
+    entry page ``authors/`` shows the newest ``size`` to join and knows how
+    many there are; numbered page n holds the authors at positions
+    [(n-1)·size, n·size) counted from the first to join, newest first on the
+    page. A new author joins the open page; a card shows only its author's
+    name, tier and counts, so a new dream changes the page of its author and
+    no other (and the entry page, if it shows them)."""
+    in_order = sorted(model.authors, key=lambda a: (a.joined, a.name))
+    by_slug = {a.slug: a for a in in_order}
+    newest_first = [a.slug for a in reversed(in_order)]
+    count = len(newest_first)
+    pages = archive_pages(count, size)
+
+    def shown(slugs: Sequence[str]) -> tuple[list[AuthorView], list[tuple[Any, ...]]]:
+        listed = [by_slug[s] for s in slugs]
+        # Everything a card shows (templates/authors.html).
+        return listed, [(a.name, a.slug, a.tier, len(a.dream_ids), len(a.keys)) for a in listed]
+
+    newest, cards = shown(newest_first[:size])
+    yield page(
+        author_index_path(None),
+        "authors.html",
+        "authors",
+        key=key_of_page("authors", count, size, pages, cards, dreams=()),
+        authors=newest,
+        count=count,
+        number=None,
+        pages=pages,
+        older=archive_page_of(count - size - 1, size) if pages else None,
+        size=size,
+        full=False,
+        first=1,
+    )
+    for number in range(1, pages + 1):
+        slugs, full, lo = archive_page(newest_first, number, size)
+        listed, cards = shown(slugs)
+        yield page(
+            author_index_path(number),
+            "authors.html",
+            "authors",
+            key=key_of_page("authors", number, size, full, cards, dreams=()),
+            authors=listed,
+            count=None,
+            number=number,
+            pages=None,
+            older=None,
+            size=size,
+            full=full,
+            first=lo + 1,
         )
 
 
@@ -930,7 +1010,7 @@ def list_pages(
     yield from _archive_pages(model, ARCHIVE_PAGE_SIZE, page, key_of_page)
     for e in model.erased:
         yield page(f"dreams/{e.id}/index.html", "erased.html", "", gone=e)
-    yield page("authors/index.html", "authors.html", "authors")
+    yield from _author_index_pages(model, AUTHOR_INDEX_PAGE_SIZE, page, key_of_page)
     for a in model.authors:
         yield from _diary_pages(model, a, DIARY_PAGE_SIZE, page, key_of_page, diary_item)
     yield page("tags/index.html", "tags.html", "tags")

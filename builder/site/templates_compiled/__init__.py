@@ -8,7 +8,7 @@ templates and Jinja (else it compiles the templates from source).
 """
 
 JINJA_VERSION = '3.1.6'
-SOURCE_KEY = '79979371957c8e023629dd359d5e3d925265390bbe1059daad1f38cb320fadf8'
+SOURCE_KEY = '27057266a592988cc9211e144d60894ae582dffe3685d524ced87c17c27c3332'
 # template name: its module
 MODULES = {
     '404.html': 'tmpl_12bf52c5b60772bbf201ffb05d6bb178c1bf9a28',

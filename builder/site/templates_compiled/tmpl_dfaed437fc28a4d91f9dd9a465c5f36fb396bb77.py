@@ -22,8 +22,19 @@ def block_title(context, missing=missing):
     cond_expr_undefined = Undefined
     if 0: yield None
     _block_vars = {}
+    l_0_number = resolve('number')
+    try:
+        t_1 = environment.tests['none']
+    except KeyError:
+        @internalcode
+        def t_1(*unused):
+            raise TemplateRuntimeError("No test named 'none' found.")
     pass
     yield 'Authors'
+    if (not t_1((undefined(name='number') if l_0_number is missing else l_0_number))):
+        pass
+        yield ', page '
+        yield escape((undefined(name='number') if l_0_number is missing else l_0_number))
 
 def block_main(context, missing=missing):
     resolve = context.resolve_or_missing
@@ -32,43 +43,137 @@ def block_main(context, missing=missing):
     cond_expr_undefined = Undefined
     if 0: yield None
     _block_vars = {}
-    l_0_site = resolve('site')
+    l_0_number = resolve('number')
+    l_0_count = resolve('count')
+    l_0_pages = resolve('pages')
+    l_0_authors = resolve('authors')
+    l_0_root = resolve('root')
+    l_0_first = resolve('first')
+    l_0_full = resolve('full')
+    l_0_older = resolve('older')
+    l_0_size = resolve('size')
+    l_0_range = resolve('range')
     try:
-        t_1 = environment.filters['length']
+        t_2 = environment.filters['length']
+    except KeyError:
+        @internalcode
+        def t_2(*unused):
+            raise TemplateRuntimeError("No filter named 'length' found.")
+    try:
+        t_1 = environment.tests['none']
     except KeyError:
         @internalcode
         def t_1(*unused):
-            raise TemplateRuntimeError("No filter named 'length' found.")
+            raise TemplateRuntimeError("No test named 'none' found.")
     pass
-    yield '<header class="page-head">\n  <h1>Authors</h1>\n  <p class="lede">'
-    yield escape(t_1(environment.getattr((undefined(name='site') if l_0_site is missing else l_0_site), 'authors')))
-    yield ' authors, each with a diary of their dreams and the keys they sign with. Tiers are set by the pool\'s maintainers: <span class="tier tier-maintainer">maintainer</span>, <span class="tier tier-member">member</span>, and <span class="tier tier-guest">guest</span> for keys seen for the first time. Anonymized dreams are not listed under any author.</p>\n</header>\n<ul class="author-grid">\n'
-    for l_1_a in environment.getattr((undefined(name='site') if l_0_site is missing else l_0_site), 'authors'):
-        l_1_m = resolve('m')
-        l_1_root = resolve('root')
-        _loop_vars = {}
+    yield '<header class="page-head">\n'
+    if t_1((undefined(name='number') if l_0_number is missing else l_0_number)):
         pass
-        yield '  <li class="card author-card'
-        if (environment.getattr(l_1_a, 'tier') == 'guest'):
+        yield '  <h1>Authors</h1>\n  <p class="lede">'
+        yield escape((undefined(name='count') if l_0_count is missing else l_0_count))
+        yield ' author'
+        yield escape(('' if ((undefined(name='count') if l_0_count is missing else l_0_count) == 1) else 's'))
+        if (undefined(name='pages') if l_0_pages is missing else l_0_pages):
             pass
-            yield ' card-guest'
-        yield '">\n    <h2 class="card-title"><a href="'
-        yield escape(context.call(environment.getattr((undefined(name='m') if l_1_m is missing else l_1_m), 'author_url'), environment.getattr(l_1_a, 'slug'), (undefined(name='root') if l_1_root is missing else l_1_root), _loop_vars=_loop_vars))
-        yield '" dir="auto">'
-        yield escape(environment.getattr(l_1_a, 'name'))
-        yield '</a></h2>\n    <p class="meta">'
-        yield escape(context.call(environment.getattr((undefined(name='m') if l_1_m is missing else l_1_m), 'tier_badge'), environment.getattr(l_1_a, 'tier'), _loop_vars=_loop_vars))
-        yield ' '
-        yield escape(t_1(environment.getattr(l_1_a, 'dream_ids')))
-        yield ' dream'
-        yield escape(('' if (t_1(environment.getattr(l_1_a, 'dream_ids')) == 1) else 's'))
-        yield ' · '
-        yield escape(t_1(environment.getattr(l_1_a, 'keys')))
-        yield ' key'
-        yield escape(('' if (t_1(environment.getattr(l_1_a, 'keys')) == 1) else 's'))
-        yield '</p>\n  </li>\n'
-    l_1_a = l_1_m = l_1_root = missing
-    yield '</ul>\n'
+            yield '; the '
+            yield escape(t_2((undefined(name='authors') if l_0_authors is missing else l_0_authors)))
+            yield ' newest to join'
+        yield ', each with a diary of their dreams and the keys they sign with. Tiers are set by the pool\'s maintainers: <span class="tier tier-maintainer">maintainer</span>, <span class="tier tier-member">member</span>, and <span class="tier tier-guest">guest</span> for keys seen for the first time. Anonymized dreams are not listed under any author.</p>\n'
+    else:
+        pass
+        yield '  <p class="eyebrow"><a href="'
+        yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
+        yield 'authors/">Authors</a></p>\n  <h1>Authors, page '
+        yield escape((undefined(name='number') if l_0_number is missing else l_0_number))
+        yield '</h1>\n  <p class="meta">'
+        if (undefined(name='authors') if l_0_authors is missing else l_0_authors):
+            pass
+            yield 'authors '
+            yield escape((undefined(name='first') if l_0_first is missing else l_0_first))
+            yield ' to '
+            yield escape((((undefined(name='first') if l_0_first is missing else l_0_first) + t_2((undefined(name='authors') if l_0_authors is missing else l_0_authors))) - 1))
+            yield ' in the order they joined, newest first'
+        if (not (undefined(name='full') if l_0_full is missing else l_0_full)):
+            pass
+            if (undefined(name='authors') if l_0_authors is missing else l_0_authors):
+                pass
+                yield ' · '
+            yield 'new authors join this page'
+        yield '</p>\n'
+    yield '</header>\n'
+    if (undefined(name='authors') if l_0_authors is missing else l_0_authors):
+        pass
+        yield '<ul class="author-grid">\n'
+        for l_1_a in (undefined(name='authors') if l_0_authors is missing else l_0_authors):
+            l_1_m = resolve('m')
+            _loop_vars = {}
+            pass
+            yield '  <li class="card author-card'
+            if (environment.getattr(l_1_a, 'tier') == 'guest'):
+                pass
+                yield ' card-guest'
+            yield '">\n    <h2 class="card-title"><a href="'
+            yield escape(context.call(environment.getattr((undefined(name='m') if l_1_m is missing else l_1_m), 'author_url'), environment.getattr(l_1_a, 'slug'), (undefined(name='root') if l_0_root is missing else l_0_root), _loop_vars=_loop_vars))
+            yield '" dir="auto">'
+            yield escape(environment.getattr(l_1_a, 'name'))
+            yield '</a></h2>\n    <p class="meta">'
+            yield escape(context.call(environment.getattr((undefined(name='m') if l_1_m is missing else l_1_m), 'tier_badge'), environment.getattr(l_1_a, 'tier'), _loop_vars=_loop_vars))
+            yield ' '
+            yield escape(t_2(environment.getattr(l_1_a, 'dream_ids')))
+            yield ' dream'
+            yield escape(('' if (t_2(environment.getattr(l_1_a, 'dream_ids')) == 1) else 's'))
+            yield ' · '
+            yield escape(t_2(environment.getattr(l_1_a, 'keys')))
+            yield ' key'
+            yield escape(('' if (t_2(environment.getattr(l_1_a, 'keys')) == 1) else 's'))
+            yield '</p>\n  </li>\n'
+        l_1_a = l_1_m = missing
+        yield '</ul>\n'
+    elif (not t_1((undefined(name='number') if l_0_number is missing else l_0_number))):
+        pass
+        yield '<p class="empty">No author on this page yet: the next author to join starts it.</p>\n'
+    if (t_1((undefined(name='number') if l_0_number is missing else l_0_number)) and (undefined(name='pages') if l_0_pages is missing else l_0_pages)):
+        pass
+        yield '<nav class="pager" aria-label="Pages of the authors index">\n<a rel="next" href="'
+        yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
+        yield 'authors/index/'
+        yield escape((undefined(name='older') if l_0_older is missing else l_0_older))
+        yield '/">older →</a>\n</nav>\n<nav class="page-list" aria-label="Every page of the authors index, oldest first">\n<p>Every author, '
+        yield escape((undefined(name='size') if l_0_size is missing else l_0_size))
+        yield ' a page, page 1 the first to join:</p>\n<ol>\n'
+        for l_1_n in context.call((undefined(name='range') if l_0_range is missing else l_0_range), 1, ((undefined(name='pages') if l_0_pages is missing else l_0_pages) + 1), _block_vars=_block_vars):
+            _loop_vars = {}
+            pass
+            yield '<li><a href="'
+            yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
+            yield 'authors/index/'
+            yield escape(l_1_n)
+            yield '/">'
+            yield escape(l_1_n)
+            yield '</a></li>\n'
+        l_1_n = missing
+        yield '</ol>\n</nav>\n'
+    elif (not t_1((undefined(name='number') if l_0_number is missing else l_0_number))):
+        pass
+        yield '<nav class="pager" aria-label="Pages of the authors index">\n'
+        if ((undefined(name='number') if l_0_number is missing else l_0_number) > 1):
+            pass
+            yield '<a rel="prev" href="'
+            yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
+            yield 'authors/index/'
+            yield escape(((undefined(name='number') if l_0_number is missing else l_0_number) - 1))
+            yield '/">← older</a>'
+        yield '<a href="'
+        yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
+        yield 'authors/">newest</a>\n'
+        if (undefined(name='full') if l_0_full is missing else l_0_full):
+            pass
+            yield '<a rel="next" href="'
+            yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
+            yield 'authors/index/'
+            yield escape(((undefined(name='number') if l_0_number is missing else l_0_number) + 1))
+            yield '/">newer →</a>'
+        yield '</nav>\n'
 
 blocks = {'title': block_title, 'main': block_main}
-debug_info = '1=12&2=17&3=27&6=43&9=45&10=51&11=55&12=59'
+debug_info = '1=12&5=17&6=38&8=69&10=72&12=84&13=86&14=88&17=103&19=106&20=111&21=115&22=119&26=131&29=134&31=137&34=141&36=143&37=147&41=155&43=158&44=166&45=168'

@@ -1,0 +1,177 @@
+"""The authors index and the sitemap of pages stay put as the pool grows.
+
+Both listed every author in one file, by name (authors/index.html was 1.37 MB
+and sitemap-pages-1.xml 486 KB at 100k dreams), so a build after one new dream
+rewrote them whole, and a new author moved every author after them. Now they
+are paged in the order authors (and tags) first appear in the log: a new author
+joins the last page, a new dream changes its author's page only.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from builder import build as buildmod
+from builder.content import pool
+from builder.formats.note import parse_private_key
+from builder.log import logbuild
+from builder.site import feeds, render
+from builder.site.model import SiteModel, build_model
+from tests import pools
+from tests.pools import PoolFixture, make_pool
+
+# Authors beyond tests.pools' three, each with a fixed seed.
+MORE = {name: bytes([4 + n] * 32) for n, name in enumerate(("cyd", "dee", "2", "eve"))}
+
+
+@pytest.fixture(autouse=True)
+def more_authors(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, seed in MORE.items():
+        monkeypatch.setitem(pools.SEEDS, name, seed)
+
+
+def index_files(site: Path) -> dict[str, tuple[int, bytes]]:
+    """The authors index's pages: site path → (inode, bytes)."""
+    paths = [site / "authors" / "index.html", *sorted((site / "authors" / "index").rglob("*.html"))]
+    return {str(p.relative_to(site)): (os.stat(p).st_ino, p.read_bytes()) for p in paths}
+
+
+def names_on(page: bytes) -> list[str]:
+    """The authors a page of the index shows, in order."""
+    card = r'<h2 class="card-title"><a href="[^"]*" dir="auto">([^<]*)</a>'
+    return re.findall(card, page.decode())
+
+
+def join(tp: PoolFixture, site: Path, *names: str, **fields: Any) -> None:
+    """A dream of each of ``names``, each built (so signed) before the next is
+    added: within one build key leaves go by keyId, not by when they came."""
+    signer = parse_private_key(tp.log_key)
+    for name in names:
+        tp.add(name, 1, **fields)
+        buildmod.build(tp.content, site, signer=signer)
+
+
+def model_of(tp: PoolFixture) -> SiteModel:
+    config = pool.load_config(tp.content)
+    directory, _ = pool.load_keys(tp.content)
+    scanned, _ = pool.scan_dreams(tp.content, directory)
+    log = logbuild.update(tp.content, scanned, origin=config.origin, signer=None)
+    return build_model(log, directory, config, base_url="/")
+
+
+def test_authors_are_paged_in_the_order_they_joined(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(render, "AUTHOR_INDEX_PAGE_SIZE", 2)
+    tp = make_pool(tmp_path)
+    site = tmp_path / "site"
+    join(tp, site, "dee", "ada", "2", "cyd", "bob")
+    pages = {path: body for path, (_, body) in index_files(site).items()}
+    assert sorted(pages) == [
+        "authors/index.html",
+        "authors/index/1/index.html",
+        "authors/index/2/index.html",
+        "authors/index/3/index.html",
+    ]
+    assert names_on(pages["authors/index.html"]) == ["bob", "cyd"]
+    assert names_on(pages["authors/index/1/index.html"]) == ["ada", "dee"]
+    assert names_on(pages["authors/index/2/index.html"]) == ["cyd", "2"]
+    assert names_on(pages["authors/index/3/index.html"]) == ["bob"]
+    entry = pages["authors/index.html"].decode()
+    assert "5 authors; the 2 newest to join" in entry
+    assert all(f'href="../authors/index/{n}/"' in entry for n in (1, 2, 3))
+    # A full page links on by number and shows no count; the open page says so.
+    full = pages["authors/index/2/index.html"].decode()
+    assert 'rel="prev" href="../../../authors/index/1/"' in full
+    assert 'rel="next" href="../../../authors/index/3/"' in full
+    assert "5 authors" not in full and "new authors join" not in full
+    assert "new authors join this page" in pages["authors/index/3/index.html"].decode()
+    # The author called "2" keeps their diary at authors/2/: index pages never meet it.
+    diary = (site / "authors" / "2" / "index.html").read_text()
+    assert '<h1 dir="auto">2</h1>' in diary and "/ diary</p>" in diary
+
+
+def test_a_new_dream_rewrites_only_its_authors_page_of_the_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(render, "AUTHOR_INDEX_PAGE_SIZE", 2)
+    tp = make_pool(tmp_path)
+    signer = parse_private_key(tp.log_key)
+    site = tmp_path / "site"
+    join(tp, site, "ada", "bob", "cyd", "dee")
+    before = index_files(site)
+    assert sorted(before)[-1] == "authors/index/3/index.html"  # open, empty
+
+    tp.add("2", 1)  # a new author joins the open page, and the entry page
+    buildmod.build(tp.content, site, signer=signer)
+    after = index_files(site)
+    changed = {p for p in after if after[p] != before.get(p)}
+    assert changed == {"authors/index.html", "authors/index/3/index.html"}
+    assert names_on(after["authors/index/3/index.html"][1]) == ["2"]
+
+    tp.add("ada", 1)  # a dream of an author of a full page: that page alone
+    buildmod.build(tp.content, site, signer=signer)
+    again = index_files(site)
+    changed = {p for p in again if again[p] != after.get(p)}
+    assert changed == {"authors/index/1/index.html"}
+    assert b"2 dreams" in again["authors/index/1/index.html"][1]
+
+    cold = tmp_path / "cold"
+    buildmod.build(tp.content, cold, signer=None)
+    assert {p: b for p, (_, b) in index_files(cold).items()} == {
+        p: b for p, (_, b) in again.items()
+    }
+
+
+def test_the_sitemap_of_pages_only_grows_at_its_end(tmp_path: Path) -> None:
+    """A new author and a new tag join the end of the list of pages, whatever
+    their names, so a part of it the pool has moved past keeps its folders."""
+    tp = make_pool(tmp_path)
+    site = tmp_path / "site"
+    join(tp, site, "dee", tags=["zebra"])
+    join(tp, site, "cyd", tags=["yak", "zebra"])
+    first = [folder for folder, _ in feeds.sitemap_pages(model_of(tp))]
+    assert first[first.index("verify/") + 1 :] == [
+        "authors/dee/",
+        "tags/zebra/",
+        "authors/cyd/",
+        "tags/yak/",
+    ]
+    join(tp, site, "ada", tags=["aardvark", "zebra"])  # names that sort first
+    join(tp, site, "dee", tags=["yak"])
+    second = [folder for folder, _ in feeds.sitemap_pages(model_of(tp))]
+    assert second == [*first, "authors/ada/", "tags/aardvark/"]
+
+
+def test_the_sitemap_of_pages_is_cut_into_parts_that_stay_put(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four pages a part: the site's nine own pages fill parts 1 to 3 (all but
+    verify/ dated by the pool), authors and tags the next. A new author with a
+    new tag joins the last part (and opens one); a full part of others keeps
+    its file (the writer keeps a part whose key did not change)."""
+    monkeypatch.setattr(feeds, "SHARD_LEAVES", 4)
+    tp = make_pool(tmp_path)
+    site = tmp_path / "site"
+    for name in ("ada", "bob", "cyd", "dee", "2"):
+        join(tp, site, name, tags=[f"t{name}"])
+
+    def parts() -> dict[str, tuple[int, bytes]]:
+        return {
+            p.name: (os.stat(p).st_ino, p.read_bytes()) for p in site.glob("sitemap-pages-*.xml")
+        }
+
+    before = parts()
+    # 9 own pages, then ada, tada, bob, tbob, cyd, tcyd, dee, tdee, 2, t2: 19.
+    assert sorted(before) == [f"sitemap-pages-{j}.xml" for j in range(1, 6)]
+    join(tp, site, "eve", tags=["teve"])  # pages 20 and 21: parts 5 and 6
+    after = parts()
+    changed = {p for p in after if after[p] != before.get(p)}
+    assert {"sitemap-pages-5.xml", "sitemap-pages-6.xml"} <= changed
+    assert changed <= {f"sitemap-pages-{j}.xml" for j in (1, 2, 3, 5, 6)}
+    assert after["sitemap-pages-4.xml"] == before["sitemap-pages-4.xml"]  # same inode too
