@@ -21,8 +21,11 @@
                                      author's newest DIARY_PAGE_SIZE dreams
     authors/<slug>/<n>/index.html    page n ≥ 1 of a longer timeline, counted from
                                      the oldest, as a tag's numbered pages
-    tags/index.html, tags/<slug>/index.html
-                                     a tag's newest TAG_PAGE_SIZE dreams, and links
+    tags/index.html                  the TAG_INDEX_PAGE_SIZE most used tags, and
+                                     links to the numbered pages
+    tags/index/<n>/index.html        page n ≥ 1 of the tags index, counted from
+                                     the first tag to appear, as a tag's pages
+    tags/<slug>/index.html           a tag's newest TAG_PAGE_SIZE dreams, and links
                                      to its numbered pages
     tags/<slug>/<n>/index.html       page n ≥ 1 of a tag of more than TAG_PAGE_SIZE
                                      dreams: the n-th TAG_PAGE_SIZE of them, counted
@@ -87,7 +90,8 @@ Numbered newest first, as before, one new dream shifted every page of its tag
   (DIARY_PAGE_SIZE); only its entry page shows the author's keys. So is the
   authors index (AUTHOR_INDEX_PAGE_SIZE), in the order authors joined the log:
   a new author joins its open page, and a new dream changes the page of its
-  author's card only.
+  author's card only. The tags index pages its numbered pages the same way, in
+  the order tags first appear; its entry page shows the most used.
 * Lineage pages keep their scheme (page 1, ``lineage/``, holds the oldest
   chains and lists every page; a later page links on by number).
 * The search index is already sharded by leaf index (SEARCH_SHARD_LEAVES), and
@@ -610,6 +614,9 @@ DIARY_PAGE_SIZE = 200
 # every author was 1.37 MB at 100k dreams (5,000 authors), made and written
 # again by every build.
 AUTHOR_INDEX_PAGE_SIZE = 200
+# Tags a page of the tags index: tags/ shows the most used, tags/index/<n>/
+# the n-th in the order they first appear (a tag's vocabulary grows with the pool).
+TAG_INDEX_PAGE_SIZE = 200
 
 
 # Chains per lineage page. Roots come oldest first, so a chain stays on its
@@ -665,6 +672,13 @@ def author_index_path(number: int | None) -> str:
     (:func:`builder.site.model.slug` reserves the word), so the two never meet,
     as ``authors/<n>/`` would with an author called "2"."""
     return "authors/index.html" if number is None else f"authors/index/{number}/index.html"
+
+
+def tag_index_path(number: int | None) -> str:
+    """The tags index's entry page (the most used tags) is ``tags/``; its
+    numbered page n ≥ 1, counted from the first tag to appear, is
+    ``tags/index/<n>/`` (``index`` is no tag's slug, as for authors)."""
+    return "tags/index.html" if number is None else f"tags/index/{number}/index.html"
 
 
 def archive_page_of(position: int, size: int) -> int:
@@ -805,6 +819,60 @@ def _author_index_pages(
             number=number,
             pages=None,
             older=None,
+            size=size,
+            full=full,
+            first=lo + 1,
+        )
+
+
+def _tag_index_pages(
+    model: SiteModel,
+    size: int,
+    page: Callable[..., Page],
+    key_of_page: Callable[..., str | None],
+) -> Iterator[Page]:
+    """The tags index. The entry page ``tags/`` shows the ``size`` most used
+    tags (every tag while there are no more), most used first, and links the
+    numbered pages; numbered page n holds the tags at positions
+    [(n-1)·size, n·size) in the order they first appear in the log (a tag's
+    oldest dream), newest first on the page, as :func:`_author_index_pages`.
+    A new tag joins the open page; a new dream changes the pages of its tags
+    and the entry page, whose counts it moves."""
+    in_order = sorted(model.tags, key=lambda t: (model.by_id[t.dream_ids[-1]].index, t.name))
+    by_slug = {t.slug: t for t in in_order}
+    newest_first = [t.slug for t in reversed(in_order)]
+    count = len(newest_first)
+    pages = archive_pages(count, size)
+
+    def cards(listed: Sequence[TagView]) -> list[tuple[str, str, int]]:
+        return [(t.name, t.slug, len(t.dream_ids)) for t in listed]  # what a link shows
+
+    most_used = model.tags[:size]  # the model's order: most used first, then by name
+    yield page(
+        tag_index_path(None),
+        "tags.html",
+        "tags",
+        key=key_of_page("tags", count, size, pages, cards(most_used), dreams=()),
+        tags=most_used,
+        count=count,
+        number=None,
+        pages=pages,
+        size=size,
+        full=False,
+        first=1,
+    )
+    for number in range(1, pages + 1):
+        slugs, full, lo = archive_page(newest_first, number, size)
+        listed = [by_slug[s] for s in slugs]
+        yield page(
+            tag_index_path(number),
+            "tags.html",
+            "tags",
+            key=key_of_page("tags", number, size, full, cards(listed), dreams=()),
+            tags=listed,
+            count=None,
+            number=number,
+            pages=None,
             size=size,
             full=full,
             first=lo + 1,
@@ -1013,7 +1081,7 @@ def list_pages(
     yield from _author_index_pages(model, AUTHOR_INDEX_PAGE_SIZE, page, key_of_page)
     for a in model.authors:
         yield from _diary_pages(model, a, DIARY_PAGE_SIZE, page, key_of_page, diary_item)
-    yield page("tags/index.html", "tags.html", "tags")
+    yield from _tag_index_pages(model, TAG_INDEX_PAGE_SIZE, page, key_of_page)
     size = TAG_PAGE_SIZE
     for t in model.tags:
         yield from _tag_pages(model, t, size, page, key_of_page)

@@ -22,8 +22,19 @@ def block_title(context, missing=missing):
     cond_expr_undefined = Undefined
     if 0: yield None
     _block_vars = {}
+    l_0_number = resolve('number')
+    try:
+        t_1 = environment.tests['none']
+    except KeyError:
+        @internalcode
+        def t_1(*unused):
+            raise TemplateRuntimeError("No test named 'none' found.")
     pass
     yield 'Tags'
+    if (not t_1((undefined(name='number') if l_0_number is missing else l_0_number))):
+        pass
+        yield ', page '
+        yield escape((undefined(name='number') if l_0_number is missing else l_0_number))
 
 def block_main(context, missing=missing):
     resolve = context.resolve_or_missing
@@ -32,31 +43,123 @@ def block_main(context, missing=missing):
     cond_expr_undefined = Undefined
     if 0: yield None
     _block_vars = {}
-    l_0_site = resolve('site')
+    l_0_number = resolve('number')
+    l_0_count = resolve('count')
+    l_0_pages = resolve('pages')
+    l_0_tags = resolve('tags')
+    l_0_root = resolve('root')
+    l_0_first = resolve('first')
+    l_0_full = resolve('full')
+    l_0_size = resolve('size')
+    l_0_range = resolve('range')
     try:
-        t_1 = environment.filters['length']
+        t_2 = environment.filters['length']
+    except KeyError:
+        @internalcode
+        def t_2(*unused):
+            raise TemplateRuntimeError("No filter named 'length' found.")
+    try:
+        t_1 = environment.tests['none']
     except KeyError:
         @internalcode
         def t_1(*unused):
-            raise TemplateRuntimeError("No filter named 'length' found.")
+            raise TemplateRuntimeError("No test named 'none' found.")
     pass
-    yield '<header class="page-head">\n  <h1>Tags</h1>\n  <p class="lede">'
-    yield escape(t_1(environment.getattr((undefined(name='site') if l_0_site is missing else l_0_site), 'tags')))
-    yield ' tags, most used first.</p>\n</header>\n<ul class="tag-cloud">\n'
-    for l_1_t in environment.getattr((undefined(name='site') if l_0_site is missing else l_0_site), 'tags'):
-        _loop_vars = {}
+    yield '<header class="page-head">\n'
+    if t_1((undefined(name='number') if l_0_number is missing else l_0_number)):
         pass
-        yield '  <li><a class="tag" href="'
-        yield escape(environment.getattr(l_1_t, 'slug'))
-        yield '/"><span dir="auto">'
-        yield escape(environment.getattr(l_1_t, 'name'))
-        yield '</span> <span class="count" aria-label="'
-        yield escape(t_1(environment.getattr(l_1_t, 'dream_ids')))
-        yield ' dreams">'
-        yield escape(t_1(environment.getattr(l_1_t, 'dream_ids')))
-        yield '</span></a></li>\n'
-    l_1_t = missing
-    yield '</ul>\n'
+        yield '  <h1>Tags</h1>\n  <p class="lede">'
+        yield escape((undefined(name='count') if l_0_count is missing else l_0_count))
+        yield ' tag'
+        yield escape(('' if ((undefined(name='count') if l_0_count is missing else l_0_count) == 1) else 's'))
+        yield ', most used first'
+        if (undefined(name='pages') if l_0_pages is missing else l_0_pages):
+            pass
+            yield '; the '
+            yield escape(t_2((undefined(name='tags') if l_0_tags is missing else l_0_tags)))
+            yield ' most used here, every tag on the pages below'
+        yield '.</p>\n'
+    else:
+        pass
+        yield '  <p class="eyebrow"><a href="'
+        yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
+        yield 'tags/">Tags</a></p>\n  <h1>Tags, page '
+        yield escape((undefined(name='number') if l_0_number is missing else l_0_number))
+        yield '</h1>\n  <p class="meta">'
+        if (undefined(name='tags') if l_0_tags is missing else l_0_tags):
+            pass
+            yield 'tags '
+            yield escape((undefined(name='first') if l_0_first is missing else l_0_first))
+            yield ' to '
+            yield escape((((undefined(name='first') if l_0_first is missing else l_0_first) + t_2((undefined(name='tags') if l_0_tags is missing else l_0_tags))) - 1))
+            yield ' in the order they first appeared, newest first'
+        if (not (undefined(name='full') if l_0_full is missing else l_0_full)):
+            pass
+            if (undefined(name='tags') if l_0_tags is missing else l_0_tags):
+                pass
+                yield ' · '
+            yield 'new tags join this page'
+        yield '</p>\n'
+    yield '</header>\n'
+    if (undefined(name='tags') if l_0_tags is missing else l_0_tags):
+        pass
+        yield '<ul class="tag-cloud">\n'
+        for l_1_t in (undefined(name='tags') if l_0_tags is missing else l_0_tags):
+            l_1_m = resolve('m')
+            _loop_vars = {}
+            pass
+            yield '  <li><a class="tag" href="'
+            yield escape(context.call(environment.getattr((undefined(name='m') if l_1_m is missing else l_1_m), 'tag_url'), environment.getattr(l_1_t, 'slug'), (undefined(name='root') if l_0_root is missing else l_0_root), _loop_vars=_loop_vars))
+            yield '"><span dir="auto">'
+            yield escape(environment.getattr(l_1_t, 'name'))
+            yield '</span> <span class="count" aria-label="'
+            yield escape(t_2(environment.getattr(l_1_t, 'dream_ids')))
+            yield ' dreams">'
+            yield escape(t_2(environment.getattr(l_1_t, 'dream_ids')))
+            yield '</span></a></li>\n'
+        l_1_t = l_1_m = missing
+        yield '</ul>\n'
+    elif (not t_1((undefined(name='number') if l_0_number is missing else l_0_number))):
+        pass
+        yield '<p class="empty">No tag on this page yet: the next new tag starts it.</p>\n'
+    if (t_1((undefined(name='number') if l_0_number is missing else l_0_number)) and (undefined(name='pages') if l_0_pages is missing else l_0_pages)):
+        pass
+        yield '<nav class="page-list" aria-label="Every page of the tags index, oldest first">\n<p>Every tag, '
+        yield escape((undefined(name='size') if l_0_size is missing else l_0_size))
+        yield ' a page, page 1 the first to appear:</p>\n<ol>\n'
+        for l_1_n in context.call((undefined(name='range') if l_0_range is missing else l_0_range), 1, ((undefined(name='pages') if l_0_pages is missing else l_0_pages) + 1), _block_vars=_block_vars):
+            _loop_vars = {}
+            pass
+            yield '<li><a href="'
+            yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
+            yield 'tags/index/'
+            yield escape(l_1_n)
+            yield '/">'
+            yield escape(l_1_n)
+            yield '</a></li>\n'
+        l_1_n = missing
+        yield '</ol>\n</nav>\n'
+    elif (not t_1((undefined(name='number') if l_0_number is missing else l_0_number))):
+        pass
+        yield '<nav class="pager" aria-label="Pages of the tags index">\n'
+        if ((undefined(name='number') if l_0_number is missing else l_0_number) > 1):
+            pass
+            yield '<a rel="prev" href="'
+            yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
+            yield 'tags/index/'
+            yield escape(((undefined(name='number') if l_0_number is missing else l_0_number) - 1))
+            yield '/">← older</a>'
+        yield '<a href="'
+        yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
+        yield 'tags/">most used</a>\n'
+        if (undefined(name='full') if l_0_full is missing else l_0_full):
+            pass
+            yield '<a rel="next" href="'
+            yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
+            yield 'tags/index/'
+            yield escape(((undefined(name='number') if l_0_number is missing else l_0_number) + 1))
+            yield '/">newer →</a>'
+        yield '</nav>\n'
 
 blocks = {'title': block_title, 'main': block_main}
-debug_info = '1=12&2=17&3=27&6=43&9=45&10=49'
+debug_info = '1=12&5=17&6=38&8=68&10=71&12=84&13=86&14=88&17=103&19=106&20=111&23=121&26=124&28=127&30=129&31=133&35=141&37=144&38=152&39=154'

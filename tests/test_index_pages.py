@@ -1,10 +1,11 @@
-"""The authors index and the sitemap of pages stay put as the pool grows.
+"""The authors and tags indexes and the sitemap of pages stay put as the pool grows.
 
-Both listed every author in one file, by name (authors/index.html was 1.37 MB
-and sitemap-pages-1.xml 486 KB at 100k dreams), so a build after one new dream
-rewrote them whole, and a new author moved every author after them. Now they
-are paged in the order authors (and tags) first appear in the log: a new author
-joins the last page, a new dream changes its author's page only.
+Each listed every author (or tag) in one file, by name or count
+(authors/index.html was 1.37 MB and sitemap-pages-1.xml 486 KB at 100k
+dreams), so a build after one new dream rewrote them whole, and a new author
+moved every author after them. Now they are paged in the order authors and
+tags first appear in the log: a new one joins the last page, a new dream
+changes the pages of its author and its tags.
 """
 
 from __future__ import annotations
@@ -35,10 +36,17 @@ def more_authors(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setitem(pools.SEEDS, name, seed)
 
 
-def index_files(site: Path) -> dict[str, tuple[int, bytes]]:
-    """The authors index's pages: site path → (inode, bytes)."""
-    paths = [site / "authors" / "index.html", *sorted((site / "authors" / "index").rglob("*.html"))]
+def index_files(site: Path, kind: str = "authors") -> dict[str, tuple[int, bytes]]:
+    """The pages of the authors (or tags) index: site path → (inode, bytes)."""
+    paths = [site / kind / "index.html", *sorted((site / kind / "index").rglob("*.html"))]
     return {str(p.relative_to(site)): (os.stat(p).st_ino, p.read_bytes()) for p in paths}
+
+
+def tags_on(page: bytes) -> list[tuple[str, int]]:
+    """The tags a page of the tags index shows, with their counts, in order."""
+    link = r'<a class="tag" href="[^"]*"><span dir="auto">([^<]*)</span> '
+    link += r'<span class="count"[^>]*>(\d+)'
+    return [(name, int(n)) for name, n in re.findall(link, page.decode())]
 
 
 def names_on(page: bytes) -> list[str]:
@@ -175,3 +183,47 @@ def test_the_sitemap_of_pages_is_cut_into_parts_that_stay_put(
     assert {"sitemap-pages-5.xml", "sitemap-pages-6.xml"} <= changed
     assert changed <= {f"sitemap-pages-{j}.xml" for j in (1, 2, 3, 5, 6)}
     assert after["sitemap-pages-4.xml"] == before["sitemap-pages-4.xml"]  # same inode too
+
+
+def test_tags_are_paged_in_the_order_they_first_appear(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tags/ shows the most used; tags/index/<n>/ every tag in the order it
+    first appeared. A dream of a tag on a full page changes that page and the
+    entry page (its counts), no other."""
+    monkeypatch.setattr(render, "TAG_INDEX_PAGE_SIZE", 2)
+    tp = make_pool(tmp_path)
+    site = tmp_path / "site"
+    join(tp, site, "ada", tags=["zebra"])
+    join(tp, site, "ada", tags=["yak", "zebra"])
+    join(tp, site, "bob", tags=["auk"])
+    join(tp, site, "bob", tags=["emu"])
+    before = index_files(site, "tags")
+    pages = {path: body for path, (_, body) in before.items()}
+    assert sorted(pages) == [
+        "tags/index.html",
+        "tags/index/1/index.html",
+        "tags/index/2/index.html",
+        "tags/index/3/index.html",
+    ]
+    assert tags_on(pages["tags/index.html"]) == [("zebra", 2), ("auk", 1)]
+    assert tags_on(pages["tags/index/1/index.html"]) == [("yak", 1), ("zebra", 2)]
+    assert tags_on(pages["tags/index/2/index.html"]) == [("emu", 1), ("auk", 1)]
+    assert tags_on(pages["tags/index/3/index.html"]) == []
+    assert "4 tags, most used first; the 2 most used here" in pages["tags/index.html"].decode()
+
+    join(tp, site, "bob", tags=["yak"])
+    after = index_files(site, "tags")
+    changed = {p for p in after if after[p] != before[p]}
+    assert changed == {"tags/index.html", "tags/index/1/index.html"}
+    assert tags_on(after["tags/index/1/index.html"][1]) == [("yak", 2), ("zebra", 2)]
+
+    join(tp, site, "bob", tags=["owl"])  # a new tag joins the open page
+    again = index_files(site, "tags")
+    changed = {p for p in again if again[p] != after[p]}
+    assert changed == {"tags/index.html", "tags/index/3/index.html"}
+    cold = tmp_path / "cold"
+    buildmod.build(tp.content, cold, signer=None)
+    assert {p: b for p, (_, b) in index_files(cold, "tags").items()} == {
+        p: b for p, (_, b) in again.items()
+    }
