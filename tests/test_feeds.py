@@ -390,6 +390,8 @@ def test_plan_paths_are_the_url_scheme(built: Built) -> None:
     leaves = [d.index for d in m.dreams] + [e.index for e in m.erased]
     shards = {i // feeds.SHARD_LEAVES for i in leaves}
     want |= {f"sitemap-dreams-{k}.xml" for k in shards}
+    parts = -(-len(feeds.sitemap_pages(m)) // feeds.SITEMAP_PAGES_PART)  # diaries, tags
+    want |= {f"sitemap-pages-{j}.xml" for j in range(2, 2 + parts)}
     want |= {f"api/dreams/{d.index // feeds.SHARD_LEAVES}.json" for d in m.dreams}
     want |= {f"authors/{a.slug}/feed.xml" for a in m.authors}
     want |= {f"tags/{t.slug}/feed.xml" for t in m.tags}
@@ -404,10 +406,12 @@ def test_no_sitemap_passes_the_protocol_limit(
     # sitemaps.org: at most 50,000 URLs a file; a pool of 100k dreams has more.
     for m, prefix in ((built.relative, ""), (built.absolute, ABSOLUTE)):
         whole = sitemap_urls(render_feeds(m), prefix)
-        monkeypatch.setattr(feeds, "SITEMAP_LIMIT", 4)
+        own = len(feeds.site_pages(m))  # one part of their own, 9 URLs
+        monkeypatch.setattr(feeds, "SITEMAP_LIMIT", own)
         monkeypatch.setattr(feeds, "SHARD_LEAVES", 4)
+        monkeypatch.setattr(feeds, "SITEMAP_PAGES_PART", 2)
         plan = render_feeds(m)
-        assert sitemap_urls(plan, prefix) == whole  # each part at most 4 URLs
+        assert sitemap_urls(plan, prefix) == whole  # each part at most `own` URLs
         pages = len(feeds.sitemap_pages(m))
-        assert pages > 4 and f"sitemap-pages-{-(-pages // 4)}.xml" in plan
+        assert pages > 2 and f"sitemap-pages-{1 + -(-pages // 2)}.xml" in plan
         monkeypatch.undo()

@@ -10,6 +10,7 @@ changes the pages of its author and its tags.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -18,15 +19,18 @@ from typing import Any
 import pytest
 
 from builder import build as buildmod
-from builder.content import pool
+from builder.content import anonymity, pool
+from builder.formats import dream as dreamfmt
 from builder.formats.note import parse_private_key
-from builder.log import logbuild
+from builder.log import erase, logbuild
 from builder.site import feeds, render
 from builder.site.model import SiteModel, build_model
 from tests import pools
-from tests.pools import PoolFixture, make_pool
+from tests.conftest import draft
+from tests.pools import PoolFixture, key_id_of, make_pool
 
 # Authors beyond tests.pools' three, each with a fixed seed.
+ANONYMIZED = {"share": True, "derivatives": True, "anonymize": True}
 MORE = {name: bytes([4 + n] * 32) for n, name in enumerate(("cyd", "dee", "2", "eve"))}
 
 
@@ -57,10 +61,13 @@ def names_on(page: bytes) -> list[str]:
 
 def join(tp: PoolFixture, site: Path, *names: str, **fields: Any) -> None:
     """A dream of each of ``names``, each built (so signed) before the next is
-    added: within one build key leaves go by keyId, not by when they came."""
+    added: within one build key leaves go by keyId, not by when they came. With
+    no name, one build of what the pool holds."""
     signer = parse_private_key(tp.log_key)
     for name in names:
         tp.add(name, 1, **fields)
+        buildmod.build(tp.content, site, signer=signer)
+    if not names:
         buildmod.build(tp.content, site, signer=signer)
 
 
@@ -144,7 +151,7 @@ def test_the_sitemap_of_pages_only_grows_at_its_end(tmp_path: Path) -> None:
     join(tp, site, "dee", tags=["zebra"])
     join(tp, site, "cyd", tags=["yak", "zebra"])
     first = [folder for folder, _ in feeds.sitemap_pages(model_of(tp))]
-    assert first[first.index("verify/") + 1 :] == [
+    assert first == [
         "authors/dee/",
         "tags/zebra/",
         "authors/cyd/",
@@ -159,11 +166,11 @@ def test_the_sitemap_of_pages_only_grows_at_its_end(tmp_path: Path) -> None:
 def test_the_sitemap_of_pages_is_cut_into_parts_that_stay_put(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Four pages a part: the site's nine own pages fill parts 1 to 3 (all but
-    verify/ dated by the pool), authors and tags the next. A new author with a
-    new tag joins the last part (and opens one); a full part of others keeps
-    its file (the writer keeps a part whose key did not change)."""
-    monkeypatch.setattr(feeds, "SHARD_LEAVES", 4)
+    """Four pages a part: the site's own pages are part 1, dated by the pool;
+    diaries and tag pages the next, in the order they first appear. A new
+    author with a new tag joins the last part; a full part of others keeps its
+    file (the writer keeps a part whose key did not change)."""
+    monkeypatch.setattr(feeds, "SITEMAP_PAGES_PART", 4)
     tp = make_pool(tmp_path)
     site = tmp_path / "site"
     for name in ("ada", "bob", "cyd", "dee", "2"):
@@ -175,14 +182,20 @@ def test_the_sitemap_of_pages_is_cut_into_parts_that_stay_put(
         }
 
     before = parts()
-    # 9 own pages, then ada, tada, bob, tbob, cyd, tcyd, dee, tdee, 2, t2: 19.
-    assert sorted(before) == [f"sitemap-pages-{j}.xml" for j in range(1, 6)]
-    join(tp, site, "eve", tags=["teve"])  # pages 20 and 21: parts 5 and 6
+    # ada, tada, bob, tbob | cyd, tcyd, dee, tdee | 2, t2
+    assert sorted(before) == [f"sitemap-pages-{j}.xml" for j in range(1, 5)]
+    assert b"<loc>tags/</loc>" in before["sitemap-pages-1.xml"][1]
+    assert b"<loc>authors/2/</loc>" in before["sitemap-pages-4.xml"][1]
+    join(tp, site, "eve", tags=["teve"])
     after = parts()
     changed = {p for p in after if after[p] != before.get(p)}
-    assert {"sitemap-pages-5.xml", "sitemap-pages-6.xml"} <= changed
-    assert changed <= {f"sitemap-pages-{j}.xml" for j in (1, 2, 3, 5, 6)}
-    assert after["sitemap-pages-4.xml"] == before["sitemap-pages-4.xml"]  # same inode too
+    assert "sitemap-pages-4.xml" in changed and changed <= {
+        "sitemap-pages-1.xml",
+        "sitemap-pages-4.xml",
+    }
+    assert b"<loc>tags/teve/</loc>" in after["sitemap-pages-4.xml"][1]
+    assert after["sitemap-pages-2.xml"] == before["sitemap-pages-2.xml"]  # same inode too
+    assert after["sitemap-pages-3.xml"] == before["sitemap-pages-3.xml"]
 
 
 def test_tags_are_paged_in_the_order_they_first_appear(
@@ -227,3 +240,85 @@ def test_tags_are_paged_in_the_order_they_first_appear(
     assert {p: b for p, (_, b) in index_files(cold, "tags").items()} == {
         p: b for p, (_, b) in again.items()
     }
+
+
+def test_an_author_hidden_until_they_sign_openly_joins_at_the_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pool from before one-time keys (docs/protocol.md §1.2) may hold a dream
+    anonymized under its author's own name and key; that author is not listed
+    until they sign openly, and then joins at the end, not back at that key's
+    leaf, where they would push a full page's authors along (review r58)."""
+    monkeypatch.setattr(render, "AUTHOR_INDEX_PAGE_SIZE", 2)
+    tp = make_pool(tmp_path)
+    site = tmp_path / "site"
+    join(tp, site, "ada", "bob")
+    with monkeypatch.context() as legacy:  # as admission was before one-time keys
+        legacy.setattr(anonymity, "refusals", lambda *a, **k: {})
+        body = draft(author="cyd", title="legacy", consent=dict(ANONYMIZED))
+        signed = tmp_path / "legacy.json"
+        signed.write_text(json.dumps(dreamfmt.sign(body, MORE["cyd"])), encoding="utf-8")
+        pool.submit(tp.content, [signed])
+        join(tp, site)
+    assert "cyd" not in (site / "authors" / "index.html").read_text()
+    join(tp, site, "dee", "eve")
+    page2 = site / "authors" / "index" / "2" / "index.html"
+    assert names_on(page2.read_bytes()) == ["eve", "dee"]
+    listed = [folder for folder, _ in feeds.sitemap_pages(model_of(tp))]
+
+    join(tp, site, "cyd")  # signs openly now
+    assert names_on(page2.read_bytes()) == ["eve", "dee"]
+    assert names_on((site / "authors" / "index" / "3" / "index.html").read_bytes()) == ["cyd"]
+    assert [folder for folder, _ in feeds.sitemap_pages(model_of(tp))] == [
+        *listed,
+        "authors/cyd/",
+    ]
+
+
+def test_incremental_builds_equal_a_cold_one_through_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After each change (a tier, an erasure, an anonymized dream, a hostile
+    new name, an author called "index") the kept pages of the indexes and
+    sitemaps equal a cold build's: their keys cover all they show."""
+    monkeypatch.setattr(render, "AUTHOR_INDEX_PAGE_SIZE", 2)
+    monkeypatch.setattr(render, "TAG_INDEX_PAGE_SIZE", 2)
+    monkeypatch.setattr(feeds, "SHARD_LEAVES", 4)
+    monkeypatch.setattr(feeds, "SITEMAP_PAGES_PART", 2)
+    monkeypatch.setitem(pools.SEEDS, "<b>&x", bytes([20] * 32))
+    monkeypatch.setitem(pools.SEEDS, "index", bytes([21] * 32))
+    tp = make_pool(tmp_path)
+    site = tmp_path / "site"
+    first: list[str] = []
+    for name in ("ada", "bob", "cyd", "dee", "eve"):
+        first += tp.add(name, 1, tags=[f"t{name}"])
+        join(tp, site)
+
+    def same_as_cold(step: str) -> None:
+        cold = tmp_path / f"cold-{step}"
+        buildmod.build(tp.content, cold, signer=None)
+        for kind in ("authors", "tags"):
+            warm = {p: b for p, (_, b) in index_files(site, kind).items()}
+            assert warm == {p: b for p, (_, b) in index_files(cold, kind).items()}, step
+        sitemaps = {p.name: p.read_bytes() for p in site.glob("sitemap*.xml")}
+        assert sitemaps == {p.name: p.read_bytes() for p in cold.glob("sitemap*.xml")}, step
+
+    same_as_cold("start")
+    key_file = tp.content / "keys" / f"{key_id_of('bob')[7:]}.yaml"
+    key_file.write_text(key_file.read_text().replace("tier: guest", "tier: member"))
+    join(tp, site)
+    same_as_cold("tier")
+    for p in tp.content.parent.glob("in-*.json"):
+        p.unlink()  # the submitted copies, which erase would find as residue
+    erase.erase(tp.content, first[0], "author-request")
+    join(tp, site)
+    same_as_cold("erasure")
+    join(tp, site, "cyd", consent=dict(ANONYMIZED))
+    same_as_cold("anonymized")
+    join(tp, site, "<b>&x", tags=["<i>"])
+    same_as_cold("hostile")
+    entry = (site / "authors" / "index.html").read_text()
+    assert "<b>&x" not in entry and "&lt;b&gt;&amp;x" in entry
+    join(tp, site, "index")
+    same_as_cold("index")
+    assert not (site / "authors" / "index" / "index.html").exists()

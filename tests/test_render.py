@@ -560,7 +560,7 @@ def test_home_tags_log_and_patterns(built: Built) -> None:
     assert m.checkpoint.root in home and 'href="./log/"' in home
     assert '<link rel="canonical" href="https://example.org/pool/">' in home
     tags = plan["tags/index.html"].decode()
-    assert f'href="{model.slug("数据库")}/"' in tags
+    assert f'href="../tags/{model.slug("数据库")}/"' in tags
     log = plan["log/index.html"].decode()
     assert "dreampool monitor --policy policy --state state https://example.org/pool/" in log
     first = m.history[0].size

@@ -11,8 +11,9 @@
                                leaves [k·SHARD_LEAVES, (k+1)·SHARD_LEAVES)
     sitemap-archive-<k>.xml    the archive's numbered pages k·SHARD_LEAVES+1 to
                                (k+1)·SHARD_LEAVES (builder.site.render, archive/<n>/)
-    sitemap-pages-<j>.xml      every other HTML page, SHARD_LEAVES a file (j ≥ 1),
-                               authors and tags in the order they joined
+    sitemap-pages-1.xml        the site's own pages (home, archive/, authors/, …)
+    sitemap-pages-<j>.xml      j ≥ 2: the diaries and tag pages, SITEMAP_PAGES_PART
+                               a file, in the order authors and tags first appear
     robots.txt                 allow all, and where the sitemap is
     api/dreams.json            the JSON API's index: the pool, its checkpoint,
                                and its shards
@@ -25,9 +26,9 @@ joins the last shard, so a build after one new dream rewrites the index and
 that shard, and a shard the log has moved past changes only when one of its
 own dreams does (erased, re-tiered). One api/dreams.json of every dream, and
 one sitemap, were rewritten whole by every build (at 100k dreams, 20 MB and
-three 5 MB files). The sitemap of the other pages is cut SHARD_LEAVES pages a
-file in the order authors and tags first appear (:func:`sitemap_pages`): one
-file of them all, by name, was 486 KB at 100k dreams, rewritten by every build.
+three 5 MB files). The sitemap of the diaries and tag pages is cut into parts
+in the order authors and tags first appear (:func:`sitemap_pages`): one file
+of them all, by name, was 486 KB at 100k dreams, rewritten by every build.
 
 Links. With an absolute ``base_url`` (``https://…``) every link is absolute.
 Otherwise the site may be served under any path, so feeds link relative to
@@ -84,8 +85,11 @@ SITEMAP_LIMIT = 50_000
 API_FORMAT = "dreampool-api/v2"
 # Log leaves one shard of the JSON API and of the dreams' sitemap spans: about
 # 400 KB of API and 200 KB of sitemap. At most SITEMAP_LIMIT, since a leaf holds
-# one dream at most. It is also how many pages a sitemap-pages-<j>.xml lists.
+# one dream at most.
 SHARD_LEAVES = 2048
+# Diaries and tag pages a sitemap-pages-<j>.xml lists (j ≥ 2), about 30 KB: a
+# new dream changes the parts of its author and of each of its (up to 8) tags.
+SITEMAP_PAGES_PART = 256
 FEED_LIMIT = 50
 SUMMARY_LIMIT = mdrender.FEED_SUMMARY_LIMIT
 # Used only when the model has no checkpoint at all (then it has no dreams either).
@@ -287,23 +291,28 @@ def leaf_shards(dreams: Iterable[_Indexed], leaves: int) -> list[tuple[int, list
     return sorted(shards.items())
 
 
-def sitemap_pages(model: SiteModel) -> list[tuple[str, str | None]]:
-    """Every HTML page but the dreams' own (and tombstones'), the archive's
-    (:func:`sitemap_archive`) and the numbered pages of lists (reached from
-    their entry pages), as (site path of its folder, lastmod or None), in an
-    order that only grows at its end: the site's own pages, then each author's
-    diary and each tag's page in the order they first appear in the log (an
-    author's :attr:`~builder.site.model.AuthorView.joined`, a tag's oldest
-    dream; at the same leaf the author first, then tags by name). A new author
-    or tag joins the end, so a new dream changes the part of the site's pages
-    (its lastmod is the pool's), of its author and of its tags, and a part of
-    full pages holds the same folders for good (only an erasure moves them)."""
+def site_pages(model: SiteModel) -> list[tuple[str, str | None]]:
+    """The site's own pages, as (site path of its folder, lastmod or None): all
+    but verify/ are dated by the pool, so their file changes with every build."""
     pool_date = model.checkpoint.date if model.checkpoint else None
     pages: list[tuple[str, str | None]] = [
         (p, pool_date)
         for p in ("", "archive/", "authors/", "tags/", "lineage/", "patterns/", "log/", "search/")
     ]
     pages.append(("verify/", None))  # static: it changes with dreampool, not with the pool
+    return pages
+
+
+def sitemap_pages(model: SiteModel) -> list[tuple[str, str | None]]:
+    """Each author's diary and each tag's page, as (site path of its folder,
+    lastmod or None), in an order that only grows at its end: the order they
+    first appear in the log (an author's
+    :attr:`~builder.site.model.AuthorView.joined`, a tag's oldest dream; at the
+    same leaf the author first, then tags by name). A new author or tag joins
+    the end, so a new dream changes the parts (:data:`SITEMAP_PAGES_PART`) of
+    its author and its tags, and a part of others keeps its file. Only an
+    erasure, or a maintainer removing a key, moves the folders after it.
+    Numbered pages of lists are not listed: their entry pages link them."""
     joined: list[tuple[tuple[int, int, str], tuple[str, str | None]]] = []
     for author in model.authors:
         # The newest dream the diary shows; an anonymized dream's date would hint at it.
@@ -312,7 +321,7 @@ def sitemap_pages(model: SiteModel) -> list[tuple[str, str | None]]:
     for t in model.tags:  # dream_ids newest first
         first = model.by_id[t.dream_ids[-1]].index
         joined.append(((first, 1, t.name), (f"tags/{t.slug}/", model.by_id[t.dream_ids[0]].date)))
-    return pages + [page for _, page in sorted(joined)]
+    return [page for _, page in sorted(joined)]
 
 
 def sitemap_dreams(model: SiteModel) -> list[tuple[int, list[tuple[str, str | None]]]]:
@@ -347,8 +356,10 @@ def sitemap_files(model: SiteModel, *, keyed: bool = False) -> Iterator[Page]:
     of ``sitemap-dreams-<k>.xml`` (append-stable shards by log leaf, see the
     module docstring), ``sitemap-archive-<k>.xml`` (the archive's numbered
     pages, append-stable too: :func:`sitemap_archive`) and
-    ``sitemap-pages-<j>.xml`` (the other pages, :data:`SHARD_LEAVES` a file, in
-    the append-stable order of :func:`sitemap_pages`).
+    ``sitemap-pages-1.xml`` (the site's own pages: :func:`site_pages`) and
+    ``sitemap-pages-<j>.xml``, j ≥ 2 (the diaries and tag pages,
+    :data:`SITEMAP_PAGES_PART` a file, in the append-stable order of
+    :func:`sitemap_pages`).
     They sit at the root, beside the index: a sitemap may only list URLs under
     its own folder.
 
@@ -356,14 +367,15 @@ def sitemap_files(model: SiteModel, *, keyed: bool = False) -> Iterator[Page]:
     what it lists, so a build keeps the shards the log has moved past instead
     of making every one again (each build made all of them: 0.1 s CPU at 10k
     dreams, 2,048 URLs a shard)."""
-    assert SHARD_LEAVES <= SITEMAP_LIMIT  # one dream a leaf at most
+    assert max(SHARD_LEAVES, SITEMAP_PAGES_PART) <= SITEMAP_LIMIT  # a dream a leaf at most
     parts: list[tuple[str, list[tuple[str, str | None]]]] = [
         (f"sitemap-dreams-{k}.xml", part) for k, part in sitemap_dreams(model)
     ]
     parts += [(f"sitemap-archive-{k}.xml", part) for k, part in sitemap_archive(model)]
-    pages = sitemap_pages(model)
-    for number, start in enumerate(range(0, len(pages), SHARD_LEAVES), 1):
-        parts.append((f"sitemap-pages-{number}.xml", pages[start : start + SHARD_LEAVES]))
+    parts.append(("sitemap-pages-1.xml", site_pages(model)))
+    pages, size = sitemap_pages(model), SITEMAP_PAGES_PART
+    for number, start in enumerate(range(0, len(pages), size), 2):
+        parts.append((f"sitemap-pages-{number}.xml", pages[start : start + size]))
     index = [
         # Its newest page's date (RFC 3339 UTC strings of one shape sort as times).
         (_href(model, path), max((lastmod for _, lastmod in part if lastmod), default=None))

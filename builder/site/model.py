@@ -109,8 +109,8 @@ class AuthorView:
     dream_ids: tuple[str, ...]  # newest first; anonymized dreams are not listed
     tier: str  # the highest tier of the author's keys
     # The log index at which the author first appears: their first logged key
-    # or listed dream. The authors index is paged in this order, so a new
-    # author joins its last page (builder.site.render.author_index_pages).
+    # or listed dream (see build_model). The authors index is paged in this
+    # order, so a new author joins its last page (builder.site.render).
     joined: int
 
 
@@ -344,8 +344,13 @@ def build_model(
         if name == anonymity.NAME or (not own and any(k.key_id in hidden for k in keys)):
             continue
         tier = min((k.tier for k in keys), key=lambda t: TIER_RANK[t])
-        logged = [k.log_index for k in keys if k.log_index is not None]
-        # A listed author has a listed dream or a logged key (the test above).
+        # When the author became listable: their first listed dream or logged
+        # key, leaving out a key that signed an anonymized dream under their own
+        # name (pools from before one-time keys; admission refuses such dreams
+        # now): its author is listed only once they sign openly, so they join
+        # then, at the end, not back at that key's leaf. A listed author has a
+        # listed dream or a logged key no such dream used (the test above).
+        logged = [k.log_index for k in keys if k.log_index is not None and k.key_id not in hidden]
         joined = min([*logged, oldest[name]]) if own else min(logged)
         authors.append(AuthorView(name, author_slug[name], tuple(keys), own, tier, joined))
 
