@@ -107,6 +107,7 @@ def hostile_model(base_url: str) -> SiteModel:
             name=HOSTILE[-3 - n],
             slug=s,
             dream_ids=tuple(d.id for d in newest if s in {t.slug for t in d.tags}),
+            first=min(d.index for d in dreams if s in {t.slug for t in d.tags}),
         )
         for n, s in enumerate(slugs)
     )

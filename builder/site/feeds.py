@@ -307,7 +307,8 @@ def sitemap_pages(model: SiteModel) -> list[tuple[str, str | None]]:
     """Each author's diary and each tag's page, as (site path of its folder,
     lastmod or None), in an order that only grows at its end: the order they
     first appear in the log (an author's
-    :attr:`~builder.site.model.AuthorView.joined`, a tag's oldest dream; at the
+    :attr:`~builder.site.model.AuthorView.joined`, a tag's oldest dream,
+    :attr:`~builder.site.model.TagView.first`; at the
     same leaf the author first, then tags by name). A new author or tag joins
     the end, so a new dream changes the parts (:data:`SITEMAP_PAGES_PART`) of
     its author and its tags, and a part of others keeps its file. Only an
@@ -319,8 +320,7 @@ def sitemap_pages(model: SiteModel) -> list[tuple[str, str | None]]:
         newest = model.by_id[author.dream_ids[0]].date if author.dream_ids else None
         joined.append(((author.joined, 0, author.name), (f"authors/{author.slug}/", newest)))
     for t in model.tags:  # dream_ids newest first
-        first = model.by_id[t.dream_ids[-1]].index
-        joined.append(((first, 1, t.name), (f"tags/{t.slug}/", model.by_id[t.dream_ids[0]].date)))
+        joined.append(((t.first, 1, t.name), (f"tags/{t.slug}/", model.by_id[t.dream_ids[0]].date)))
     return [page for _, page in sorted(joined)]
 
 

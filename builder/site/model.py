@@ -187,6 +187,7 @@ class TagView:
     name: str
     slug: str
     dream_ids: tuple[str, ...]  # newest first
+    first: int  # its oldest dream's log index: the tags index's order (builder.site.render)
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,7 +360,10 @@ def build_model(
         for t in d.tags:
             tag_ids[t.name].append(d.id)
     tags = sorted(
-        (TagView(name, tag_slug[name], tuple(ids)) for name, ids in tag_ids.items()),
+        (
+            TagView(name, tag_slug[name], tuple(ids), log.dreams[ids[-1]].index)
+            for name, ids in tag_ids.items()
+        ),
         key=lambda t: (-len(t.dream_ids), t.name),
     )
 

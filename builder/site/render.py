@@ -665,20 +665,13 @@ def tag_page_path(slug: str, number: int | None) -> str:
     return f"tags/{slug}/index.html" if number is None else f"tags/{slug}/{number}/index.html"
 
 
-def author_index_path(number: int | None) -> str:
-    """The authors index's entry page (the newest authors to join) is
-    ``authors/``; its numbered page n ≥ 1, counted from the first author to
-    join, is ``authors/index/<n>/``. No author's folder is called ``index``
+def index_page_path(kind: str, number: int | None) -> str:
+    """The authors (``kind`` "authors") or tags index: its entry page is
+    ``<kind>/``, its numbered page n ≥ 1, counted from the first to appear,
+    ``<kind>/index/<n>/``. No author's or tag's folder is called ``index``
     (:func:`builder.site.model.slug` reserves the word), so the two never meet,
     as ``authors/<n>/`` would with an author called "2"."""
-    return "authors/index.html" if number is None else f"authors/index/{number}/index.html"
-
-
-def tag_index_path(number: int | None) -> str:
-    """The tags index's entry page (the most used tags) is ``tags/``; its
-    numbered page n ≥ 1, counted from the first tag to appear, is
-    ``tags/index/<n>/`` (``index`` is no tag's slug, as for authors)."""
-    return "tags/index.html" if number is None else f"tags/index/{number}/index.html"
+    return f"{kind}/index.html" if number is None else f"{kind}/index/{number}/index.html"
 
 
 def archive_page_of(position: int, size: int) -> int:
@@ -766,110 +759,60 @@ def _diary_pages(
         )
 
 
-def _author_index_pages(
-    model: SiteModel,
+def _index_pages(
+    kind: str,
+    in_order: Sequence[AuthorView] | Sequence[TagView],
+    entry: Sequence[AuthorView] | Sequence[TagView],
+    card: Callable[[Any], tuple[Any, ...]],
     size: int,
     page: Callable[..., Page],
     key_of_page: Callable[..., str | None],
+    **entry_context: Any,
 ) -> Iterator[Page]:
-    """The authors index, paged as a tag is (:func:`_tag_pages`) but in the
-    order authors joined (:attr:`builder.site.model.AuthorView.joined`): the
-    entry page ``authors/`` shows the newest ``size`` to join and knows how
-    many there are; numbered page n holds the authors at positions
-    [(n-1)·size, n·size) counted from the first to join, newest first on the
-    page. A new author joins the open page; a card shows only its author's
-    name, tier and counts, so a new dream changes the page of its author and
-    no other (and the entry page, if it shows them)."""
-    in_order = sorted(model.authors, key=lambda a: (a.joined, a.name))
-    by_slug = {a.slug: a for a in in_order}
-    newest_first = [a.slug for a in reversed(in_order)]
+    """An index of every author or tag (``kind``: its folder, template and nav
+    key), paged as a tag is (:func:`_tag_pages`) in the order they first appear
+    in the log (``in_order``: :attr:`builder.site.model.AuthorView.joined`,
+    :attr:`builder.site.model.TagView.first`). The entry page ``<kind>/`` shows
+    ``entry`` and knows how many there are; past ``size``, numbered page n
+    (:func:`index_page_path`) holds those at positions [(n-1)·size, n·size),
+    newest first on the page, and shows nothing that depends on the count. A
+    new one joins the open page; a card shows only its own ``card`` (name,
+    counts), so a new dream changes the pages that show its author or tags."""
+    newest_first = list(reversed(in_order))
     count = len(newest_first)
     pages = archive_pages(count, size)
-
-    def shown(slugs: Sequence[str]) -> tuple[list[AuthorView], list[tuple[Any, ...]]]:
-        listed = [by_slug[s] for s in slugs]
-        # Everything a card shows (templates/authors.html).
-        return listed, [(a.name, a.slug, a.tier, len(a.dream_ids), len(a.keys)) for a in listed]
-
-    newest, cards = shown(newest_first[:size])
     yield page(
-        author_index_path(None),
-        "authors.html",
-        "authors",
-        key=key_of_page("authors", count, size, pages, cards, dreams=()),
-        authors=newest,
-        count=count,
-        number=None,
-        pages=pages,
-        older=archive_page_of(count - size - 1, size) if pages else None,
-        size=size,
-        full=False,
-        first=1,
-    )
-    for number in range(1, pages + 1):
-        slugs, full, lo = archive_page(newest_first, number, size)
-        listed, cards = shown(slugs)
-        yield page(
-            author_index_path(number),
-            "authors.html",
-            "authors",
-            key=key_of_page("authors", number, size, full, cards, dreams=()),
-            authors=listed,
-            count=None,
-            number=number,
-            pages=None,
-            older=None,
-            size=size,
-            full=full,
-            first=lo + 1,
-        )
-
-
-def _tag_index_pages(
-    model: SiteModel,
-    size: int,
-    page: Callable[..., Page],
-    key_of_page: Callable[..., str | None],
-) -> Iterator[Page]:
-    """The tags index. The entry page ``tags/`` shows the ``size`` most used
-    tags (every tag while there are no more), most used first, and links the
-    numbered pages; numbered page n holds the tags at positions
-    [(n-1)·size, n·size) in the order they first appear in the log (a tag's
-    oldest dream), newest first on the page, as :func:`_author_index_pages`.
-    A new tag joins the open page; a new dream changes the pages of its tags
-    and the entry page, whose counts it moves."""
-    in_order = sorted(model.tags, key=lambda t: (model.by_id[t.dream_ids[-1]].index, t.name))
-    by_slug = {t.slug: t for t in in_order}
-    newest_first = [t.slug for t in reversed(in_order)]
-    count = len(newest_first)
-    pages = archive_pages(count, size)
-
-    def cards(listed: Sequence[TagView]) -> list[tuple[str, str, int]]:
-        return [(t.name, t.slug, len(t.dream_ids)) for t in listed]  # what a link shows
-
-    most_used = model.tags[:size]  # the model's order: most used first, then by name
-    yield page(
-        tag_index_path(None),
-        "tags.html",
-        "tags",
-        key=key_of_page("tags", count, size, pages, cards(most_used), dreams=()),
-        tags=most_used,
+        index_page_path(kind, None),
+        f"{kind}.html",
+        kind,
+        key=key_of_page(
+            kind,
+            count,
+            size,
+            pages,
+            sorted(entry_context.items()),
+            [card(x) for x in entry],
+            dreams=(),
+        ),
+        listed=entry,
         count=count,
         number=None,
         pages=pages,
         size=size,
         full=False,
         first=1,
+        **entry_context,
     )
     for number in range(1, pages + 1):
-        slugs, full, lo = archive_page(newest_first, number, size)
-        listed = [by_slug[s] for s in slugs]
+        lo, hi = (number - 1) * size, min(number * size, count)
+        listed = newest_first[count - hi : count - lo]  # positions [lo, hi), newest first
+        full = hi - lo == size
         yield page(
-            tag_index_path(number),
-            "tags.html",
-            "tags",
-            key=key_of_page("tags", number, size, full, cards(listed), dreams=()),
-            tags=listed,
+            index_page_path(kind, number),
+            f"{kind}.html",
+            kind,
+            key=key_of_page(kind, number, size, full, [card(x) for x in listed], dreams=()),
+            listed=listed,
             count=None,
             number=number,
             pages=None,
@@ -877,6 +820,14 @@ def _tag_index_pages(
             full=full,
             first=lo + 1,
         )
+
+
+def _author_card(a: AuthorView) -> tuple[Any, ...]:
+    return (a.name, a.slug, a.tier, len(a.dream_ids), len(a.keys))  # templates/authors.html
+
+
+def _tag_card(t: TagView) -> tuple[Any, ...]:
+    return (t.name, t.slug, len(t.dream_ids))  # templates/tags.html
 
 
 def _tag_pages(
@@ -1078,10 +1029,21 @@ def list_pages(
     yield from _archive_pages(model, ARCHIVE_PAGE_SIZE, page, key_of_page)
     for e in model.erased:
         yield page(f"dreams/{e.id}/index.html", "erased.html", "", gone=e)
-    yield from _author_index_pages(model, AUTHOR_INDEX_PAGE_SIZE, page, key_of_page)
+    # The authors index: the newest to join first; "older" links the numbered
+    # page that holds the next one.
+    authors = sorted(model.authors, key=lambda a: (a.joined, a.name))
+    size = AUTHOR_INDEX_PAGE_SIZE
+    newest = list(reversed(authors))[:size]
+    older = archive_page_of(len(authors) - size - 1, size) if len(authors) > size else None
+    yield from _index_pages(
+        "authors", authors, newest, _author_card, size, page, key_of_page, older=older
+    )
     for a in model.authors:
         yield from _diary_pages(model, a, DIARY_PAGE_SIZE, page, key_of_page, diary_item)
-    yield from _tag_index_pages(model, TAG_INDEX_PAGE_SIZE, page, key_of_page)
+    # The tags index: the most used first (the model's order), then by name.
+    tags = sorted(model.tags, key=lambda t: (t.first, t.name))
+    size = TAG_INDEX_PAGE_SIZE
+    yield from _index_pages("tags", tags, model.tags[:size], _tag_card, size, page, key_of_page)
     size = TAG_PAGE_SIZE
     for t in model.tags:
         yield from _tag_pages(model, t, size, page, key_of_page)

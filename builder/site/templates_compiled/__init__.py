@@ -8,7 +8,7 @@ templates and Jinja (else it compiles the templates from source).
 """
 
 JINJA_VERSION = '3.1.6'
-SOURCE_KEY = '672a49f327c9196491536528b67c3fa15aa6fd08806f953d5dcbd52bfdd59332'
+SOURCE_KEY = '8cce9edc0aea694e6de62f9dbece987507a5c3a4fe2203365c8d270e84902e53'
 # template name: its module
 MODULES = {
     '404.html': 'tmpl_12bf52c5b60772bbf201ffb05d6bb178c1bf9a28',

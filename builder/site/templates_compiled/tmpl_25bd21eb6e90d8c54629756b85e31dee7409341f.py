@@ -46,7 +46,7 @@ def block_main(context, missing=missing):
     l_0_number = resolve('number')
     l_0_count = resolve('count')
     l_0_pages = resolve('pages')
-    l_0_tags = resolve('tags')
+    l_0_listed = resolve('listed')
     l_0_root = resolve('root')
     l_0_first = resolve('first')
     l_0_full = resolve('full')
@@ -76,7 +76,7 @@ def block_main(context, missing=missing):
         if (undefined(name='pages') if l_0_pages is missing else l_0_pages):
             pass
             yield '; the '
-            yield escape(t_2((undefined(name='tags') if l_0_tags is missing else l_0_tags)))
+            yield escape(t_2((undefined(name='listed') if l_0_listed is missing else l_0_listed)))
             yield ' most used here, every tag on the pages below'
         yield '.</p>\n'
     else:
@@ -86,25 +86,25 @@ def block_main(context, missing=missing):
         yield 'tags/">Tags</a></p>\n  <h1>Tags, page '
         yield escape((undefined(name='number') if l_0_number is missing else l_0_number))
         yield '</h1>\n  <p class="meta">'
-        if (undefined(name='tags') if l_0_tags is missing else l_0_tags):
+        if (undefined(name='listed') if l_0_listed is missing else l_0_listed):
             pass
             yield 'tags '
             yield escape((undefined(name='first') if l_0_first is missing else l_0_first))
             yield ' to '
-            yield escape((((undefined(name='first') if l_0_first is missing else l_0_first) + t_2((undefined(name='tags') if l_0_tags is missing else l_0_tags))) - 1))
+            yield escape((((undefined(name='first') if l_0_first is missing else l_0_first) + t_2((undefined(name='listed') if l_0_listed is missing else l_0_listed))) - 1))
             yield ' in the order they first appeared, newest first'
         if (not (undefined(name='full') if l_0_full is missing else l_0_full)):
             pass
-            if (undefined(name='tags') if l_0_tags is missing else l_0_tags):
+            if (undefined(name='listed') if l_0_listed is missing else l_0_listed):
                 pass
                 yield ' · '
             yield 'new tags join this page'
         yield '</p>\n'
     yield '</header>\n'
-    if (undefined(name='tags') if l_0_tags is missing else l_0_tags):
+    if (undefined(name='listed') if l_0_listed is missing else l_0_listed):
         pass
         yield '<ul class="tag-cloud">\n'
-        for l_1_t in (undefined(name='tags') if l_0_tags is missing else l_0_tags):
+        for l_1_t in (undefined(name='listed') if l_0_listed is missing else l_0_listed):
             l_1_m = resolve('m')
             _loop_vars = {}
             pass

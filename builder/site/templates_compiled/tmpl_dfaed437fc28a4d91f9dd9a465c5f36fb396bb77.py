@@ -46,7 +46,7 @@ def block_main(context, missing=missing):
     l_0_number = resolve('number')
     l_0_count = resolve('count')
     l_0_pages = resolve('pages')
-    l_0_authors = resolve('authors')
+    l_0_listed = resolve('listed')
     l_0_root = resolve('root')
     l_0_first = resolve('first')
     l_0_full = resolve('full')
@@ -76,7 +76,7 @@ def block_main(context, missing=missing):
         if (undefined(name='pages') if l_0_pages is missing else l_0_pages):
             pass
             yield '; the '
-            yield escape(t_2((undefined(name='authors') if l_0_authors is missing else l_0_authors)))
+            yield escape(t_2((undefined(name='listed') if l_0_listed is missing else l_0_listed)))
             yield ' newest to join'
         yield ', each with a diary of their dreams and the keys they sign with. Tiers are set by the pool\'s maintainers: <span class="tier tier-maintainer">maintainer</span>, <span class="tier tier-member">member</span>, and <span class="tier tier-guest">guest</span> for keys seen for the first time. Anonymized dreams are not listed under any author.</p>\n'
     else:
@@ -86,25 +86,25 @@ def block_main(context, missing=missing):
         yield 'authors/">Authors</a></p>\n  <h1>Authors, page '
         yield escape((undefined(name='number') if l_0_number is missing else l_0_number))
         yield '</h1>\n  <p class="meta">'
-        if (undefined(name='authors') if l_0_authors is missing else l_0_authors):
+        if (undefined(name='listed') if l_0_listed is missing else l_0_listed):
             pass
             yield 'authors '
             yield escape((undefined(name='first') if l_0_first is missing else l_0_first))
             yield ' to '
-            yield escape((((undefined(name='first') if l_0_first is missing else l_0_first) + t_2((undefined(name='authors') if l_0_authors is missing else l_0_authors))) - 1))
+            yield escape((((undefined(name='first') if l_0_first is missing else l_0_first) + t_2((undefined(name='listed') if l_0_listed is missing else l_0_listed))) - 1))
             yield ' in the order they joined, newest first'
         if (not (undefined(name='full') if l_0_full is missing else l_0_full)):
             pass
-            if (undefined(name='authors') if l_0_authors is missing else l_0_authors):
+            if (undefined(name='listed') if l_0_listed is missing else l_0_listed):
                 pass
                 yield ' · '
             yield 'new authors join this page'
         yield '</p>\n'
     yield '</header>\n'
-    if (undefined(name='authors') if l_0_authors is missing else l_0_authors):
+    if (undefined(name='listed') if l_0_listed is missing else l_0_listed):
         pass
         yield '<ul class="author-grid">\n'
-        for l_1_a in (undefined(name='authors') if l_0_authors is missing else l_0_authors):
+        for l_1_a in (undefined(name='listed') if l_0_listed is missing else l_0_listed):
             l_1_m = resolve('m')
             _loop_vars = {}
             pass
