@@ -216,6 +216,12 @@ class Rewrites(NamedTuple):
     bytes: int
     state_files: int
     state_bytes: int
+    # The site's largest files it wrote, (bytes, path in the site), largest first:
+    # which pages and shards a +1 rewrites, and whether any grows with the pool.
+    largest: tuple[tuple[int, str], ...] = ()
+
+
+LARGEST = 8  # files a Rewrites names
 
 
 def rewrites(out: Path, content: Path, before: set[int], since_ns: int) -> Rewrites:
@@ -223,12 +229,15 @@ def rewrites(out: Path, content: Path, before: set[int], since_ns: int) -> Rewri
     ``before`` = :func:`generation_inodes` taken just before it ran. State files count
     whole (SQLite writes pages, so the store's bytes are an upper bound)."""
     files = size = 0
-    for root, _dirs, names in os.walk(os.path.realpath(out)):
+    written: list[tuple[int, str]] = []
+    live = os.path.realpath(out)
+    for root, _dirs, names in os.walk(live):
         for name in names:
             st = os.lstat(os.path.join(root, name))
             if st.st_ino not in before:
                 files += 1
                 size += st.st_size
+                written.append((st.st_size, os.path.relpath(os.path.join(root, name), live)))
     state_files = state_size = 0
     builds = builds_dir(out)
     state = [p for p in builds.iterdir() if p.name not in ("a", "b")] + [content / "log"]
@@ -242,7 +251,8 @@ def rewrites(out: Path, content: Path, before: set[int], since_ns: int) -> Rewri
                 if st.st_mtime_ns >= since_ns:
                     state_files += 1
                     state_size += st.st_size
-    return Rewrites(files, size, state_files, state_size)
+    largest = tuple(sorted(written, key=lambda w: (-w[0], w[1]))[:LARGEST])
+    return Rewrites(files, size, state_files, state_size, largest)
 
 
 # --- the MCP server ------------------------------------------------------------------------

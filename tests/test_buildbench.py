@@ -62,7 +62,13 @@ def test_rewrites_counts_new_inodes_not_kept_links(tmp_path: Path) -> None:
     (tmp_path / "site").unlink()
     (tmp_path / "site").symlink_to(".site.builds/b")
     got = bb.rewrites(tmp_path / "site", tmp_path / "content", before, since)
-    assert got == bb.Rewrites(files=2, bytes=len(b"new index!three"), state_files=2, state_bytes=11)
+    assert got == bb.Rewrites(
+        files=2,
+        bytes=len(b"new index!three"),
+        state_files=2,
+        state_bytes=11,
+        largest=((10, "index.html"), (5, "d/3.html")),
+    )
 
 
 def test_copy_derived_restores_all_or_the_store_alone(tmp_path: Path) -> None:
@@ -146,13 +152,15 @@ def test_a_failed_mcp_case_keeps_the_other_figures_in_the_report() -> None:
     for case in ("cold", "+0", "+1", "+100", "+1 restored"):
         result.builds[case] = sample
     for label in ("+1", "+1 restored"):
-        result.rewrites[label] = bb.Rewrites(33, 1_872_000, 4, 10_000)
+        largest = ((781_995, "search/s.json"),)
+        result.rewrites[label] = bb.Rewrites(33, 1_872_000, 4, 10_000, largest)
     result.hugo = sample
     result.mcp_failed = "the server exited (1): the MCP server needs the mcp extra"
     table = run.report([result], 3, "all")
     assert "+1 restored" in table and "peak (all builds)" in table
     assert "mcp: failed: the server exited (1)" in table
     assert "needs the mcp extra" in table
+    assert "largest, KB: search/s.json 782.0" in table
 
 
 def test_the_cold_floor_times_every_step_on_the_shipped_sample(tmp_path: Path) -> None:
