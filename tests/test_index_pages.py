@@ -98,7 +98,7 @@ def test_authors_are_paged_in_the_order_they_joined(
     assert names_on(pages["authors/index/2/index.html"]) == ["cyd", "2"]
     assert names_on(pages["authors/index/3/index.html"]) == ["bob"]
     entry = pages["authors/index.html"].decode()
-    assert "5 authors; the 2 newest to join" in entry
+    assert "5 authors; the 2 newest to join here, newest first" in entry
     assert all(f'href="../authors/index/{n}/"' in entry for n in (1, 2, 3))
     # A full page links on by number and shows no count; the open page says so.
     full = pages["authors/index/2/index.html"].decode()

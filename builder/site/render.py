@@ -114,7 +114,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import jinja2
@@ -126,6 +126,8 @@ from builder.site.page import Page, key_of
 from builder.text.mdrender import EXCERPT_LIMIT, LINK_REL, clip, plain_text, render_markdown
 from builder.text.textlang import content_lang
 from builder.text.xmltext import xml
+
+_T = TypeVar("_T")
 
 # The page kinds of the header nav, in order: (key, label, path from the root).
 NAV = (
@@ -636,9 +638,7 @@ def archive_pages(count: int, size: int) -> int:
     return 0 if count <= size else count // size + 1
 
 
-def archive_page(
-    newest_first: Sequence[str], number: int, size: int
-) -> tuple[list[str], bool, int]:
+def archive_page(newest_first: Sequence[_T], number: int, size: int) -> tuple[list[_T], bool, int]:
     """Numbered page ``number`` (:func:`archive_pages`) of a list whose ids are
     ``newest_first``: its ids (newest first on the page), whether it is full,
     and the position of its oldest (0 is the list's oldest, in log order).
@@ -804,9 +804,7 @@ def _index_pages(
         **entry_context,
     )
     for number in range(1, pages + 1):
-        lo, hi = (number - 1) * size, min(number * size, count)
-        listed = newest_first[count - hi : count - lo]  # positions [lo, hi), newest first
-        full = hi - lo == size
+        listed, full, lo = archive_page(newest_first, number, size)
         yield page(
             index_page_path(kind, number),
             f"{kind}.html",
@@ -1040,7 +1038,8 @@ def list_pages(
     )
     for a in model.authors:
         yield from _diary_pages(model, a, DIARY_PAGE_SIZE, page, key_of_page, diary_item)
-    # The tags index: the most used first (the model's order), then by name.
+    # The tags index: its entry page shows the most used (the model's order),
+    # its numbered pages every tag in the order they first appear.
     tags = sorted(model.tags, key=lambda t: (t.first, t.name))
     size = TAG_INDEX_PAGE_SIZE
     yield from _index_pages("tags", tags, model.tags[:size], _tag_card, size, page, key_of_page)

@@ -8,7 +8,7 @@ templates and Jinja (else it compiles the templates from source).
 """
 
 JINJA_VERSION = '3.1.6'
-SOURCE_KEY = '8cce9edc0aea694e6de62f9dbece987507a5c3a4fe2203365c8d270e84902e53'
+SOURCE_KEY = '1b8cac092ed42a03e879d303ddc804b97f5b4cead01323a46b5604b23552244f'
 # template name: its module
 MODULES = {
     '404.html': 'tmpl_12bf52c5b60772bbf201ffb05d6bb178c1bf9a28',

@@ -77,7 +77,10 @@ def block_main(context, missing=missing):
             pass
             yield '; the '
             yield escape(t_2((undefined(name='listed') if l_0_listed is missing else l_0_listed)))
-            yield ' newest to join'
+            yield ' newest to join here, newest first'
+        elif ((undefined(name='count') if l_0_count is missing else l_0_count) > 1):
+            pass
+            yield ', newest to join first'
         yield ', each with a diary of their dreams and the keys they sign with. Tiers are set by the pool\'s maintainers: <span class="tier tier-maintainer">maintainer</span>, <span class="tier tier-member">member</span>, and <span class="tier tier-guest">guest</span> for keys seen for the first time. Anonymized dreams are not listed under any author.</p>\n'
     else:
         pass
@@ -176,4 +179,4 @@ def block_main(context, missing=missing):
         yield '</nav>\n'
 
 blocks = {'title': block_title, 'main': block_main}
-debug_info = '1=12&5=17&6=38&8=69&10=72&12=84&13=86&14=88&17=103&19=106&20=111&21=115&22=119&26=131&29=134&31=137&34=141&36=143&37=147&41=155&43=158&44=166&45=168'
+debug_info = '1=12&5=17&6=38&8=69&10=72&12=87&13=89&14=91&17=106&19=109&20=114&21=118&22=122&26=134&29=137&31=140&34=144&36=146&37=150&41=158&43=161&44=169&45=171'
