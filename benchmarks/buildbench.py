@@ -226,15 +226,20 @@ LARGEST = 8  # files a Rewrites names
 
 def rewrites(out: Path, content: Path, before: set[int], since_ns: int) -> Rewrites:
     """What the build that started at ``since_ns`` (``time.time_ns()``) wrote, given
-    ``before`` = :func:`generation_inodes` taken just before it ran. State files count
-    whole (SQLite writes pages, so the store's bytes are an upper bound)."""
+    ``before`` = :func:`generation_inodes` taken just before it ran: a file of the
+    live generation whose inode is new, or whose mtime is the build's. A kept file
+    is a hard link of one written earlier (its old inode and mtime); a written file
+    may get the inode number of one the build just removed (ext4 reuses them at
+    once: a restored +1 counted 16 of its files so, its search shard not among
+    them), so the inode alone undercounts. State files count whole (SQLite writes
+    pages, so the store's bytes are an upper bound)."""
     files = size = 0
     written: list[tuple[int, str]] = []
     live = os.path.realpath(out)
     for root, _dirs, names in os.walk(live):
         for name in names:
             st = os.lstat(os.path.join(root, name))
-            if st.st_ino not in before:
+            if st.st_ino not in before or st.st_mtime_ns >= since_ns:
                 files += 1
                 size += st.st_size
                 written.append((st.st_size, os.path.relpath(os.path.join(root, name), live)))

@@ -43,9 +43,11 @@ def _generation(root: Path, gen: str, files: dict[str, bytes]) -> None:
 def test_rewrites_counts_new_inodes_not_kept_links(tmp_path: Path) -> None:
     """A build as builder.site.writer makes one: the new generation keeps a file of the
     live one by hard link, replaces one by rename, and adds one; only the last two
-    were written."""
+    were written. A written file that got an inode number the old generation held
+    (ext4 reuses a removed file's at once) counts too: its mtime is the build's."""
     builds = tmp_path / ".site.builds"
-    _generation(builds, "a", {"index.html": b"old index", "d/1.html": b"one", "d/2.html": b"two"})
+    old = {"index.html": b"old index", "d/1.html": b"one", "d/2.html": b"two", "d/x.html": b"x"}
+    _generation(builds, "a", old)
     (builds / "cache").mkdir()
     (builds / "cache" / "store.sqlite").write_bytes(b"s" * 10)
     (tmp_path / "content" / "log").mkdir(parents=True)
@@ -54,7 +56,12 @@ def test_rewrites_counts_new_inodes_not_kept_links(tmp_path: Path) -> None:
     before = bb.generation_inodes(builds)
     since = time.time_ns()
     time.sleep(0.01)
-    _generation(builds, "b", {"index.html": b"new index!", "d/3.html": b"three"})
+    _generation(builds, "b", {"index.html": b"new index!"})
+    # d/3.html gets the inode number of a's d/x.html, removed: as ext4 reuses one.
+    (builds / "b" / "d").mkdir()
+    os.link(builds / "a" / "d/x.html", builds / "b" / "d/3.html")
+    (builds / "a" / "d/x.html").unlink()
+    (builds / "b" / "d/3.html").write_bytes(b"three")
     for rel in ("d/1.html", "d/2.html"):
         os.link(builds / "a" / rel, builds / "b" / rel)
     (builds / "manifest-b").write_bytes(b"m" * 3)
