@@ -8,7 +8,7 @@ templates and Jinja (else it compiles the templates from source).
 """
 
 JINJA_VERSION = '3.1.6'
-SOURCE_KEY = '1b8cac092ed42a03e879d303ddc804b97f5b4cead01323a46b5604b23552244f'
+SOURCE_KEY = '9cd91a31db1657f26b0469b475198a4b9afc1e2322c1d37dbae6d8f26c0e6ad2'
 # template name: its module
 MODULES = {
     '404.html': 'tmpl_12bf52c5b60772bbf201ffb05d6bb178c1bf9a28',

@@ -50,8 +50,8 @@ def block_main(context, missing=missing):
     l_0_root = resolve('root')
     l_0_first = resolve('first')
     l_0_full = resolve('full')
+    l_0_m = resolve('m')
     l_0_size = resolve('size')
-    l_0_range = resolve('range')
     try:
         t_2 = environment.filters['length']
     except KeyError:
@@ -105,11 +105,10 @@ def block_main(context, missing=missing):
         pass
         yield '<ul class="tag-cloud">\n'
         for l_1_t in (undefined(name='listed') if l_0_listed is missing else l_0_listed):
-            l_1_m = resolve('m')
             _loop_vars = {}
             pass
             yield '  <li><a class="tag" href="'
-            yield escape(context.call(environment.getattr((undefined(name='m') if l_1_m is missing else l_1_m), 'tag_url'), environment.getattr(l_1_t, 'slug'), (undefined(name='root') if l_0_root is missing else l_0_root), _loop_vars=_loop_vars))
+            yield escape(context.call(environment.getattr((undefined(name='m') if l_0_m is missing else l_0_m), 'tag_url'), environment.getattr(l_1_t, 'slug'), (undefined(name='root') if l_0_root is missing else l_0_root), _loop_vars=_loop_vars))
             yield '"><span dir="auto">'
             yield escape(environment.getattr(l_1_t, 'name'))
             yield '</span> <span class="count" aria-label="'
@@ -117,49 +116,12 @@ def block_main(context, missing=missing):
             yield ' dreams">'
             yield escape(t_2(environment.getattr(l_1_t, 'dream_ids')))
             yield '</span></a></li>\n'
-        l_1_t = l_1_m = missing
+        l_1_t = missing
         yield '</ul>\n'
     elif (not t_1((undefined(name='number') if l_0_number is missing else l_0_number))):
         pass
         yield '<p class="empty">No tag on this page yet: the next new tag starts it.</p>\n'
-    if (t_1((undefined(name='number') if l_0_number is missing else l_0_number)) and (undefined(name='pages') if l_0_pages is missing else l_0_pages)):
-        pass
-        yield '<nav class="page-list" aria-label="Every page of the tags index, oldest first">\n<p>Every tag, '
-        yield escape((undefined(name='size') if l_0_size is missing else l_0_size))
-        yield ' a page, page 1 the first to appear:</p>\n<ol>\n'
-        for l_1_n in context.call((undefined(name='range') if l_0_range is missing else l_0_range), 1, ((undefined(name='pages') if l_0_pages is missing else l_0_pages) + 1), _block_vars=_block_vars):
-            _loop_vars = {}
-            pass
-            yield '<li><a href="'
-            yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
-            yield 'tags/index/'
-            yield escape(l_1_n)
-            yield '/">'
-            yield escape(l_1_n)
-            yield '</a></li>\n'
-        l_1_n = missing
-        yield '</ol>\n</nav>\n'
-    elif (not t_1((undefined(name='number') if l_0_number is missing else l_0_number))):
-        pass
-        yield '<nav class="pager" aria-label="Pages of the tags index">\n'
-        if ((undefined(name='number') if l_0_number is missing else l_0_number) > 1):
-            pass
-            yield '<a rel="prev" href="'
-            yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
-            yield 'tags/index/'
-            yield escape(((undefined(name='number') if l_0_number is missing else l_0_number) - 1))
-            yield '/">← older</a>'
-        yield '<a href="'
-        yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
-        yield 'tags/">most used</a>\n'
-        if (undefined(name='full') if l_0_full is missing else l_0_full):
-            pass
-            yield '<a rel="next" href="'
-            yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
-            yield 'tags/index/'
-            yield escape(((undefined(name='number') if l_0_number is missing else l_0_number) + 1))
-            yield '/">newer →</a>'
-        yield '</nav>\n'
+    yield escape(context.call(environment.getattr((undefined(name='m') if l_0_m is missing else l_0_m), 'pager'), markup_join(((undefined(name='root') if l_0_root is missing else l_0_root), 'tags/', )), markup_join(((undefined(name='root') if l_0_root is missing else l_0_root), 'tags/index/', )), (undefined(name='number') if l_0_number is missing else l_0_number), (undefined(name='pages') if l_0_pages is missing else l_0_pages), (undefined(name='full') if l_0_full is missing else l_0_full), None, (undefined(name='size') if l_0_size is missing else l_0_size), 'the tags index', 'Every tag', 'the first to appear', 'most used', _block_vars=_block_vars))
 
 blocks = {'title': block_title, 'main': block_main}
-debug_info = '1=12&5=17&6=38&8=68&10=71&12=84&13=86&14=88&17=103&19=106&20=111&23=121&26=124&28=127&30=129&31=133&35=141&37=144&38=152&39=154'
+debug_info = '1=12&5=17&6=38&8=68&10=71&12=84&13=86&14=88&17=103&19=106&20=110&23=120&26=123'

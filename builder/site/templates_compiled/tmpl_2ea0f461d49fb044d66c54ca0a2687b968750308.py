@@ -77,7 +77,6 @@ def block_main(context, missing=missing):
     l_0_author = resolve('author')
     l_0_months = resolve('months')
     l_0_older = resolve('older')
-    l_0_range = resolve('range')
     try:
         t_1 = environment.tests['none']
     except KeyError:
@@ -195,58 +194,7 @@ def block_main(context, missing=missing):
             pass
             yield '  <p class="empty">No dream on this page yet: the author\'s next dream starts it.</p>\n'
     yield '</section>\n'
-    if (t_1((undefined(name='number') if l_0_number is missing else l_0_number)) and (undefined(name='pages') if l_0_pages is missing else l_0_pages)):
-        pass
-        yield '<nav class="pager" aria-label="Pages of this diary">\n<a rel="next" href="'
-        yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
-        yield 'authors/'
-        yield escape((undefined(name='slug') if l_0_slug is missing else l_0_slug))
-        yield '/'
-        yield escape((undefined(name='older') if l_0_older is missing else l_0_older))
-        yield '/">older →</a>\n</nav>\n<nav class="page-list" aria-label="Every page of this diary, oldest first">\n<p>Every dream of this author, '
-        yield escape((undefined(name='size') if l_0_size is missing else l_0_size))
-        yield ' a page, page 1 the oldest:</p>\n<ol>\n'
-        for l_1_n in context.call((undefined(name='range') if l_0_range is missing else l_0_range), 1, ((undefined(name='pages') if l_0_pages is missing else l_0_pages) + 1), _block_vars=_block_vars):
-            _loop_vars = {}
-            pass
-            yield '<li><a href="'
-            yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
-            yield 'authors/'
-            yield escape((undefined(name='slug') if l_0_slug is missing else l_0_slug))
-            yield '/'
-            yield escape(l_1_n)
-            yield '/">'
-            yield escape(l_1_n)
-            yield '</a></li>\n'
-        l_1_n = missing
-        yield '</ol>\n</nav>\n'
-    elif (not t_1((undefined(name='number') if l_0_number is missing else l_0_number))):
-        pass
-        yield '<nav class="pager" aria-label="Pages of this diary">\n'
-        if ((undefined(name='number') if l_0_number is missing else l_0_number) > 1):
-            pass
-            yield '<a rel="prev" href="'
-            yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
-            yield 'authors/'
-            yield escape((undefined(name='slug') if l_0_slug is missing else l_0_slug))
-            yield '/'
-            yield escape(((undefined(name='number') if l_0_number is missing else l_0_number) - 1))
-            yield '/">← older</a>'
-        yield '<a href="'
-        yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
-        yield 'authors/'
-        yield escape((undefined(name='slug') if l_0_slug is missing else l_0_slug))
-        yield '/">newest</a>\n'
-        if (undefined(name='full') if l_0_full is missing else l_0_full):
-            pass
-            yield '<a rel="next" href="'
-            yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
-            yield 'authors/'
-            yield escape((undefined(name='slug') if l_0_slug is missing else l_0_slug))
-            yield '/'
-            yield escape(((undefined(name='number') if l_0_number is missing else l_0_number) + 1))
-            yield '/">newer →</a>'
-        yield '</nav>\n'
+    yield escape(context.call(environment.getattr((undefined(name='m') if l_0_m is missing else l_0_m), 'pager'), markup_join(((undefined(name='root') if l_0_root is missing else l_0_root), 'authors/', (undefined(name='slug') if l_0_slug is missing else l_0_slug), '/', )), markup_join(((undefined(name='root') if l_0_root is missing else l_0_root), 'authors/', (undefined(name='slug') if l_0_slug is missing else l_0_slug), '/', )), (undefined(name='number') if l_0_number is missing else l_0_number), (undefined(name='pages') if l_0_pages is missing else l_0_pages), (undefined(name='full') if l_0_full is missing else l_0_full), (undefined(name='older') if l_0_older is missing else l_0_older), (undefined(name='size') if l_0_size is missing else l_0_size), 'this diary', 'Every dream of this author', _block_vars=_block_vars))
 
 blocks = {'title': block_title, 'feeds': block_feeds, 'main': block_main}
-debug_info = '1=12&4=17&5=39&6=55&8=58&10=88&11=101&12=103&13=106&15=119&18=134&19=136&21=138&29=141&31=145&32=147&33=149&34=151&35=160&46=166&47=170&48=172&50=178&51=182&56=190&63=197&65=200&68=206&70=208&71=212&75=222&77=225&78=235&79=239'
+debug_info = '1=12&4=17&5=39&6=55&8=58&10=87&11=100&12=102&13=105&15=118&18=133&19=135&21=137&29=140&31=144&32=146&33=148&34=150&35=159&46=165&47=169&48=171&50=177&51=181&56=189&63=196'

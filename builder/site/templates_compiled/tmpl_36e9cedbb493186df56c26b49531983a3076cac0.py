@@ -8,7 +8,7 @@ def root(context, missing=missing):
     concat = environment.concat
     cond_expr_undefined = Undefined
     if 0: yield None
-    l_0_dream_url = l_0_author_url = l_0_tag_url = l_0_tier_badge = l_0_etype = l_0_tag_list = l_0_byline = l_0_parent_ref = l_0_card = l_0_cards = l_0_guest_notice = missing
+    l_0_dream_url = l_0_author_url = l_0_tag_url = l_0_tier_badge = l_0_etype = l_0_tag_list = l_0_byline = l_0_parent_ref = l_0_card = l_0_cards = l_0_guest_notice = l_0_pager = missing
     try:
         t_1 = environment.filters['excerpt']
     except KeyError:
@@ -334,6 +334,107 @@ def root(context, missing=missing):
         return concat(t_14)
     context.exported_vars.add('guest_notice')
     context.vars['guest_notice'] = l_0_guest_notice = Macro(environment, macro, 'guest_notice', ('what',), False, False, False, context.eval_ctx.autoescape)
+    yield '\n'
+    def macro(l_1_entry, l_1_numbered, l_1_number, l_1_pages, l_1_full, l_1_older, l_1_size, l_1_label, l_1_every, l_1_first, l_1_newest):
+        t_15 = []
+        l_1_range = resolve('range')
+        if l_1_entry is missing:
+            l_1_entry = undefined("parameter 'entry' was not provided", name='entry')
+        if l_1_numbered is missing:
+            l_1_numbered = undefined("parameter 'numbered' was not provided", name='numbered')
+        if l_1_number is missing:
+            l_1_number = undefined("parameter 'number' was not provided", name='number')
+        if l_1_pages is missing:
+            l_1_pages = undefined("parameter 'pages' was not provided", name='pages')
+        if l_1_full is missing:
+            l_1_full = undefined("parameter 'full' was not provided", name='full')
+        if l_1_older is missing:
+            l_1_older = undefined("parameter 'older' was not provided", name='older')
+        if l_1_size is missing:
+            l_1_size = undefined("parameter 'size' was not provided", name='size')
+        if l_1_label is missing:
+            l_1_label = undefined("parameter 'label' was not provided", name='label')
+        if l_1_every is missing:
+            l_1_every = undefined("parameter 'every' was not provided", name='every')
+        if l_1_first is missing:
+            l_1_first = 'the oldest'
+        if l_1_newest is missing:
+            l_1_newest = 'newest'
+        pass
+        if (t_3(l_1_number) and l_1_pages):
+            pass
+            if (not t_3(l_1_older)):
+                pass
+                t_15.extend((
+                    '<nav class="pager" aria-label="Pages of ',
+                    escape(l_1_label),
+                    '">\n<a rel="next" href="',
+                    escape(l_1_numbered),
+                    escape(l_1_older),
+                    '/">older →</a>\n</nav>\n',
+                ))
+            t_15.extend((
+                '<nav class="page-list" aria-label="Every page of ',
+                escape(l_1_label),
+                ', oldest first">\n<p>',
+                escape(l_1_every),
+                ', ',
+                escape(l_1_size),
+                ' a page, page 1 ',
+                escape(l_1_first),
+                ':</p>\n<ol>\n',
+            ))
+            for l_2_n in context.call((undefined(name='range') if l_1_range is missing else l_1_range), 1, (l_1_pages + 1)):
+                _loop_vars = {}
+                pass
+                t_15.extend((
+                    '<li><a href="',
+                    escape(l_1_numbered),
+                    escape(l_2_n),
+                    '/">',
+                    escape(l_2_n),
+                    '</a></li>\n',
+                ))
+            l_2_n = missing
+            t_15.append(
+                '</ol>\n</nav>\n',
+            )
+        elif (not t_3(l_1_number)):
+            pass
+            t_15.extend((
+                '<nav class="pager" aria-label="Pages of ',
+                escape(l_1_label),
+                '">\n',
+            ))
+            if (l_1_number > 1):
+                pass
+                t_15.extend((
+                    '<a rel="prev" href="',
+                    escape(l_1_numbered),
+                    escape((l_1_number - 1)),
+                    '/">← older</a>',
+                ))
+            t_15.extend((
+                '<a href="',
+                escape(l_1_entry),
+                '">',
+                escape(l_1_newest),
+                '</a>\n',
+            ))
+            if l_1_full:
+                pass
+                t_15.extend((
+                    '<a rel="next" href="',
+                    escape(l_1_numbered),
+                    escape((l_1_number + 1)),
+                    '/">newer →</a>',
+                ))
+            t_15.append(
+                '</nav>\n',
+            )
+        return concat(t_15)
+    context.exported_vars.add('pager')
+    context.vars['pager'] = l_0_pager = Macro(environment, macro, 'pager', ('entry', 'numbered', 'number', 'pages', 'full', 'older', 'size', 'label', 'every', 'first', 'newest'), False, False, False, context.eval_ctx.autoescape)
 
 blocks = {}
-debug_info = '4=30&5=46&6=62&8=79&10=95&12=111&13=120&14=124&15=127&16=132&22=145&23=152&26=170&27=181&30=211&31=223&32=230&34=238&35=240&36=242&37=247&38=251&41=257&42=261&45=267&46=272&50=287&54=294&56=308&57=312&62=323&64=330'
+debug_info = '4=30&5=46&6=62&8=79&10=95&12=111&13=120&14=124&15=127&16=132&22=145&23=152&26=170&27=181&30=211&31=223&32=230&34=238&35=240&36=242&37=247&38=251&41=257&42=261&45=267&46=272&50=287&54=294&56=308&57=312&62=323&64=330&72=337&73=363&74=365&75=369&76=371&79=377&80=379&82=386&83=391&87=401&88=405&89=408&90=418&91=423'

@@ -74,7 +74,6 @@ def block_main(context, missing=missing):
     l_0_card_html = resolve('card_html')
     l_0_older = resolve('older')
     l_0_size = resolve('size')
-    l_0_range = resolve('range')
     try:
         t_2 = environment.filters['length']
     except KeyError:
@@ -145,58 +144,7 @@ def block_main(context, missing=missing):
     else:
         pass
         yield '<p class="empty">No dream on this page yet: the next dream of this tag starts it.</p>\n'
-    if (t_1((undefined(name='number') if l_0_number is missing else l_0_number)) and (undefined(name='pages') if l_0_pages is missing else l_0_pages)):
-        pass
-        yield '<nav class="pager" aria-label="Pages of this tag">\n<a rel="next" href="'
-        yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
-        yield 'tags/'
-        yield escape((undefined(name='slug') if l_0_slug is missing else l_0_slug))
-        yield '/'
-        yield escape((undefined(name='older') if l_0_older is missing else l_0_older))
-        yield '/">older →</a>\n</nav>\n<nav class="page-list" aria-label="Every page of this tag, oldest first">\n<p>Every dream of this tag, '
-        yield escape((undefined(name='size') if l_0_size is missing else l_0_size))
-        yield ' a page, page 1 the oldest:</p>\n<ol>\n'
-        for l_1_n in context.call((undefined(name='range') if l_0_range is missing else l_0_range), 1, ((undefined(name='pages') if l_0_pages is missing else l_0_pages) + 1), _block_vars=_block_vars):
-            _loop_vars = {}
-            pass
-            yield '<li><a href="'
-            yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
-            yield 'tags/'
-            yield escape((undefined(name='slug') if l_0_slug is missing else l_0_slug))
-            yield '/'
-            yield escape(l_1_n)
-            yield '/">'
-            yield escape(l_1_n)
-            yield '</a></li>\n'
-        l_1_n = missing
-        yield '</ol>\n</nav>\n'
-    elif (not t_1((undefined(name='number') if l_0_number is missing else l_0_number))):
-        pass
-        yield '<nav class="pager" aria-label="Pages of this tag">\n'
-        if ((undefined(name='number') if l_0_number is missing else l_0_number) > 1):
-            pass
-            yield '<a rel="prev" href="'
-            yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
-            yield 'tags/'
-            yield escape((undefined(name='slug') if l_0_slug is missing else l_0_slug))
-            yield '/'
-            yield escape(((undefined(name='number') if l_0_number is missing else l_0_number) - 1))
-            yield '/">← older</a>'
-        yield '<a href="'
-        yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
-        yield 'tags/'
-        yield escape((undefined(name='slug') if l_0_slug is missing else l_0_slug))
-        yield '/">newest</a>\n'
-        if (undefined(name='full') if l_0_full is missing else l_0_full):
-            pass
-            yield '<a rel="next" href="'
-            yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
-            yield 'tags/'
-            yield escape((undefined(name='slug') if l_0_slug is missing else l_0_slug))
-            yield '/'
-            yield escape(((undefined(name='number') if l_0_number is missing else l_0_number) + 1))
-            yield '/">newer →</a>'
-        yield '</nav>\n'
+    yield escape(context.call(environment.getattr((undefined(name='m') if l_0_m is missing else l_0_m), 'pager'), markup_join(((undefined(name='root') if l_0_root is missing else l_0_root), 'tags/', (undefined(name='slug') if l_0_slug is missing else l_0_slug), '/', )), markup_join(((undefined(name='root') if l_0_root is missing else l_0_root), 'tags/', (undefined(name='slug') if l_0_slug is missing else l_0_slug), '/', )), (undefined(name='number') if l_0_number is missing else l_0_number), (undefined(name='pages') if l_0_pages is missing else l_0_pages), (undefined(name='full') if l_0_full is missing else l_0_full), (undefined(name='older') if l_0_older is missing else l_0_older), (undefined(name='size') if l_0_size is missing else l_0_size), 'this tag', 'Every dream of this tag', _block_vars=_block_vars))
 
 blocks = {'title': block_title, 'feeds': block_feeds, 'main': block_main}
-debug_info = '1=12&4=17&5=40&6=51&8=56&10=91&11=103&12=105&13=108&15=123&18=140&19=142&23=147&25=150&28=156&30=158&31=162&35=172&37=175&38=185&39=189'
+debug_info = '1=12&4=17&5=40&6=51&8=56&10=90&11=102&12=104&13=107&15=122&18=139&19=141&23=146'

@@ -52,9 +52,9 @@ def block_main(context, missing=missing):
     l_0_full = resolve('full')
     l_0_index = resolve('index')
     l_0_groups = resolve('groups')
+    l_0_m = resolve('m')
     l_0_older = resolve('older')
     l_0_size = resolve('size')
-    l_0_range = resolve('range')
     try:
         t_2 = environment.filters['groupby']
     except KeyError:
@@ -167,7 +167,6 @@ def block_main(context, missing=missing):
         yield '</nav>\n'
     t_4 = 1
     for (l_1_key, l_1_label, l_1_dreams) in (undefined(name='groups') if l_0_groups is missing else l_0_groups):
-        l_1_m = resolve('m')
         l_1_card_html = resolve('card_html')
         _loop_vars = {}
         pass
@@ -180,10 +179,10 @@ def block_main(context, missing=missing):
         yield '">'
         yield escape(l_1_label)
         yield '</time></h2>\n'
-        yield escape(context.call(environment.getattr((undefined(name='m') if l_1_m is missing else l_1_m), 'cards'), l_1_dreams, (undefined(name='card_html') if l_1_card_html is missing else l_1_card_html), (undefined(name='root') if l_0_root is missing else l_0_root), 3, _loop_vars=_loop_vars))
+        yield escape(context.call(environment.getattr((undefined(name='m') if l_0_m is missing else l_0_m), 'cards'), l_1_dreams, (undefined(name='card_html') if l_1_card_html is missing else l_1_card_html), (undefined(name='root') if l_0_root is missing else l_0_root), 3, _loop_vars=_loop_vars))
         yield '\n</section>\n'
         t_4 = 0
-    l_1_key = l_1_label = l_1_dreams = l_1_m = l_1_card_html = missing
+    l_1_key = l_1_label = l_1_dreams = l_1_card_html = missing
     if t_4:
         pass
         if t_1((undefined(name='number') if l_0_number is missing else l_0_number)):
@@ -192,48 +191,7 @@ def block_main(context, missing=missing):
         else:
             pass
             yield '<p class="empty">No dream on this page yet: the pool\'s next dream starts it.</p>\n'
-    if (t_1((undefined(name='number') if l_0_number is missing else l_0_number)) and (undefined(name='pages') if l_0_pages is missing else l_0_pages)):
-        pass
-        yield '<nav class="pager" aria-label="Pages of the archive">\n<a rel="next" href="'
-        yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
-        yield 'archive/'
-        yield escape((undefined(name='older') if l_0_older is missing else l_0_older))
-        yield '/">older →</a>\n</nav>\n<nav class="page-list" aria-label="Every page of the archive, oldest first">\n<p>Every dream of the pool, '
-        yield escape((undefined(name='size') if l_0_size is missing else l_0_size))
-        yield ' a page, page 1 the oldest:</p>\n<ol>\n'
-        for l_1_n in context.call((undefined(name='range') if l_0_range is missing else l_0_range), 1, ((undefined(name='pages') if l_0_pages is missing else l_0_pages) + 1), _block_vars=_block_vars):
-            _loop_vars = {}
-            pass
-            yield '<li><a href="'
-            yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
-            yield 'archive/'
-            yield escape(l_1_n)
-            yield '/">'
-            yield escape(l_1_n)
-            yield '</a></li>\n'
-        l_1_n = missing
-        yield '</ol>\n</nav>\n'
-    elif (not t_1((undefined(name='number') if l_0_number is missing else l_0_number))):
-        pass
-        yield '<nav class="pager" aria-label="Pages of the archive">\n'
-        if ((undefined(name='number') if l_0_number is missing else l_0_number) > 1):
-            pass
-            yield '<a rel="prev" href="'
-            yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
-            yield 'archive/'
-            yield escape(((undefined(name='number') if l_0_number is missing else l_0_number) - 1))
-            yield '/">← older</a>'
-        yield '<a href="'
-        yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
-        yield 'archive/">newest</a>\n'
-        if (undefined(name='full') if l_0_full is missing else l_0_full):
-            pass
-            yield '<a rel="next" href="'
-            yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
-            yield 'archive/'
-            yield escape(((undefined(name='number') if l_0_number is missing else l_0_number) + 1))
-            yield '/">newer →</a>'
-        yield '</nav>\n'
+    yield escape(context.call(environment.getattr((undefined(name='m') if l_0_m is missing else l_0_m), 'pager'), markup_join(((undefined(name='root') if l_0_root is missing else l_0_root), 'archive/', )), markup_join(((undefined(name='root') if l_0_root is missing else l_0_root), 'archive/', )), (undefined(name='number') if l_0_number is missing else l_0_number), (undefined(name='pages') if l_0_pages is missing else l_0_pages), (undefined(name='full') if l_0_full is missing else l_0_full), (undefined(name='older') if l_0_older is missing else l_0_older), (undefined(name='size') if l_0_size is missing else l_0_size), 'the archive', 'Every dream of the pool', _block_vars=_block_vars))
 
 blocks = {'title': block_title, 'main': block_main}
-debug_info = '1=12&7=17&8=38&10=77&11=80&13=83&14=88&15=91&17=106&20=119&23=122&24=126&26=128&27=132&33=168&34=174&35=176&36=182&39=188&45=194&47=197&50=201&52=203&53=207&57=215&59=218&60=226&61=228'
+debug_info = '1=12&7=17&8=38&10=77&11=80&13=83&14=88&15=91&17=106&20=119&23=122&24=126&26=128&27=132&33=168&34=173&35=175&36=181&39=187&45=193'

@@ -50,9 +50,9 @@ def block_main(context, missing=missing):
     l_0_root = resolve('root')
     l_0_first = resolve('first')
     l_0_full = resolve('full')
+    l_0_m = resolve('m')
     l_0_older = resolve('older')
     l_0_size = resolve('size')
-    l_0_range = resolve('range')
     try:
         t_2 = environment.filters['length']
     except KeyError:
@@ -108,7 +108,6 @@ def block_main(context, missing=missing):
         pass
         yield '<ul class="author-grid">\n'
         for l_1_a in (undefined(name='listed') if l_0_listed is missing else l_0_listed):
-            l_1_m = resolve('m')
             _loop_vars = {}
             pass
             yield '  <li class="card author-card'
@@ -116,11 +115,11 @@ def block_main(context, missing=missing):
                 pass
                 yield ' card-guest'
             yield '">\n    <h2 class="card-title"><a href="'
-            yield escape(context.call(environment.getattr((undefined(name='m') if l_1_m is missing else l_1_m), 'author_url'), environment.getattr(l_1_a, 'slug'), (undefined(name='root') if l_0_root is missing else l_0_root), _loop_vars=_loop_vars))
+            yield escape(context.call(environment.getattr((undefined(name='m') if l_0_m is missing else l_0_m), 'author_url'), environment.getattr(l_1_a, 'slug'), (undefined(name='root') if l_0_root is missing else l_0_root), _loop_vars=_loop_vars))
             yield '" dir="auto">'
             yield escape(environment.getattr(l_1_a, 'name'))
             yield '</a></h2>\n    <p class="meta">'
-            yield escape(context.call(environment.getattr((undefined(name='m') if l_1_m is missing else l_1_m), 'tier_badge'), environment.getattr(l_1_a, 'tier'), _loop_vars=_loop_vars))
+            yield escape(context.call(environment.getattr((undefined(name='m') if l_0_m is missing else l_0_m), 'tier_badge'), environment.getattr(l_1_a, 'tier'), _loop_vars=_loop_vars))
             yield ' '
             yield escape(t_2(environment.getattr(l_1_a, 'dream_ids')))
             yield ' dream'
@@ -130,53 +129,12 @@ def block_main(context, missing=missing):
             yield ' key'
             yield escape(('' if (t_2(environment.getattr(l_1_a, 'keys')) == 1) else 's'))
             yield '</p>\n  </li>\n'
-        l_1_a = l_1_m = missing
+        l_1_a = missing
         yield '</ul>\n'
     elif (not t_1((undefined(name='number') if l_0_number is missing else l_0_number))):
         pass
         yield '<p class="empty">No author on this page yet: the next author to join starts it.</p>\n'
-    if (t_1((undefined(name='number') if l_0_number is missing else l_0_number)) and (undefined(name='pages') if l_0_pages is missing else l_0_pages)):
-        pass
-        yield '<nav class="pager" aria-label="Pages of the authors index">\n<a rel="next" href="'
-        yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
-        yield 'authors/index/'
-        yield escape((undefined(name='older') if l_0_older is missing else l_0_older))
-        yield '/">older →</a>\n</nav>\n<nav class="page-list" aria-label="Every page of the authors index, oldest first">\n<p>Every author, '
-        yield escape((undefined(name='size') if l_0_size is missing else l_0_size))
-        yield ' a page, page 1 the first to join:</p>\n<ol>\n'
-        for l_1_n in context.call((undefined(name='range') if l_0_range is missing else l_0_range), 1, ((undefined(name='pages') if l_0_pages is missing else l_0_pages) + 1), _block_vars=_block_vars):
-            _loop_vars = {}
-            pass
-            yield '<li><a href="'
-            yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
-            yield 'authors/index/'
-            yield escape(l_1_n)
-            yield '/">'
-            yield escape(l_1_n)
-            yield '</a></li>\n'
-        l_1_n = missing
-        yield '</ol>\n</nav>\n'
-    elif (not t_1((undefined(name='number') if l_0_number is missing else l_0_number))):
-        pass
-        yield '<nav class="pager" aria-label="Pages of the authors index">\n'
-        if ((undefined(name='number') if l_0_number is missing else l_0_number) > 1):
-            pass
-            yield '<a rel="prev" href="'
-            yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
-            yield 'authors/index/'
-            yield escape(((undefined(name='number') if l_0_number is missing else l_0_number) - 1))
-            yield '/">← older</a>'
-        yield '<a href="'
-        yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
-        yield 'authors/">newest</a>\n'
-        if (undefined(name='full') if l_0_full is missing else l_0_full):
-            pass
-            yield '<a rel="next" href="'
-            yield escape((undefined(name='root') if l_0_root is missing else l_0_root))
-            yield 'authors/index/'
-            yield escape(((undefined(name='number') if l_0_number is missing else l_0_number) + 1))
-            yield '/">newer →</a>'
-        yield '</nav>\n'
+    yield escape(context.call(environment.getattr((undefined(name='m') if l_0_m is missing else l_0_m), 'pager'), markup_join(((undefined(name='root') if l_0_root is missing else l_0_root), 'authors/', )), markup_join(((undefined(name='root') if l_0_root is missing else l_0_root), 'authors/index/', )), (undefined(name='number') if l_0_number is missing else l_0_number), (undefined(name='pages') if l_0_pages is missing else l_0_pages), (undefined(name='full') if l_0_full is missing else l_0_full), (undefined(name='older') if l_0_older is missing else l_0_older), (undefined(name='size') if l_0_size is missing else l_0_size), 'the authors index', 'Every author', 'the first to join', _block_vars=_block_vars))
 
 blocks = {'title': block_title, 'main': block_main}
-debug_info = '1=12&5=17&6=38&8=69&10=72&12=87&13=89&14=91&17=106&19=109&20=114&21=118&22=122&26=134&29=137&31=140&34=144&36=146&37=150&41=158&43=161&44=169&45=171'
+debug_info = '1=12&5=17&6=38&8=69&10=72&12=87&13=89&14=91&17=106&19=109&20=113&21=117&22=121&26=133&29=136'
