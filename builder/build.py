@@ -206,6 +206,44 @@ def _build(
     # A stored dream's body is read again when a page needs it: from its row,
     # or (a busy store) from its file, if that still holds the bytes verified.
     cache.dream_files = functools.partial(pool.dream_body, content)
+    # The seals say which generation this pool's builds made (T81: the publish
+    # workflow restores both from a cache); rows a signing build takes are tagged.
+    # The one this build will write is surveyed meanwhile (writer.Opening): at
+    # 100k dreams reading its manifest and checking its seal is a second, and
+    # reading a restored one's files (unsealed) several.
+    opening = writer.Opening(out, seals=cache["seals"], seals_tagged=row_key is not None)
+    with opening:  # the lock released on any error before the writer takes it
+        return _build_with(
+            content,
+            out,
+            config,
+            notes,
+            cache,
+            opening,
+            signer=signer,
+            base_url=base_url,
+            progress=progress,
+            stage=stage,
+            retain=retain,
+            started=started,
+        )
+
+
+def _build_with(
+    content: Path,
+    out: Path,
+    config: pool.PoolConfig,
+    notes: list[str],
+    cache: buildcache.BuildCache,
+    opening: writer.Opening,
+    *,
+    signer: Signer | None,
+    base_url: str | None,
+    progress: Meters,
+    stage: Callable[[str], AbstractContextManager[object]],
+    retain: list[object] | None,
+    started: float,
+) -> BuildReport:
     # What git vouches for under content/: the store's keys for unchanged files.
     keys = filekeys.load(content)
     if keys.note is not None:
@@ -272,15 +310,7 @@ def _build(
         view = model.build_model(log, directory, config, base_url=url)
     committed = sum(1 for s in scanned if s.committed)
     verified = sum(1 for s in scanned if not s.cached and not s.committed)
-    # The seals say which generation this pool's builds made (T81: the publish
-    # workflow restores both from a cache); rows a signing build takes are tagged.
-    seals = cache["seals"]
-    with (
-        stage("site"),
-        writer.SiteWriter(
-            out, erasures=len(log.erased), seals=seals, seals_tagged=row_key is not None
-        ) as w,
-    ):
+    with stage("site"), writer.SiteWriter(out, erasures=len(log.erased), opening=opening) as w:
         rendered = site.write_site(log, view, w, cache)
     # The generation that was live until now may still show an erased dream:
     # no file under the checkout may keep its text (T48).

@@ -455,12 +455,13 @@ def test_a_writer_that_fails_to_open_releases_the_lock(
     """Review r33: a SiteWriter whose setup raised kept the build lock, and
     every later build in the same process said another build was writing."""
     out = tmp_path / "site"
-    writer.write_tree(out, plan_of(2))
+    for _ in range(2):  # both generations made: the one to write is read as it opens
+        writer.write_tree(out, plan_of(2))
 
-    def broken(gen: str, listed: object) -> dict[str, writer.Entry]:
+    def broken(gen: str, listed: object) -> writer._Checked:
         raise OSError("disk gone")
 
-    monkeypatch.setattr(writer, "_verified", broken)
+    monkeypatch.setattr(writer, "_check_generation", broken)
     with pytest.raises(OSError, match="disk gone"):
         writer.SiteWriter(out, seals={})
     monkeypatch.undo()

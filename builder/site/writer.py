@@ -47,11 +47,13 @@ import ctypes
 import ctypes.util
 import errno
 import fcntl
+import functools
 import hashlib
 import os
 import stat
 import struct
-from collections.abc import Iterable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
@@ -100,6 +102,145 @@ _SEAL_STAT = struct.Struct(">QQ")
 SEAL_SIZE = 2 * DIGEST_SIZE
 
 
+@dataclass(frozen=True)
+class Survey:
+    """What a build found of the generation it will write, before changing it:
+    whether it has a sound manifest, whether its seal holds, its manifest's
+    entries if it does, and, if it has a manifest but no seal, which of its
+    files hold their recorded bytes and what else is there
+    (:func:`_check_generation`; None if it was not a plain folder)."""
+
+    manifest: bool
+    sealed: bool
+    entries: dict[str, Entry]
+    checked: _Checked | None
+
+
+class Opening:
+    """A build's claim on the output folder, taken before its other stages: the
+    build lock, which generation is live and which is to be written, and the
+    :class:`Survey` of the latter, made in a forked process while the build
+    proves the log, scans and models the pool (``background``; :mod:`builder.build`).
+
+    Surveying reads the generation's manifest, checks its seal (an ``lstat``
+    of each folder) and, when the seal does not hold (a generation the
+    publish workflow restored from its cache: THREATS.md T81), reads every
+    file it lists (at 100k dreams over 300,000 files, a gigabyte); it changes
+    nothing but the mode of a folder its owner cannot search (a restore's
+    doing). The :class:`SiteWriter` made with it then removes the manifest,
+    and what the survey found should go, before it writes: a build that
+    fails before its site stage leaves the generation and its manifest as
+    they were. The lock is taken first and held throughout, so no other
+    build can change the generation between the survey and its use.
+
+    Hand it to one :class:`SiteWriter`, or :meth:`close` it."""
+
+    def __init__(
+        self,
+        out: Path,
+        *,
+        seals: MutableMapping[str, bytes] | None = None,
+        seals_tagged: bool = False,
+        background: bool = True,
+    ) -> None:
+        self.out = out.absolute()
+        self.root = builds_dir(self.out)
+        self.seals = seals
+        self.seals_tagged = seals is not None and seals_tagged
+        _plain_folder(self.root)  # a link here would lead every write elsewhere
+        self._lock: int | None = _lock(self.root, self.out)
+        self._pending: contextlib.ExitStack | None = None
+        try:
+            _remove_stale_links(self.out)
+            self.live = _live_generation(self.out, self.root)
+            self.target = GENERATIONS[1] if self.live == GENERATIONS[0] else GENERATIONS[0]
+            args = (self.seals, self.root, self.target)
+            self._result: Callable[[], Survey] = functools.partial(_survey, args)
+            if background:
+                self._pending = contextlib.ExitStack()
+                self._result = self._pending.enter_context(
+                    parallel.background(_survey, args, initializer=drop_locks)
+                )
+        except BaseException:
+            self.close()
+            raise
+
+    def survey(self) -> Survey:
+        """The survey, waited for; made here if its process died (the OOM
+        killer), as it is without a second core."""
+        try:
+            return self._result()
+        except DreampoolError:
+            return _survey((self.seals, self.root, self.target))
+        finally:
+            self._end_background()
+
+    def take_lock(self) -> int:
+        """The build lock, handed to the writer (which releases it)."""
+        assert self._lock is not None, "an Opening opens one SiteWriter"
+        fd, self._lock = self._lock, None
+        return fd
+
+    def close(self) -> None:
+        """Release the lock and end the survey's process, unless a writer took them."""
+        self._end_background()
+        if self._lock is not None:
+            _LOCKS.discard(self._lock)
+            os.close(self._lock)
+            self._lock = None
+
+    def _end_background(self) -> None:
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            pending.close()
+
+    def __enter__(self) -> Opening:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _survey(args: tuple[Mapping[str, bytes] | None, Path, str]) -> Survey:
+    """:class:`Survey` of generation ``target`` under ``root`` (see there)."""
+    seals, root, target = args
+    found = _read_manifest(root / f"manifest-{target}")
+    if found is None:
+        return Survey(manifest=False, sealed=False, entries={}, checked=None)
+    if _sealed(seals, root, target, *found):
+        return Survey(manifest=True, sealed=True, entries=found[0], checked=None)
+    # Unsealed: its files are read, and only what they hold is needed (at 100k
+    # dreams the entries are 30 MB to hand back from the survey's process).
+    checked = _check_generation(str(root / target), found[0]) if _plain(root / target) else None
+    return Survey(manifest=True, sealed=False, entries={}, checked=checked)
+
+
+def _sealed(
+    seals: Mapping[str, bytes] | None,
+    root: Path,
+    gen: str,
+    entries: Mapping[str, Entry],
+    checksum: bytes,
+) -> bool:
+    """Whether ``gen`` is the generation a build of this pool sealed (its
+    manifest's checksum, its folders' inodes and ctimes): True without seals."""
+    if seals is None:
+        return True
+    # Not a plain folder (a link, or gone) and no row are both None: unsealed.
+    row = seals.get(gen)
+    if row is None or row[:DIGEST_SIZE] != checksum:
+        return False
+    return _seal(root / gen, checksum, entries) == row
+
+
+def _plain(path: Path) -> bool:
+    """Whether ``path`` is a folder (not a link to one)."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 class SiteWriter:
     """One build's writes into the generation that is not live.
 
@@ -114,37 +255,37 @@ class SiteWriter:
         erasures: int = 0,
         seals: MutableMapping[str, bytes] | None = None,
         seals_tagged: bool = False,
+        opening: Opening | None = None,
     ) -> None:
         # How many erased dreams the log holds: recorded in the manifest, so
         # that a later build can tell whether the other generation may still
         # show one of them (see retire_stale).
         self.erasures = erasures
+        if opening is None:
+            opening = Opening(out, seals=seals, seals_tagged=seals_tagged, background=False)
         # The seals of both generations (see seal): given by a build, read
         # from its store, and updated by commit. Without them (write_tree),
         # a generation is taken as its manifest records it.
-        self._seals = seals
+        self._seals = opening.seals
         # Whether only a holder of the log key can have written the seals: rows
         # a signing build took from its store, each tagged with its row key
         # (builder.buildcache). Anyone who can write the store can write any
         # other seal, together with a link in the generation it vouches for.
-        self._seals_tagged = seals is not None and seals_tagged
-        self.out = out.absolute()
-        self.root = builds_dir(self.out)
-        _plain_folder(self.root)  # a link here would lead every write elsewhere
-        self._lock = _lock(self.root, self.out)
+        self._seals_tagged = opening.seals_tagged
+        self.out, self.root = opening.out, opening.root
+        self._lock = opening.take_lock()
         try:
-            self._open()
+            self._open(opening)
         except BaseException:
             # Not left taken: this process's next build would find it so.
             self._release()
             raise
 
-    def _open(self) -> None:
-        """Find the live generation and ready the other one for writing."""
-        _remove_stale_links(self.out)
-        live = _live_generation(self.out, self.root)
+    def _open(self, opening: Opening) -> None:
+        """Take the generation that is not live for writing, as its survey
+        (:class:`Opening`) found it."""
+        live, self.target = opening.live, opening.target
         self.live = live
-        self.target = GENERATIONS[1] if live == GENERATIONS[0] else GENERATIONS[0]
         self.gen = self.root / self.target
         self._gen = str(self.gen)
         self._live = f"{self.root}/{live}"
@@ -155,19 +296,21 @@ class SiteWriter:
         # The live generation's folders looked at so far: whether each is a plain
         # folder, reached through plain folders only (see _live_way).
         self._live_folders: dict[str, bool] = {}
-        found = _read_manifest(self.root / f"manifest-{self.target}")
-        sealed = found is not None and self._sealed(self.target, *found)
+        survey = opening.survey()
         # From here until commit the target generation is being changed.
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.root / f"manifest-{self.target}")
         if self._seals is not None:
             self._seals.pop(self.target, None)
-        had = {} if found is None else found[0]
-        if found is None:
+        had = survey.entries
+        if not survey.manifest:
             remove_entry(self.gen)
         _plain_folder(self.gen)
-        if not sealed:
-            had = _verified(self._gen, had)
+        if not survey.sealed:
+            # What the survey found (the files that hold their recorded bytes;
+            # what else is there goes now), or, for a folder that was not a
+            # plain one, nothing: _plain_folder made it anew, empty.
+            had = survey.checked.apply(self._gen) if survey.checked is not None else {}
         elif not self._seals_tagged:
             # A generation restored from the publish workflow's cache may hold a
             # link where a folder was (THREATS.md T45, T81): writes and hard links
@@ -189,13 +332,7 @@ class SiteWriter:
     def _sealed(self, gen: str, entries: Mapping[str, Entry], checksum: bytes) -> bool:
         """Whether ``gen`` is the generation a build of this pool sealed (its
         manifest's checksum, its folders' inodes and ctimes): True without seals."""
-        if self._seals is None:
-            return True
-        # Not a plain folder (a link, or gone) and no row are both None: unsealed.
-        row = self._seals.get(gen)
-        if row is None or row[:DIGEST_SIZE] != checksum:
-            return False
-        return _seal(self.root / gen, checksum, entries) == row
+        return _sealed(self._seals, self.root, gen, entries, checksum)
 
     def __enter__(self) -> SiteWriter:
         return self
@@ -593,8 +730,40 @@ def _holds(path: str, entry: Entry) -> Entry | None:
 
 def _verified(gen: str, listed: Mapping[str, Entry]) -> dict[str, Entry]:
     """The entries of ``listed`` whose files in the unsealed generation ``gen``
-    hold their recorded bytes, each as the file now is. Every other entry
-    under ``gen`` goes, as itself: a file the manifest does not list, or
+    hold their recorded bytes, each as the file now is; every other entry
+    under ``gen`` goes (:func:`_check_generation`, then :meth:`_Checked.apply`)."""
+    return _check_generation(gen, listed).apply(gen)
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """What :func:`_check_generation` found: the listed files that hold their
+    recorded bytes (``held``, each entry as the file now is), and, as paths
+    under the generation, what goes: entries no manifest lists or of a type a
+    build never makes (``others``), listed files whose bytes differ
+    (``differ``), folders left without a file to keep (``empty``)."""
+
+    held: dict[str, Entry]
+    others: list[str]
+    differ: list[str]
+    empty: list[str]
+
+    def apply(self, gen: str) -> dict[str, Entry]:
+        """Remove from ``gen`` what goes, each as itself; returns ``held``."""
+        for rel in self.others:
+            remove_entry(Path(f"{gen}/{rel}"))
+        for rel in self.differ:
+            _unlink_if_there(f"{gen}/{rel}")
+        for rel in self.empty:
+            remove_entry(Path(f"{gen}/{rel}"))
+        return self.held
+
+
+def _check_generation(gen: str, listed: Mapping[str, Entry]) -> _Checked:
+    """Which entries of ``listed`` the unsealed generation ``gen`` holds with
+    their recorded bytes, and what else is in it (:class:`_Checked`), changing
+    nothing but the mode of a folder its owner cannot search. Every other
+    entry under ``gen`` goes, as itself: a file the manifest does not list, or
     whose bytes differ, a link, anything but a plain file or folder (the
     folder goes live whole, and its manifest's checksum is public: T46 and
     T81 without git). Read by forked workers (builder.parallel): at 10k
@@ -602,6 +771,7 @@ def _verified(gen: str, listed: Mapping[str, Entry]) -> dict[str, Entry]:
     and 1.9 s in four threads (each file is a few short calls, and threads
     mostly waited for the GIL)."""
     found: list[str] = []
+    others: list[str] = []
     folders = [(gen, "")]
     walked: list[str] = []
     owner_may_change(gen)
@@ -626,21 +796,23 @@ def _verified(gen: str, listed: Mapping[str, Entry]) -> dict[str, Entry]:
                 elif rel in listed and item.is_file(follow_symlinks=False):
                     found.append(rel)
                 else:
-                    remove_entry(Path(item.path))
+                    others.append(rel)
     held = parallel.map_ordered(lambda rel: _holds(f"{gen}/{rel}", listed[rel]), found)
     out: dict[str, Entry] = {}
+    differ: list[str] = []
     for rel, entry in zip(found, held, strict=True):
         if entry is None:
-            _unlink_if_there(f"{gen}/{rel}")
+            differ.append(rel)
         else:
             out[rel] = entry
     # A folder the manifest names that no file kept is in goes too.
     kept = {head for rel in out for head in _folders_of(rel)}
+    empty = []
     for rel in walked:
         parent = rel.rpartition("/")[0]
         if rel not in kept and (not parent or parent in kept):
-            remove_entry(Path(f"{gen}/{rel}"))
-    return out
+            empty.append(rel)
+    return _Checked(out, others, differ, empty)
 
 
 def _folders_of(rel: str) -> Iterable[str]:

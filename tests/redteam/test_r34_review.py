@@ -78,13 +78,13 @@ def test_a_folder_link_in_the_live_generation_leads_no_hard_link_outside(
         live.symlink_to(outside, target_is_directory=True)
 
     verified: list[str] = []
-    real = writer._verified
+    real = writer._check_generation
 
-    def counted(gen: str, listed: dict[str, writer.Entry]) -> dict[str, writer.Entry]:
+    def counted(gen: str, listed: dict[str, writer.Entry]) -> writer._Checked:
         verified.append(gen)
         return real(gen, listed)
 
-    monkeypatch.setattr(writer, "_verified", counted)
+    monkeypatch.setattr(writer, "_check_generation", counted)
     with _tagged(out, seals) as w:
         if not w.keep_all([(page, writer.digest(second[page]))]):
             w.add(page, second[page])
