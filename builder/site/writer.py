@@ -34,7 +34,10 @@ a file before it writes it again, which stamps its folder's ctime; tar then
 sets a folder's mtime, which stamps its ctime again). A generation whose
 seal does not match is taken only after each file it lists is read and found
 to hold the recorded digest, and everything else in it is removed; files are
-read on every core (builder.parallel).
+read on every core (builder.parallel). Reading the manifest, checking the
+seal and reading an unsealed generation's files is the *survey*
+(:class:`Opening`), which a build starts in another process as it begins
+and the writer takes when the build reaches its site stage; it reads only.
 
 Paths are checked before a byte is written: relative, no ``..``, no empty or
 ``.`` segment, no two writers of one path.
