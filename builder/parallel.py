@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 from builder.errors import DreampoolError
 
@@ -147,6 +147,25 @@ def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
         yield items[i : i + size]
 
 
+class Pending(Generic[R]):
+    """The result of :func:`background`: call it to wait for the result;
+    :meth:`abandon` it when the result is no longer wanted."""
+
+    def __init__(self, result: Callable[[], R], abandon: Callable[[], None] | None = None) -> None:
+        self._result = result
+        self._abandon = abandon
+
+    def __call__(self) -> R:
+        return self._result()
+
+    def abandon(self) -> None:
+        """End the process now (SIGKILL; its own workers end with it), instead
+        of waiting for it to finish when the context is left: a build that
+        fails early should not wait for work it will never use."""
+        if self._abandon is not None:
+            self._abandon()
+
+
 @contextlib.contextmanager
 def background(
     func: Callable[[T], R],
@@ -154,17 +173,18 @@ def background(
     *,
     enabled: bool = True,
     initializer: Callable[[], None] | None = None,
-) -> Iterator[Callable[[], R]]:
-    """Start ``func(arg)`` in a forked process; yield a function that waits for
-    its result. Without a second core (or ``enabled=False``) it runs inline,
-    when the result is first asked for. ``initializer`` runs first in the process.
+) -> Iterator[Pending[R]]:
+    """Start ``func(arg)`` in a forked process; yield a :class:`Pending` that
+    waits for its result. Without a second core (or ``enabled=False``) it runs
+    inline, when the result is first asked for. ``initializer`` runs first in
+    the process.
 
     ``func`` and ``arg`` reach the process through the fork, never pickled:
     pickling the site model took seconds at 100k dreams, and ran in a thread
     beside the caller, which may change ``arg`` meanwhile. Only the result
     (and what :func:`report_back` asks for) comes back through the pipe."""
     if not enabled or workers() < 2 or "fork" not in multiprocessing.get_all_start_methods():
-        yield functools.partial(func, arg)
+        yield Pending(functools.partial(func, arg))
         return
     global _BACKGROUND
     _BACKGROUND = functools.partial(func, arg)
@@ -192,10 +212,20 @@ def background(
 
         absorbed: list[bool] = []
 
-        yield result
+        yield Pending(result, functools.partial(_kill_workers, executor))
     finally:
         _BACKGROUND = None
         executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _kill_workers(executor: ProcessPoolExecutor) -> None:
+    """SIGKILL the processes of ``executor`` (CPython 3.11 has no public way:
+    ``_processes`` maps each pid to its process); its shutdown then finds
+    them gone instead of waiting for their work."""
+    processes = getattr(executor, "_processes", None) or {}
+    for process in list(processes.values()):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            process.kill()
 
 
 def _died() -> DreampoolError:

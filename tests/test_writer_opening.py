@@ -88,8 +88,17 @@ def test_on_one_core_the_survey_is_made_in_the_build(
     tp, clone, target = _restored(tmp_path)
     (target / "planted.html").write_text("<p>not the build's</p>")
     monkeypatch.setattr(parallel, "workers", lambda: 1)
+    pids: list[int] = []
+    real = writer._check_generation
+
+    def noted(gen: str, listed: dict[str, writer.Entry]) -> writer._Checked:
+        pids.append(os.getpid())  # seen only if it ran in this process
+        return real(gen, listed)
+
+    monkeypatch.setattr(writer, "_check_generation", noted)
     buildmod.build(clone / "content", clone / "site", signer=parse_private_key(tp.log_key))
     monkeypatch.undo()
+    assert pids == [os.getpid()]
     assert not (target / "planted.html").exists()
     assert site_files(clone / "site") == _cold(clone / "content", tmp_path)
 

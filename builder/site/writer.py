@@ -128,13 +128,16 @@ class Opening:
     Surveying reads the generation's manifest, checks its seal (an ``lstat``
     of each folder) and, when the seal does not hold (a generation the
     publish workflow restored from its cache: THREATS.md T81), reads every
-    file it lists (at 100k dreams over 300,000 files, a gigabyte); it changes
-    nothing but the mode of a folder its owner cannot search (a restore's
-    doing). The :class:`SiteWriter` made with it then removes the manifest,
-    and what the survey found should go, before it writes: a build that
-    fails before its site stage leaves the generation and its manifest as
-    they were. The lock is taken first and held throughout, so no other
-    build can change the generation between the survey and its use.
+    file it lists (at 100k dreams over 300,000 files, a gigabyte). It removes
+    and writes nothing; it gives a folder restored without its owner's read,
+    write or search bit (0o500, 0o000) those bits, as the writer always has
+    (review r33), and that stays if the build then fails. The
+    :class:`SiteWriter` made with it removes the manifest, and what the
+    survey found should go, before it writes: a build that fails before its
+    site stage leaves the generation's files and its manifest as they were,
+    and does not wait for the survey (:meth:`close` kills its process). The
+    lock is taken first and held until the writer commits, so no other build
+    can change the generation between the survey and its use.
 
     Hand it to one :class:`SiteWriter`, or :meth:`close` it."""
 
@@ -152,7 +155,8 @@ class Opening:
         self.seals_tagged = seals is not None and seals_tagged
         _plain_folder(self.root)  # a link here would lead every write elsewhere
         self._lock: int | None = _lock(self.root, self.out)
-        self._pending: contextlib.ExitStack | None = None
+        self._stack: contextlib.ExitStack | None = None
+        self._pending: parallel.Pending[Survey] | None = None
         try:
             _remove_stale_links(self.out)
             self.live = _live_generation(self.out, self.root)
@@ -160,10 +164,11 @@ class Opening:
             args = (self.seals, self.root, self.target)
             self._result: Callable[[], Survey] = functools.partial(_survey, args)
             if background:
-                self._pending = contextlib.ExitStack()
-                self._result = self._pending.enter_context(
+                self._stack = contextlib.ExitStack()
+                self._pending = self._stack.enter_context(
                     parallel.background(_survey, args, initializer=drop_locks)
                 )
+                self._result = self._pending
         except BaseException:
             self.close()
             raise
@@ -176,26 +181,39 @@ class Opening:
         except DreampoolError:
             return _survey((self.seals, self.root, self.target))
         finally:
-            self._end_background()
+            self._end_background(abandon=False)
 
     def take_lock(self) -> int:
         """The build lock, handed to the writer (which releases it)."""
-        assert self._lock is not None, "an Opening opens one SiteWriter"
+        if self._lock is None:
+            raise PlanError(
+                "this build's claim on the output is closed or taken", hint="report this"
+            )
         fd, self._lock = self._lock, None
         return fd
 
     def close(self) -> None:
-        """Release the lock and end the survey's process, unless a writer took them."""
-        self._end_background()
-        if self._lock is not None:
-            _LOCKS.discard(self._lock)
-            os.close(self._lock)
-            self._lock = None
+        """End the survey's process without waiting for it, and release the
+        lock, unless a writer took them. The lock goes whatever happens while
+        the process ends (an interrupt, review r60)."""
+        try:
+            self._end_background(abandon=True)
+        finally:
+            if self._lock is not None:
+                _LOCKS.discard(self._lock)
+                os.close(self._lock)
+                self._lock = None
 
-    def _end_background(self) -> None:
-        if self._pending is not None:
-            pending, self._pending = self._pending, None
-            pending.close()
+    def _end_background(self, *, abandon: bool) -> None:
+        stack, pending = self._stack, self._pending
+        self._stack = self._pending = None
+        if stack is None:
+            return
+        try:
+            if abandon and pending is not None:
+                pending.abandon()
+        finally:
+            stack.close()
 
     def __enter__(self) -> Opening:
         return self
@@ -266,6 +284,12 @@ class SiteWriter:
         self.erasures = erasures
         if opening is None:
             opening = Opening(out, seals=seals, seals_tagged=seals_tagged, background=False)
+        elif seals is not None or seals_tagged or opening.out != out.absolute():
+            # The opening's seals, tag and output are the ones used: any other is a mistake.
+            raise PlanError(
+                "a SiteWriter made with an Opening takes its output and seals from it",
+                hint="report this",
+            )
         # The seals of both generations (see seal): given by a build, read
         # from its store, and updated by commit. Without them (write_tree),
         # a generation is taken as its manifest records it.
@@ -654,7 +678,7 @@ def _in_folder(gen: str, rel: str, path: str, flags: int) -> int:
 def _unchanged(path: str, entry: Entry) -> bool:
     """Whether the file at ``path`` is as ``entry`` records it: its size and
     mtime, unread. Enough only in a sealed generation (the module's docstring;
-    an unsealed one was read whole by _verified first: THREATS.md T81)."""
+    an unsealed one was read whole by _check_generation first: THREATS.md T81)."""
     try:
         st = os.stat(path, follow_symlinks=False)
     except OSError:
@@ -731,13 +755,6 @@ def _holds(path: str, entry: Entry) -> Entry | None:
     return (want, st.st_size, st.st_mtime_ns) if h.digest() == want else None
 
 
-def _verified(gen: str, listed: Mapping[str, Entry]) -> dict[str, Entry]:
-    """The entries of ``listed`` whose files in the unsealed generation ``gen``
-    hold their recorded bytes, each as the file now is; every other entry
-    under ``gen`` goes (:func:`_check_generation`, then :meth:`_Checked.apply`)."""
-    return _check_generation(gen, listed).apply(gen)
-
-
 @dataclass(frozen=True)
 class _Checked:
     """What :func:`_check_generation` found: the listed files that hold their
@@ -764,8 +781,9 @@ class _Checked:
 
 def _check_generation(gen: str, listed: Mapping[str, Entry]) -> _Checked:
     """Which entries of ``listed`` the unsealed generation ``gen`` holds with
-    their recorded bytes, and what else is in it (:class:`_Checked`), changing
-    nothing but the mode of a folder its owner cannot search. Every other
+    their recorded bytes, and what else is in it (:class:`_Checked`), removing
+    nothing (only a folder restored without its owner's bits gets them,
+    :func:`~builder.files.owner_may_change`). Every other
     entry under ``gen`` goes, as itself: a file the manifest does not list, or
     whose bytes differ, a link, anything but a plain file or folder (the
     folder goes live whole, and its manifest's checksum is public: T46 and
@@ -1041,15 +1059,22 @@ def _read_manifest(path: Path) -> tuple[dict[str, Entry], bytes] | None:
 
 def _read_plain(path: Path) -> bytes | None:
     """The bytes of ``path`` if it is a regular file reached without a link,
-    else None (a FIFO would block a plain read, a link lead anywhere)."""
+    readable and not mostly holes, else None (a FIFO would block a plain read,
+    a link lead anywhere): a manifest, which is then taken for a damaged one."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
+        # A link, or a file restored without its owner's read bit (T81; review r60).
+        if exc.errno in (errno.ELOOP, errno.EACCES):
             return None
         raise
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        # Mostly holes: tar restores terabytes of them from a few bytes (T81, as
+        # _holds says); read whole, they stopped every build (review r60).
+        if st.st_size > _SPARSE_FROM and st.st_blocks * 512 < st.st_size // 2:
             return None
         with os.fdopen(fd, "rb", closefd=False) as f:
             return f.read()
