@@ -37,7 +37,6 @@ MIN_ITEMS = 200  # below this, a fork costs more than it saves
 # results computed ahead of a slow consumer stay a bounded few.
 IMAP_WINDOW_PER_WORKER = 4
 _TASK: Callable[[Any], Any] | None = None
-_BACKGROUND: Callable[[], Any] | None = None
 # What a forked process hands back besides its results (report_back).
 _REPORTERS: list[tuple[Callable[[], Any], Callable[[Any], None]]] = []
 
@@ -159,9 +158,9 @@ class Pending(Generic[R]):
         return self._result()
 
     def abandon(self) -> None:
-        """End the process now (SIGKILL; its own workers end with it), instead
-        of waiting for it to finish when the context is left: a build that
-        fails early should not wait for work it will never use."""
+        """End the process now (SIGKILL; its own workers end with it) rather
+        than when the context is left: a build that fails early should not
+        wait for work it will never use."""
         if self._abandon is not None:
             self._abandon()
 
@@ -177,55 +176,79 @@ def background(
     """Start ``func(arg)`` in a forked process; yield a :class:`Pending` that
     waits for its result. Without a second core (or ``enabled=False``) it runs
     inline, when the result is first asked for. ``initializer`` runs first in
-    the process.
+    the process. A result never asked for is not waited for: leaving the
+    context kills the process (an error, or an interrupt, ended the caller's
+    use of it).
 
     ``func`` and ``arg`` reach the process through the fork, never pickled:
     pickling the site model took seconds at 100k dreams, and ran in a thread
     beside the caller, which may change ``arg`` meanwhile. Only the result
-    (and what :func:`report_back` asks for) comes back through the pipe."""
+    (and what :func:`report_back` asks for) comes back, through a pipe whose
+    writing end only the process holds, so its death (the OOM killer, or
+    :meth:`Pending.abandon`) ends the pipe, even halfway through a result,
+    and the wait raises :func:`_died`. (A ``ProcessPoolExecutor`` was used:
+    its own thread read the results, and a process killed while sending one
+    left that thread waiting forever for the rest, and the build with it:
+    review r61.)"""
     if not enabled or workers() < 2 or "fork" not in multiprocessing.get_all_start_methods():
         yield Pending(functools.partial(func, arg))
         return
-    global _BACKGROUND
-    _BACKGROUND = functools.partial(func, arg)
+    context = multiprocessing.get_context("fork")
+    receiver, sender = context.Pipe(duplex=False)
     gc.freeze()
-    # An executor, not a Pool: if the process dies (the OOM killer), result()
-    # raises BrokenProcessPool instead of waiting forever.
-    executor = ProcessPoolExecutor(
-        1,
-        mp_context=multiprocessing.get_context("fork"),
-        initializer=_start_worker,
-        initargs=(os.getpid(), initializer),
+    process = context.Process(
+        target=_run_background,
+        args=(os.getpid(), initializer, functools.partial(func, arg), sender),
     )
     try:
-        pending = executor.submit(_run_background)
-
-        def result() -> R:
-            try:
-                value, reports = pending.result()
-            except BrokenProcessPool:
-                raise _died() from None
-            if not absorbed:  # once, however often the result is asked for
-                absorbed.append(True)
-                _absorb(reports)
-            return cast(R, value)
-
-        absorbed: list[bool] = []
-
-        yield Pending(result, functools.partial(_kill_workers, executor))
+        process.start()
     finally:
-        _BACKGROUND = None
-        executor.shutdown(wait=True, cancel_futures=True)
+        sender.close()  # the process's copy is the only one
+    taken: list[Any] = []
+
+    def result() -> R:
+        if not taken:
+            try:
+                failed, value, reports = receiver.recv()
+            except (EOFError, OSError):
+                raise _died() from None
+            _absorb(reports)
+            taken.append((failed, value))
+        failed, value = taken[0]
+        if failed:
+            raise value
+        return cast(R, value)
+
+    try:
+        yield Pending(result, process.kill)
+    finally:
+        try:
+            if not taken:
+                process.kill()  # not waited for: nobody will take its result
+            process.join()
+        finally:
+            receiver.close()
 
 
-def _kill_workers(executor: ProcessPoolExecutor) -> None:
-    """SIGKILL the processes of ``executor`` (CPython 3.11 has no public way:
-    ``_processes`` maps each pid to its process); its shutdown then finds
-    them gone instead of waiting for their work."""
-    processes = getattr(executor, "_processes", None) or {}
-    for process in list(processes.values()):
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            process.kill()
+def _run_background(
+    parent: int,
+    initializer: Callable[[], None] | None,
+    work: Callable[[], Any],
+    sender: Any,
+) -> None:
+    """The forked process of :func:`background`: its result, or the exception
+    it raised, and its reports, sent once."""
+    _start_worker(parent, initializer)
+    try:
+        message: tuple[bool, Any, list[Any]] = (False, work(), [])
+    except BaseException as exc:
+        message = (True, exc, [])
+    message = (message[0], message[1], _reports())
+    try:
+        sender.send(message)
+    except Exception as exc:  # an exception or a result that cannot be pickled
+        sender.send((True, DreampoolError(f"a background process failed: {exc!r}"), []))
+    sender.close()
 
 
 def _died() -> DreampoolError:
@@ -308,12 +331,6 @@ def _watch_parent(parent: int) -> None:
     while os.getppid() == parent:
         time.sleep(0.5)
     os._exit(1)
-
-
-def _run_background() -> tuple[Any, list[Any]]:
-    assert _BACKGROUND is not None
-    value = _BACKGROUND()
-    return value, _reports()
 
 
 def _run_chunk(chunk: Sequence[Any]) -> tuple[list[Any], list[Any]]:

@@ -1034,6 +1034,9 @@ def _remove_empty_dirs(gen: Path, candidates: set[str]) -> None:
 # path is (check_path): a manifest's paths are unlinked by the next commit.
 
 MANIFEST_FORMAT = b"dreampool-manifest 3"
+# A bigger manifest reads as damaged (the generation is written again). A
+# line is ≈100 bytes a file and a dream ≈3 files: 1M dreams make ≈370 MB.
+MAX_MANIFEST_SIZE = 1 << 30
 _MANIFEST_END = b"end "
 
 
@@ -1059,8 +1062,9 @@ def _read_manifest(path: Path) -> tuple[dict[str, Entry], bytes] | None:
 
 def _read_plain(path: Path) -> bytes | None:
     """The bytes of ``path`` if it is a regular file reached without a link,
-    readable and not mostly holes, else None (a FIFO would block a plain read,
-    a link lead anywhere): a manifest, which is then taken for a damaged one."""
+    readable and at most :data:`MAX_MANIFEST_SIZE`, else None (a FIFO would
+    block a plain read, a link lead anywhere): a manifest, which is then taken
+    for a damaged one."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
@@ -1072,9 +1076,11 @@ def _read_plain(path: Path) -> bytes | None:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return None
-        # Mostly holes: tar restores terabytes of them from a few bytes (T81, as
-        # _holds says); read whole, they stopped every build (review r60).
-        if st.st_size > _SPARSE_FROM and st.st_blocks * 512 < st.st_size // 2:
+        # Bounded: tar restores terabytes of holes, or of zeros a cache's
+        # compression stored in a few bytes, and read whole they stopped every
+        # build (MemoryError; reviews r60, r61). Not judged by the blocks it
+        # holds, which a compressing file system also makes fewer.
+        if st.st_size > MAX_MANIFEST_SIZE:
             return None
         with os.fdopen(fd, "rb", closefd=False) as f:
             return f.read()
