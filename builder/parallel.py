@@ -52,7 +52,8 @@ def report_back(take: Callable[[], Any], absorb: Callable[[Any], None]) -> None:
     of its batch (from :func:`map_ordered`, of every batch) are lost with
     the results: an error ends the build before it saves the store, and
     the agents' server, which goes on, reads the store without acting on
-    what it finds (``StoreReader``)."""
+    what it finds (``StoreReader``). A :func:`background` process's come
+    back with its exception, and are absorbed before it is raised."""
     _REPORTERS.append((take, absorb))
 
 
@@ -200,10 +201,6 @@ def background(
         target=_run_background,
         args=(os.getpid(), initializer, functools.partial(func, arg), sender),
     )
-    try:
-        process.start()
-    finally:
-        sender.close()  # the process's copy is the only one
     taken: list[Any] = []
 
     def result() -> R:
@@ -212,6 +209,8 @@ def background(
                 failed, value, reports = receiver.recv()
             except (EOFError, OSError):
                 raise _died() from None
+            except Exception as exc:  # sent, but not to be rebuilt here (review r62)
+                raise _failed(exc) from None
             _absorb(reports)
             taken.append((failed, value))
         failed, value = taken[0]
@@ -219,13 +218,20 @@ def background(
             raise value
         return cast(R, value)
 
+    # Started inside the try: an interrupt just after the fork still ends it
+    # (review r62); the pipe's ends are closed whatever happens.
     try:
+        try:
+            process.start()
+        finally:
+            sender.close()  # the process's copy is the only one
         yield Pending(result, process.kill)
     finally:
         try:
-            if not taken:
-                process.kill()  # not waited for: nobody will take its result
-            process.join()
+            if process.pid is not None:  # forked
+                if not taken:
+                    process.kill()  # not waited for: nobody will take its result
+                process.join()
         finally:
             receiver.close()
 
@@ -240,15 +246,21 @@ def _run_background(
     it raised, and its reports, sent once."""
     _start_worker(parent, initializer)
     try:
-        message: tuple[bool, Any, list[Any]] = (False, work(), [])
+        failed, value = False, work()
     except BaseException as exc:
-        message = (True, exc, [])
-    message = (message[0], message[1], _reports())
+        failed, value = True, exc
+    reports = _reports()
     try:
-        sender.send(message)
-    except Exception as exc:  # an exception or a result that cannot be pickled
-        sender.send((True, DreampoolError(f"a background process failed: {exc!r}"), []))
+        sender.send((failed, value, reports))
+    except Exception as exc:  # a result or an exception that cannot be pickled
+        sender.send((True, _failed(exc), reports))
     sender.close()
+
+
+def _failed(exc: BaseException) -> DreampoolError:
+    return DreampoolError(
+        f"a process computing in the background failed: {exc!r}", hint="report this"
+    )
 
 
 def _died() -> DreampoolError:
