@@ -60,7 +60,7 @@ def _lock_is_free(builds: Path) -> bool:
 def test_a_build_that_fails_before_its_site_stage_does_not_wait_for_its_survey(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The survey of a restored generation reads every file it lists (at 100k
+    """T40, T81: The survey of a restored generation reads every file it lists (at 100k
     dreams a gigabyte, "several seconds"). A build whose input is refused at
     once (a broken key file) has no use for it, but Opening.close ends the
     survey's process with executor.shutdown(wait=True): the error is reported,
@@ -132,7 +132,7 @@ _INTERRUPTED = textwrap.dedent(
 
 
 def test_an_interrupted_failed_build_releases_the_lock_and_exits(tmp_path: Path) -> None:
-    """One interrupt (Ctrl-C; with a terminal it reaches the survey's process
+    """T40: One interrupt (Ctrl-C; with a terminal it reaches the survey's process
     too, with the same result) while a failed build waits for its survey
     (test 1) lands in executor.shutdown's Thread.join. Opening.close releases
     the lock only after _end_background returns, so the lock stays taken;
@@ -176,7 +176,7 @@ def test_an_interrupted_failed_build_releases_the_lock_and_exits(tmp_path: Path)
 def test_the_r33_sparse_file_count_sees_a_survey_that_reads_the_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """redteam/test_r33_review.py::test_a_restored_sparse_file_is_not_read_whole
+    """T81: redteam/test_r33_review.py::test_a_restored_sparse_file_is_not_read_whole
     counts the bytes hashed by patching writer._checksum in the build's
     process. The unsealed generation's files are now read in the survey's
     process, whose count the test never sees: with _holds's sparse-file check

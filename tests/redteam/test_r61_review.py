@@ -90,7 +90,7 @@ _ABANDON_MID_SEND = textwrap.dedent(
 
 
 def test_closing_an_opening_while_its_survey_sends_its_result_returns(tmp_path: Path) -> None:
-    """Opening.close() SIGKILLs the survey's process (Pending.abandon). On
+    """T40: Opening.close() SIGKILLs the survey's process (Pending.abandon). On
     8f50bb71 it then ran executor.shutdown(wait=True): if the kill landed while
     that process was writing its result to the executor's result pipe (a
     restored generation's Survey is megabytes), the executor's manager thread
@@ -150,7 +150,7 @@ _INTERRUPT_SURVEY_WAIT = textwrap.dedent(
 
 
 def test_an_interrupt_while_the_writer_waits_for_the_survey_ends_it(tmp_path: Path) -> None:
-    """Opening.survey() waits for the result, then _end_background(abandon=False)
+    """T40: Opening.survey() waits for the result, then _end_background(abandon=False)
     in a finally: an interrupt during the wait (the site stage reached before
     the survey of a restored generation is done) does not end the survey but
     waits in executor.shutdown(wait=True) for all of it, build lock held (the
@@ -164,7 +164,7 @@ def test_an_interrupt_while_the_writer_waits_for_the_survey_ends_it(tmp_path: Pa
 
 
 def test_a_second_interrupt_while_the_writer_waits_for_the_survey_exits(tmp_path: Path) -> None:
-    """As above, pressing Ctrl-C again (the first seemed ignored): the second
+    """T40: As above, pressing Ctrl-C again (the first seemed ignored): the second
     interrupt lands in executor.shutdown's Thread.join, which on CPython 3.11
     marks the manager thread stopped; the lock is released, but at exit the
     interpreter waits for the executor forever: the process never exits (the
@@ -212,7 +212,7 @@ _DENSE_MANIFEST = textwrap.dedent(
 
 
 def test_a_restored_dense_oversized_manifest_is_taken_for_a_damaged_one(tmp_path: Path) -> None:
-    """r60's fix for a manifest of terabytes of holes checks st_blocks only:
+    """T81: r60's fix for a manifest of terabytes of holes checks st_blocks only:
     a manifest restored as allocated zeros (tar of an archive member not
     marked sparse; zstd makes gigabytes of zeros a few KiB of cache) is read
     whole by _read_plain, and every build fails with MemoryError (or the OOM

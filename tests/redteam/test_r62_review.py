@@ -38,7 +38,7 @@ def _raise_unrebuildable(_: object) -> object:
 
 @needs_fork
 def test_a_result_that_cannot_be_pickled_is_a_dreampool_error() -> None:
-    """_run_background's fallback sends (True, DreampoolError, []) with no
+    """T40: _run_background's fallback sends (True, DreampoolError, []) with no
     reports; the parent's _absorb(zip(..., strict=True)) then raises
     ValueError before the error is raised: the fallback can never work while
     any reporter is registered (buildcache always registers one)."""
@@ -48,7 +48,7 @@ def test_a_result_that_cannot_be_pickled_is_a_dreampool_error() -> None:
 
 @needs_fork
 def test_an_error_that_cannot_be_rebuilt_is_a_dreampool_error() -> None:
-    """An exception pickled in the child but not rebuilt in the parent: recv()
+    """T40: An exception pickled in the child but not rebuilt in the parent: recv()
     raises TypeError, which result() does not catch (only EOFError, OSError).
     On f9b170a4~1 the executor reported BrokenProcessPool, made _died()
     (a DreampoolError), which Opening.survey() answers by surveying inline."""
@@ -86,7 +86,7 @@ _INTERRUPT_AFTER_FORK = textwrap.dedent(
 
 @needs_fork
 def test_an_interrupt_just_after_the_fork_ends_the_process_and_the_build_exits() -> None:
-    """process.start() runs before the try whose finally kills and joins it: an
+    """T40: process.start() runs before the try whose finally kills and joins it: an
     interrupt landing between the fork and that try (in Process.start after
     the fork, or in sender.close()) leaves the process running unkilled and
     unjoined, and multiprocessing's atexit joins every non-daemon child: the
