@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -23,24 +22,12 @@ from builder import parallel
 from builder.errors import InputError
 from builder.formats.note import parse_private_key
 from builder.site import writer
-from tests.pools import PoolFixture
+from tests.isolated import run_isolated
 from tests.test_store_restore import _cold, _fresh_clone, _published, site_files
+from tests.test_writer_opening import _restored
 
 REPO = Path(__file__).resolve().parents[2]
 SURVEY_SECONDS = 8.0
-
-
-def _restored(tmp_path: Path) -> tuple[PoolFixture, Path, Path]:
-    """As tests/test_writer_opening.py's: a fresh clone of a published pool
-    (both generations with a manifest) with its derived folder restored, a
-    new dream in it, and the generation its next build writes."""
-    tp, origin = _published(tmp_path)
-    buildmod.build(tp.content, origin / "site", signer=parse_private_key(tp.log_key))
-    clone = _fresh_clone(tmp_path, origin)
-    PoolFixture(clone / "content", tp.log_key, tp.vkey).add("ada", 1)
-    live = os.readlink(clone / "site").rpartition("/")[2]
-    target = writer.GENERATIONS[1] if live == writer.GENERATIONS[0] else writer.GENERATIONS[0]
-    return tp, clone, clone / ".site.builds" / target
 
 
 def _lock_is_free(builds: Path) -> bool:
@@ -144,23 +131,7 @@ def test_an_interrupted_failed_build_releases_the_lock_and_exits(tmp_path: Path)
     says "another build is writing" until someone kills it."""
     if parallel.workers() < 2:
         pytest.skip("one core: no survey process")
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _INTERRUPTED, str(tmp_path)],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, _ = proc.communicate(timeout=60)
-        hung = False
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # its own group: the build and its survey
-        out, _ = proc.communicate()
-        hung = True
+    out, hung = run_isolated(_INTERRUPTED, str(tmp_path), timeout=60)
     problems = [
         *(["the interrupted build kept the build lock"] if "lock: free" not in out else []),
         *(["the interrupted build never exited (killed after 60 s)"] if hung else []),

@@ -4,39 +4,15 @@ subprocess where a hang is possible, and says what it shows."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from builder import parallel
+from tests.isolated import run_isolated
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _run(script: str, *args: str, timeout: float) -> tuple[str, bool]:
-    """Run ``script`` in its own session; (output, whether it hung and was killed)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", script, *args],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-        return out, False
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        return out, True
 
 
 # --- 1. abandon() while the survey sends its result: close() never returns ------
@@ -103,7 +79,7 @@ def test_closing_an_opening_while_its_survey_sends_its_result_returns(tmp_path: 
     survey returned hung 3 of 3 runs on 8f50bb71."""
     if parallel.workers() < 2:
         pytest.skip("one core: no survey process")
-    out, _ = _run(_ABANDON_MID_SEND, str(tmp_path), timeout=120)
+    out, _ = run_isolated(_ABANDON_MID_SEND, str(tmp_path), timeout=120)
     assert "close: returned; lock: free" in out, out
 
 
@@ -157,7 +133,7 @@ def test_an_interrupt_while_the_writer_waits_for_the_survey_ends_it(tmp_path: Pa
     writer has taken it): measured, the interrupt surfaces after the whole 8 s."""
     if parallel.workers() < 2:
         pytest.skip("one core: no survey process")
-    out, hung = _run(_INTERRUPT_SURVEY_WAIT, str(tmp_path), "1", timeout=120)
+    out, hung = run_isolated(_INTERRUPT_SURVEY_WAIT, str(tmp_path), "1", timeout=120)
     assert not hung and "lock: free" in out, out
     took = float(out.split("writer: KeyboardInterrupt after ")[1].split(" s")[0])
     assert took < 4, f"interrupted at 1 s, the writer gave up after {took} s\n{out}"
@@ -171,7 +147,7 @@ def test_a_second_interrupt_while_the_writer_waits_for_the_survey_exits(tmp_path
     hang r60 fixed on the close path, still there on the survey path)."""
     if parallel.workers() < 2:
         pytest.skip("one core: no survey process")
-    out, hung = _run(_INTERRUPT_SURVEY_WAIT, str(tmp_path), "2", timeout=60)
+    out, hung = run_isolated(_INTERRUPT_SURVEY_WAIT, str(tmp_path), "2", timeout=60)
     assert "script: done" in out, out
     assert not hung, f"the interrupted build never exited (killed after 60 s)\n{out}"
 
@@ -218,6 +194,6 @@ def test_a_restored_dense_oversized_manifest_is_taken_for_a_damaged_one(tmp_path
     whole by _read_plain, and every build fails with MemoryError (or the OOM
     killer) where memory is smaller than the disk; the failed run saves the
     cache back. A manifest far larger than any a build writes is a damaged one."""
-    out, hung = _run(_DENSE_MANIFEST, str(tmp_path), timeout=600)
+    out, hung = run_isolated(_DENSE_MANIFEST, str(tmp_path), timeout=600)
     assert not hung, out
     assert "build: ok, same as cold: True" in out, out

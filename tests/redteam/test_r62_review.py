@@ -3,10 +3,6 @@ Scenarios that could hang run in a subprocess."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -15,6 +11,7 @@ import pytest
 import builder.buildcache  # noqa: F401  (registers the store's reporter, as every build does)
 from builder import parallel
 from builder.errors import DreampoolError
+from tests.isolated import run_isolated
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -92,20 +89,7 @@ def test_an_interrupt_just_after_the_fork_ends_the_process_and_the_build_exits()
     unjoined, and multiprocessing's atexit joins every non-daemon child: the
     interrupted build does not exit until the background work is done (30 s
     here; a survey reading a gigabyte, or patterns counting, for real)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _INTERRUPT_AFTER_FORK],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, _ = proc.communicate(timeout=15)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
+    out, hung = run_isolated(_INTERRUPT_AFTER_FORK, timeout=15)
+    if hung:
         pytest.fail(f"the interrupted process did not exit within 15 s\n{out}")
     assert "interrupted" in out and "done" in out, out
