@@ -35,9 +35,12 @@ sets a folder's mtime, which stamps its ctime again). A generation whose
 seal does not match is taken only after each file it lists is read and found
 to hold the recorded digest, and everything else in it is removed; files are
 read on every core (builder.parallel). Reading the manifest, checking the
-seal and reading an unsealed generation's files is the *survey*
-(:class:`Opening`), which a build starts in another process as it begins
-and the writer takes when the build reaches its site stage; it reads only.
+seal and reading an unsealed generation's files (or, sealed, a ``stat`` of
+each to find one edited in place) is the *survey* (:class:`Opening`), which
+a build starts in another process as it begins and the writer takes when
+the build reaches its site stage; it reads only. The seal the writer then
+records is computed from an ``lstat`` of the folders the build touched, and
+of the others as the survey found them (:meth:`SiteWriter._untouched`).
 
 Paths are checked before a byte is written: relative, no ``..``, no empty or
 ``.`` segment, no two writers of one path.
@@ -109,7 +112,8 @@ SEAL_SIZE = 2 * DIGEST_SIZE
 class Survey:
     """What a build found of the generation it will write, before changing it:
     whether it has a sound manifest, whether its seal holds, its manifest's
-    entries if it does, and, if it has a manifest but no seal, which of its
+    entries if it does (with the files edited in place, and its folders'
+    inodes and ctimes), and, if it has a manifest but no seal, which of its
     files hold their recorded bytes and what else is there
     (:func:`_check_generation`; None if it was not a plain folder)."""
 
@@ -117,6 +121,12 @@ class Survey:
     sealed: bool
     entries: dict[str, Entry]
     checked: _Checked | None
+    # Sealed: the entries whose file is not as recorded (its size or mtime
+    # moved, or it is gone: edited in place), from a stat of each; and the
+    # (inode, ctime) of each folder as the seal's check found them, for the
+    # commit to seal by what the build touched (SiteWriter.commit).
+    edited: frozenset[str] = frozenset()
+    folders: dict[str, bytes] | None = None
 
 
 class Opening:
@@ -126,7 +136,8 @@ class Opening:
     proves the log, scans and models the pool (``background``; :mod:`builder.build`).
 
     Surveying reads the generation's manifest, checks its seal (an ``lstat``
-    of each folder) and, when the seal does not hold (a generation the
+    of each folder) and a ``stat`` of each file it lists (one edited in
+    place is written again), or, when the seal does not hold (a generation the
     publish workflow restored from its cache: THREATS.md T81), reads every
     file it lists (at 100k dreams over 300,000 files, a gigabyte). It removes
     and writes nothing; it gives a folder restored without its owner's read,
@@ -228,8 +239,20 @@ def _survey(args: tuple[Mapping[str, bytes] | None, Path, str]) -> Survey:
     found = _read_manifest(root / f"manifest-{target}")
     if found is None:
         return Survey(manifest=False, sealed=False, entries={}, checked=None)
-    if _sealed(seals, root, target, *found):
-        return Survey(manifest=True, sealed=True, entries=found[0], checked=None)
+    entries, checksum = found
+    gen = root / target
+    folders = None
+    if seals is not None:
+        row = seals.get(target)
+        if row is not None and row[:DIGEST_SIZE] == checksum:
+            folders = _folder_stats(gen, entries)
+            if folders is not None and _seal_of(checksum, folders) != row:
+                folders = None
+    if seals is None or folders is not None:
+        # Each file stat-ed here, not as the build keeps it: at 100k dreams
+        # 300,000 calls, made in this process while the build reads the pool
+        # rather than in its site stage.
+        return Survey(True, True, entries, None, _edited(str(gen), entries), folders)
     # Unsealed: its files are read, and only what they hold is needed (at 100k
     # dreams the entries are 30 MB to hand back from the survey's process).
     checked = _check_generation(str(root / target), found[0]) if _plain(root / target) else None
@@ -351,6 +374,15 @@ class SiteWriter:
         # and is not walked to find one (at 10k dreams 41,000 entries, a tenth
         # of a build after one new dream).
         self.had: dict[str, Entry] = had
+        # The files of ``had`` not as recorded (a sealed generation's, from the
+        # survey's stat of each; an unsealed one's kept files were just read).
+        self._edited = survey.edited if survey.sealed else frozenset()
+        # The folders' (inode, ctime) as the survey found them, before this
+        # build changed any: commit seals by them and what it touched. Only
+        # under a tagged seal: an untagged one's generation was walked for links.
+        self._folder_stats = survey.folders if survey.sealed and self._seals_tagged else None
+        # The folders this build changed an entry of (see commit).
+        self._touched: set[str] = {""}
         self.written: dict[str, Entry] = {}
         self._claimed: set[str] = set()
         self._folders_made: set[str] = set()  # by prepare(folder=True)
@@ -449,7 +481,7 @@ class SiteWriter:
         d = digest(data)
         entry = self.had.get(rel)
         final = f"{self._gen}/{rel}"
-        if entry is not None and entry[0] == d and _unchanged(final, entry):
+        if entry is not None and entry[0] == d and rel not in self._edited:
             return entry, False
         fd = -1
         if entry is None:
@@ -495,7 +527,9 @@ class SiteWriter:
 
     def record(self, rel: str, entry: Entry, changed: bool) -> None:
         self.written[rel] = entry
-        self.changed += changed
+        if changed:
+            self.changed += 1
+            self._touched.add(rel.rpartition("/")[0])
 
     def add_all(self, files: Iterable[tuple[str, bytes]] | Mapping[str, bytes]) -> None:
         items = files.items() if isinstance(files, Mapping) else files
@@ -507,7 +541,7 @@ class SiteWriter:
         generation (recorded in its manifest, and its size and mtime say nobody
         edited it since), so it can be kept without its bytes."""
         entry = self.had.get(rel)
-        if entry is not None and entry[0] == want and _unchanged(f"{self._gen}/{rel}", entry):
+        if entry is not None and entry[0] == want and rel not in self._edited:
             return True
         entry = self.live_manifest.get(rel)
         return entry is not None and entry[0] == want and self._live_holds(rel, entry)
@@ -528,24 +562,17 @@ class SiteWriter:
 
     def holds_own(self, files: Sequence[tuple[str, bytes]]) -> bool:
         """Whether this generation holds every one of ``files`` as recorded,
-        unedited: the common case of an incremental build, made cheap (one
-        stat a file, no link). It changes nothing, so a forked worker may ask
+        unedited: the common case of an incremental build, made cheap (no
+        link, and no stat: the survey found which files were edited in place).
+        It changes nothing, so a forked worker may ask
         it (builder.site.units) for the writer to claim the files after
         (:meth:`keep_all`). The paths come from a manifest and the cache,
         written by builds that checked them (:func:`check_path`) when they
         stored them."""
-        had, prefix = self.had, self._gen + "/"
+        had, edited = self.had, self._edited
         for rel, want in files:
             entry = had.get(rel)
-            if entry is None or entry[0] != want:
-                return False
-            # _unchanged, inline: this runs for every file of every unit kept
-            # (300,000 at 100k dreams), and the call was a fifth of it.
-            try:
-                st = os.stat(prefix + rel, follow_symlinks=False)
-            except OSError:
-                return False
-            if st.st_size != entry[1] or st.st_mtime_ns != entry[2]:
+            if entry is None or entry[0] != want or rel in edited:
                 return False
         return True
 
@@ -568,7 +595,7 @@ class SiteWriter:
         entry = self.had.get(rel)
         # Only as it was recorded: a copy edited in place is replaced from the
         # live generation (can_keep said one of the two would do).
-        if entry is not None and entry[0] == want and _unchanged(f"{self._gen}/{rel}", entry):
+        if entry is not None and entry[0] == want and rel not in self._edited:
             self.written[rel] = entry
             return
         entry = self.live_manifest.get(rel)
@@ -595,8 +622,7 @@ class SiteWriter:
         # rename(2) did nothing and left the link: it would be published,
         # and a later store() of this path would find it under its tmp name.
         _unlink_if_there(tmp)
-        self.written[rel] = entry
-        self.changed += 1
+        self.record(rel, entry, True)
 
     def _claim(self, rel: str) -> None:
         if rel in self._claimed:
@@ -641,16 +667,48 @@ class SiteWriter:
         for rel in gone:
             _unlink_gone(f"{self._gen}/{rel}")
             self.changed += 1
-        _remove_empty_dirs(self.gen, {r.rpartition("/")[0] for r in gone})
+        gone_folders = {r.rpartition("/")[0] for r in gone}
+        self._touched |= gone_folders
+        _remove_empty_dirs(self.gen, gone_folders)
         checksum = _write_manifest(
             self.root / f"manifest-{self.target}", self.written, erasures=self.erasures
         )
         _go_live(self.out, self.root, self.target)
         if self._seals is not None:
             # After the last change to the folder: the next build finds it as sealed.
-            seal = _seal(self.gen, checksum, self.written)
+            seal = _seal(self.gen, checksum, self.written, self._untouched())
             if seal is not None:
                 self._seals[self.target] = seal
+
+    def _untouched(self) -> dict[str, bytes] | None:
+        """The folders of a sealed generation this build changed no entry of,
+        each with the (inode, ctime) the survey found before the build began,
+        for the seal to take without an ``lstat`` (108,000 folders at 100k
+        dreams, where a build after one new dream changes a few dozen).
+
+        A folder's ctime moves when an entry of it is made, replaced or
+        removed, which this build did only in the folders of the files it
+        wrote or linked (:meth:`record`) or removed (:meth:`commit`), in the
+        folders that hold a folder it made or removed, and in the
+        generation's own. Should any other folder have changed, the seal
+        recorded holds the value from before the change, so the next build
+        finds the generation unsealed and reads it whole (T81): never a seal
+        for a state this build did not see. Sound only under a tagged seal,
+        whose generation was not walked for links (:meth:`_open`)."""
+        before = self._folder_stats
+        if before is None:
+            return None
+        touched = set(self._touched)
+        now = _folders(self.written)
+        # A folder made (not there before) or removed (not there now): an
+        # entry of the folder above it changed.
+        for rel in now:
+            if rel and rel not in before:
+                touched.add(rel.rpartition("/")[0])
+        for rel in before:
+            if rel and rel not in now:
+                touched.add(rel.rpartition("/")[0])
+        return {rel: packed for rel, packed in before.items() if rel not in touched}
 
 
 def _unlink_gone(path: str) -> None:
@@ -686,23 +744,58 @@ def _unchanged(path: str, entry: Entry) -> bool:
     return st.st_size == entry[1] and st.st_mtime_ns == entry[2]
 
 
-def _seal(folder: Path, checksum: bytes, entries: Iterable[str]) -> bytes | None:
+def _seal(
+    folder: Path,
+    checksum: bytes,
+    entries: Iterable[str],
+    known: Mapping[str, bytes] | None = None,
+) -> bytes | None:
     """The seal of the generation in ``folder`` whose manifest has ``checksum``
     and lists ``entries``; None if it or a folder of theirs is gone or not a
     plain folder. Every folder counts, not only the generation's: tar over a
     checkout kept between runs replaces a file by unlinking it, which stamps
-    the ctime of its own folder alone (review r33)."""
+    the ctime of its own folder alone (review r33). A folder in ``known`` is
+    taken as it says, without an ``lstat`` (see :meth:`SiteWriter.commit`)."""
+    stats = _folder_stats(folder, entries, known)
+    return None if stats is None else _seal_of(checksum, stats)
+
+
+def _seal_of(checksum: bytes, stats: Mapping[str, bytes]) -> bytes:
+    """The seal: the manifest's checksum, then a digest of each folder's
+    packed (inode, ctime), in :func:`_folders`' order."""
     h = _checksum()
+    for packed in stats.values():
+        h.update(packed)
+    return checksum + h.digest()
+
+
+def _folder_stats(
+    folder: Path, entries: Iterable[str], known: Mapping[str, bytes] | None = None
+) -> dict[str, bytes] | None:
+    """Each folder of ``entries`` (:func:`_folders`, in its order) → its inode
+    and ctime packed (:data:`_SEAL_STAT`), from an ``lstat`` unless ``known``
+    holds it; None if one is gone or not a plain folder."""
+    known = known or {}
+    stats: dict[str, bytes] = {}
     base = str(folder)
     for rel in _folders(entries):
-        try:
-            st = os.lstat(f"{base}/{rel}" if rel else base)
-        except OSError:
-            return None
-        if not stat.S_ISDIR(st.st_mode):
-            return None
-        h.update(_SEAL_STAT.pack(st.st_ino, st.st_ctime_ns))
-    return checksum + h.digest()
+        packed = known.get(rel)
+        if packed is None:
+            try:
+                st = os.lstat(f"{base}/{rel}" if rel else base)
+            except OSError:
+                return None
+            if not stat.S_ISDIR(st.st_mode):
+                return None
+            packed = _SEAL_STAT.pack(st.st_ino, st.st_ctime_ns)
+        stats[rel] = packed
+    return stats
+
+
+def _edited(gen: str, entries: Mapping[str, Entry]) -> frozenset[str]:
+    """The entries of a sealed generation whose file is not as recorded: its
+    size or mtime moved (edited in place), or it is gone (:func:`_unchanged`)."""
+    return frozenset(rel for rel, entry in entries.items() if not _unchanged(f"{gen}/{rel}", entry))
 
 
 def _folders(entries: Iterable[str]) -> Iterable[str]:

@@ -1,0 +1,195 @@
+"""The survey stats a sealed generation's files; the commit seals by what it touched.
+
+Two costs of a build after one new dream that grew with the pool (issue 21,
+benchmarks/PROFILE.md, fifteenth session): a ``stat`` of every file a kept
+unit or page names, in the site stage (300,000 at 100k dreams), and an
+``lstat`` of every folder of the new generation to seal it at commit
+(108,000). The first now runs in the survey, in its own process while the
+build reads the pool; the second only for the folders the build touched,
+the rest taken as the survey found them before the build changed anything.
+
+The witness for the seal is the seal itself, computed afresh over every
+folder (``writer._seal`` with nothing known): after any sequence of builds
+the seal a build records is the one a full ``lstat`` of the generation gives.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from builder.site import writer
+from tests.golden_update import tree
+
+
+def plan_of(n: int, changed: int = -1) -> dict[str, bytes]:
+    plan = {f"dreams/{i:03d}/index.html": f"page {i}".encode() for i in range(n)}
+    plan["index.html"] = b"home"
+    if changed >= 0:
+        plan[f"dreams/{changed:03d}/index.html"] = b"edited"
+    return plan
+
+
+def _tagged_build(out: Path, plan: dict[str, bytes], seals: dict[str, bytes]) -> int:
+    """A build of a signing pool: its seals are rows tagged with its row key."""
+    with writer.SiteWriter(out, seals=seals, seals_tagged=True) as w:
+        w.add_all(plan)
+    return w.changed
+
+
+def _full_seal(out: Path) -> bytes | None:
+    """The live generation's seal from an ``lstat`` of every folder it has."""
+    gen = writer.builds_dir(out) / Path(os.readlink(out)).name
+    found = writer._read_manifest(writer.builds_dir(out) / f"manifest-{gen.name}")
+    assert found is not None
+    entries, checksum = found
+    return writer._seal(gen, checksum, entries)
+
+
+def _live(out: Path) -> str:
+    return Path(os.readlink(out)).name
+
+
+class _Counted:
+    """Every ``lstat`` and ``stat`` the writer module makes, by path."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.lstats: list[str] = []
+        self.stats: list[str] = []
+        lstat, stat_ = os.lstat, os.stat
+
+        def counted_lstat(path: object, *args: object, **kw: object) -> os.stat_result:
+            self.lstats.append(str(path))
+            return lstat(path, *args, **kw)  # type: ignore[arg-type]
+
+        def counted_stat(path: object, *args: object, **kw: object) -> os.stat_result:
+            self.stats.append(str(path))
+            return stat_(path, *args, **kw)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(writer.os, "lstat", counted_lstat)
+        monkeypatch.setattr(writer.os, "stat", counted_stat)
+
+
+def test_a_sealed_generations_files_are_statted_by_the_survey_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the writer has its survey, keeping what the generation holds
+    asks the file system nothing per file: the survey looked at each one."""
+    out, seals = tmp_path / "site", {}
+    for _ in range(2):
+        _tagged_build(out, plan_of(40), seals)
+    with writer.SiteWriter(out, seals=seals, seals_tagged=True) as w:
+        counted = _Counted(monkeypatch)
+        files = [(rel, writer.digest(data)) for rel, data in plan_of(40).items()]
+        assert w.holds_own(files)
+        assert all(w.can_keep(rel, want) for rel, want in files)
+        assert w.keep_all(files)
+        assert counted.stats == [] and counted.lstats == []
+    assert tree(out) == plan_of(40)
+
+
+@pytest.mark.parametrize("how", ["same size", "other size", "removed"])
+def test_a_file_edited_in_place_under_a_tagged_seal_is_written_again(
+    tmp_path: Path, how: str
+) -> None:
+    """Editing a file's bytes does not stamp its folder's ctime, so the seal
+    holds; the survey's stat of the file is what sees the edit."""
+    out, seals = tmp_path / "site", {}
+    for _ in range(2):
+        _tagged_build(out, plan_of(6), seals)
+    target = writer.builds_dir(out) / ("a" if _live(out) == "b" else "b")
+    page = target / "dreams" / "002" / "index.html"
+    if how == "removed":
+        page.unlink()
+    else:
+        page.write_bytes(b"defaced" if how == "same size" else b"defaced, longer")
+    assert _tagged_build(out, plan_of(6), seals) == 1
+    assert tree(out) == plan_of(6)
+    assert seals[_live(out)] == _full_seal(out)
+
+
+def test_the_commit_stats_only_the_folders_it_touched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A build that changes one page of a sealed generation of 200 folders
+    stats that page's folder and the generation's own, not all 200, and
+    records the seal a full stat gives."""
+    out, seals = tmp_path / "site", {}
+    for _ in range(2):
+        _tagged_build(out, plan_of(200), seals)
+    with writer.SiteWriter(out, seals=seals, seals_tagged=True) as w:
+        w.add_all(plan_of(200, changed=7))
+        counted = _Counted(monkeypatch)
+    assert len(counted.lstats) <= 4, counted.lstats
+    monkeypatch.undo()
+    assert seals[_live(out)] == _full_seal(out)
+
+
+_PATHS = st.lists(
+    st.lists(st.sampled_from(["a", "b", "c", "d.html"]), min_size=1, max_size=4).map("/".join),
+    max_size=12,
+)
+
+
+def _plan(paths: list[str], salt: int) -> dict[str, bytes]:
+    """A plan of ``paths`` with no path both a file and a folder of another."""
+    plan: dict[str, bytes] = {}
+    for rel in paths:
+        if any(rel.startswith(p + "/") or p.startswith(rel + "/") for p in plan):
+            continue
+        plan[rel] = f"{rel} {salt % 3}".encode()
+    return plan
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(st.tuples(_PATHS, st.integers(0, 5)), min_size=1, max_size=6))
+def test_the_recorded_seal_is_the_full_seal_after_any_builds(
+    tmp_path_factory: pytest.TempPathFactory, builds: list[tuple[list[str], int]]
+) -> None:
+    """Folders made, emptied and removed, files replaced by folders and
+    folders by files: after each build the seal recorded for the generation
+    that went live is the one an ``lstat`` of all its folders gives, and the
+    next build finds it sealed."""
+    out, seals = tmp_path_factory.mktemp("seal") / "site", {}
+    for paths, salt in [(["index.html"], 0), (["index.html"], 0), *builds]:
+        plan = _plan(paths, salt)
+        _tagged_build(out, plan, seals)
+        assert tree(out) == plan
+        assert seals[_live(out)] == _full_seal(out)
+
+
+def test_a_signing_builds_seal_after_new_dreams_is_the_full_seal(tmp_path: Path) -> None:
+    """The whole build (units and list pages stored by forked workers,
+    recorded by the build's process): after a build that admits a dream,
+    the seal in the store is the full seal of the generation that went
+    live, and the next build finds the generation it writes sealed."""
+    from builder import build as buildmod
+    from builder import buildcache
+    from builder.formats.note import parse_private_key
+    from tests.test_store_restore import _cold, _published, site_files
+
+    tp, origin = _published(tmp_path)
+    signer = parse_private_key(tp.log_key)
+    out = origin / "site"
+    for i in range(3):
+        if i:
+            tp.add("ada", 1)
+        buildmod.build(tp.content, out, signer=signer)
+        store = buildcache.BuildCache(
+            writer.builds_dir(out) / "cache", key=buildcache.row_key(signer.seed)
+        )
+        assert store["seals"][_live(out)] == _full_seal(out)
+    # The generation the next build writes is found sealed (the survey, here
+    # in this process), and that build writes what a cold one does.
+    root = writer.builds_dir(out)
+    target = "a" if _live(out) == "b" else "b"
+    assert writer._survey((store["seals"], root, target)).sealed
+    tp.add("bob", 1)
+    buildmod.build(tp.content, out, signer=signer)
+    assert site_files(out) == _cold(tp.content, tmp_path)
