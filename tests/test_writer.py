@@ -313,9 +313,9 @@ def _count_walks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     walks: list[str] = []
     remove_links = writer._remove_links
 
-    def counted(gen: str) -> None:
+    def counted(gen: str) -> frozenset[str]:
         walks.append(gen)
-        remove_links(gen)
+        return remove_links(gen)
 
     monkeypatch.setattr(writer, "_remove_links", counted)
     return walks

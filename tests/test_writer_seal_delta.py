@@ -92,7 +92,7 @@ def test_a_sealed_generations_files_are_statted_by_the_survey_only(
     assert tree(out) == plan_of(40)
 
 
-@pytest.mark.parametrize("how", ["same size", "other size", "removed"])
+@pytest.mark.parametrize("how", ["same size", "other size", "touched"])
 def test_a_file_edited_in_place_under_a_tagged_seal_is_written_again(
     tmp_path: Path, how: str
 ) -> None:
@@ -103,13 +103,66 @@ def test_a_file_edited_in_place_under_a_tagged_seal_is_written_again(
         _tagged_build(out, plan_of(6), seals)
     target = writer.builds_dir(out) / ("a" if _live(out) == "b" else "b")
     page = target / "dreams" / "002" / "index.html"
-    if how == "removed":
-        page.unlink()
+    if how == "touched":  # the same bytes, a new mtime
+        os.utime(page, ns=(1, 1))
     else:
-        page.write_bytes(b"defaced" if how == "same size" else b"defaced, longer")
+        page.write_bytes(b"PWNED!" if how == "same size" else b"defaced, longer")
+        assert (len(page.read_bytes()) == len(b"page 2")) == (how == "same size")
+    survey = writer._survey((seals, target.parent, target.name))
+    assert survey.sealed and survey.edited == {"dreams/002/index.html"}
     assert _tagged_build(out, plan_of(6), seals) == 1
     assert tree(out) == plan_of(6)
     assert seals[_live(out)] == _full_seal(out)
+
+
+def test_a_folder_emptied_and_removed_stamps_the_folder_above(tmp_path: Path) -> None:
+    """(Review r63.) A folder removed at commit changes an entry of its
+    parent, which no file written or removed is in."""
+    out, seals = tmp_path / "site", {}
+    p1 = {"index.html": b"h", "a/c.html": b"c", "a/b/d.html": b"d"}
+    p2 = {"index.html": b"h", "a/c.html": b"c"}
+    for plan in (p1, p1, p2, p2):
+        _tagged_build(out, plan, seals)
+        assert seals[_live(out)] == _full_seal(out)
+
+
+def test_a_file_kept_from_the_live_generation_stamps_its_folder(tmp_path: Path) -> None:
+    """(Review r63.) A file edited in place is replaced by a hard link of the
+    live generation's copy (SiteWriter.keep), in a folder nothing else of
+    this build changes."""
+    out, seals = tmp_path / "site", {}
+    plan = {"index.html": b"h", "d/x.html": b"page x", "d/y.html": b"y"}
+    for _ in range(2):
+        _tagged_build(out, plan, seals)
+    target = writer.builds_dir(out) / ("a" if _live(out) == "b" else "b")
+    (target / "d" / "x.html").write_bytes(b"defaced!")
+    files = [(r, writer.digest(b)) for r, b in plan.items()]
+    with writer.SiteWriter(out, seals=seals, seals_tagged=True) as w:
+        assert w.keep_all(files)
+    assert tree(out) == plan
+    assert seals[_live(out)] == _full_seal(out)
+
+
+def test_a_folder_changed_by_another_hand_during_a_build_unseals(tmp_path: Path) -> None:
+    """The safety of sealing by what the build touched: a folder the build
+    did not touch, changed by something else between the survey and the
+    commit, keeps its value from before in the seal, so the next build of
+    that generation finds it unsealed and reads it whole (T81)."""
+    out, seals = tmp_path / "site", {}
+    for _ in range(2):
+        _tagged_build(out, plan_of(20), seals)
+    opening = writer.Opening(out, seals=seals, seals_tagged=True, background=False)
+    survey = opening.survey()
+    opening._result = lambda: survey
+    target = writer.builds_dir(out) / opening.target
+    planted = target / "dreams" / "013" / "planted.html"
+    planted.write_bytes(b"<script>")  # made and gone again: only the folder's ctime moved
+    planted.unlink()
+    with writer.SiteWriter(out, opening=opening) as w:
+        w.add_all(plan_of(20, changed=2))
+    assert seals[opening.target] != _full_seal(out)
+    _tagged_build(out, plan_of(20, changed=2), seals)  # writes the other generation
+    assert not writer._survey((seals, target.parent, target.name)).sealed
 
 
 def test_the_commit_stats_only_the_folders_it_touched(

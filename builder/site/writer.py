@@ -11,7 +11,9 @@ mtime per path) that is true whenever it exists: it is removed before the
 generation is touched and written (synced to the disk, then renamed into
 place) after it is complete. So a build writes only the files whose bytes
 differ from what that generation already holds (a file whose size or mtime
-moved, edited in place by someone, is written again); a generation without a
+moved, edited in place by someone, is written again: each is looked at as
+the build begins, so one edited while a build runs is written again by the
+next build of that generation); a generation without a
 sound manifest (a build was killed while updating it, it was deleted, or a
 power cut left it empty or cut short: its header and checksum say so) is
 emptied and written again, which costs time and nothing else. A file the
@@ -353,6 +355,10 @@ class SiteWriter:
         if self._seals is not None:
             self._seals.pop(self.target, None)
         had = survey.entries
+        # The files of ``had`` not as recorded: a sealed generation's, from the
+        # survey's stat of each (so none is stat-ed again as it is kept); an
+        # unsealed one's kept files were just read whole.
+        self._edited = survey.edited if survey.sealed else frozenset()
         if not survey.manifest:
             remove_entry(self.gen)
         _plain_folder(self.gen)
@@ -365,8 +371,10 @@ class SiteWriter:
             # A generation restored from the publish workflow's cache may hold a
             # link where a folder was (THREATS.md T45, T81): writes and hard links
             # made through it landed outside (review r32). Its seal, if any, is
-            # no evidence: who planted the link could write the seal too.
-            _remove_links(self._gen)
+            # no evidence: who planted the link could write the seal too. What
+            # is removed is no longer had as recorded, whatever the survey's
+            # stat of it said (review r63).
+            self._edited = self._edited | _remove_links(self._gen)
         # Else its seal, tagged, is the one this pool's signing build recorded as
         # it made the generation, with no link in it (a writer makes none), and
         # it still holds: no folder of the generation gained, lost or replaced an
@@ -374,9 +382,6 @@ class SiteWriter:
         # and is not walked to find one (at 10k dreams 41,000 entries, a tenth
         # of a build after one new dream).
         self.had: dict[str, Entry] = had
-        # The files of ``had`` not as recorded (a sealed generation's, from the
-        # survey's stat of each; an unsealed one's kept files were just read).
-        self._edited = survey.edited if survey.sealed else frozenset()
         # The folders' (inode, ctime) as the survey found them, before this
         # build changed any: commit seals by them and what it touched. Only
         # under a tagged seal: an untagged one's generation was walked for links.
@@ -734,14 +739,15 @@ def _in_folder(gen: str, rel: str, path: str, flags: int) -> int:
 
 
 def _unchanged(path: str, entry: Entry) -> bool:
-    """Whether the file at ``path`` is as ``entry`` records it: its size and
+    """Whether the file at ``path`` is as ``entry`` records it: a plain file
+    (never a link, of whatever size and mtime: review r63) of its size and
     mtime, unread. Enough only in a sealed generation (the module's docstring;
     an unsealed one was read whole by _check_generation first: THREATS.md T81)."""
     try:
         st = os.stat(path, follow_symlinks=False)
     except OSError:
         return False
-    return st.st_size == entry[1] and st.st_mtime_ns == entry[2]
+    return stat.S_ISREG(st.st_mode) and st.st_size == entry[1] and st.st_mtime_ns == entry[2]
 
 
 def _seal(
@@ -1088,20 +1094,25 @@ def _replace(tmp: str, dest: str) -> None:
         os.replace(tmp, dest)
 
 
-def _remove_links(gen: str) -> None:
+def _remove_links(gen: str) -> frozenset[str]:
     """Remove, as itself, every entry under ``gen`` that is neither a plain
-    folder nor a plain file (a link above all: never followed). Each folder's
-    entries are typed by ``scandir`` as it lists them (the type the directory
-    entry holds, no ``stat`` per file: at 10k dreams a generation is 30,000
-    files); one whose type the listing does not give is asked with ``lstat``."""
-    folders = [gen]
+    folder nor a plain file (a link above all: never followed); returns their
+    paths under ``gen``. Each folder's entries are typed by ``scandir`` as it
+    lists them (the type the directory entry holds, no ``stat`` per file: at
+    10k dreams a generation is 30,000 files); one whose type the listing does
+    not give is asked with ``lstat``."""
+    removed: list[str] = []
+    folders = [(gen, "")]
     while folders:
-        with os.scandir(folders.pop()) as entries:
+        folder, prefix = folders.pop()
+        with os.scandir(folder) as entries:
             for entry in entries:
                 if entry.is_dir(follow_symlinks=False):
-                    folders.append(entry.path)
+                    folders.append((entry.path, f"{prefix}{entry.name}/"))
                 elif not entry.is_file(follow_symlinks=False):
                     remove_entry(Path(entry.path))
+                    removed.append(prefix + entry.name)
+    return frozenset(removed)
 
 
 def _remove_empty_dirs(gen: Path, candidates: set[str]) -> None:
