@@ -108,7 +108,7 @@ def test_a_file_edited_in_place_under_a_tagged_seal_is_written_again(
     else:
         page.write_bytes(b"PWNED!" if how == "same size" else b"defaced, longer")
         assert (len(page.read_bytes()) == len(b"page 2")) == (how == "same size")
-    survey = writer._survey((seals, target.parent, target.name))
+    survey = writer._survey((seals, target.parent, target.name, None))
     assert survey.sealed and survey.edited == {"dreams/002/index.html"}
     assert _tagged_build(out, plan_of(6), seals) == 1
     assert tree(out) == plan_of(6)
@@ -162,7 +162,7 @@ def test_a_folder_changed_by_another_hand_during_a_build_unseals(tmp_path: Path)
         w.add_all(plan_of(20, changed=2))
     assert seals[opening.target] != _full_seal(out)
     _tagged_build(out, plan_of(20, changed=2), seals)  # writes the other generation
-    assert not writer._survey((seals, target.parent, target.name)).sealed
+    assert not writer._survey((seals, target.parent, target.name, None)).sealed
 
 
 def test_the_commit_stats_only_the_folders_it_touched(
@@ -242,7 +242,46 @@ def test_a_signing_builds_seal_after_new_dreams_is_the_full_seal(tmp_path: Path)
     # in this process), and that build writes what a cold one does.
     root = writer.builds_dir(out)
     target = "a" if _live(out) == "b" else "b"
-    assert writer._survey((store["seals"], root, target)).sealed
+    assert writer._survey((store["seals"], root, target, None)).sealed
     tp.add("bob", 1)
     buildmod.build(tp.content, out, signer=signer)
     assert site_files(out) == _cold(tp.content, tmp_path)
+
+
+def test_the_live_manifest_is_read_by_the_survey_and_only_what_differs_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Consecutive builds after one change each (what a pool's CI does): the
+    generation written is one build behind, and the files the build before
+    changed are lent from the live one. The survey reads the live manifest
+    and hands back only its entries the generation being written does not
+    hold; the writer reads no manifest itself, and lends those files as
+    hard links (the same inode), never rendered again."""
+    out, seals = tmp_path / "site", {}
+    for _ in range(2):
+        _tagged_build(out, plan_of(30), seals)
+    _tagged_build(out, plan_of(30, changed=4), seals)  # the live one has the edit
+    reads: list[Path] = []
+    read_manifest = writer._read_manifest
+
+    def counted(path: Path) -> object:
+        reads.append(path)
+        return read_manifest(path)
+
+    opening = writer.Opening(out, seals=seals, seals_tagged=True, background=False)
+    survey = opening.survey()
+    opening._result = lambda: survey
+    assert survey.live is not None and survey.live.sealed
+    assert survey.live.entries.keys() == {"dreams/004/index.html"}
+    monkeypatch.setattr(writer, "_read_manifest", counted)
+    live = writer.builds_dir(out) / _live(out)
+    with writer.SiteWriter(out, opening=opening) as w:
+        for rel, data in plan_of(30, changed=4).items():
+            assert w.can_keep(rel, writer.digest(data))
+            w.keep(rel, writer.digest(data))
+    assert reads == []
+    monkeypatch.undo()
+    assert tree(out) == plan_of(30, changed=4)
+    page = "dreams/004/index.html"
+    assert (live / page).stat().st_ino == (writer.builds_dir(out) / _live(out) / page).stat().st_ino
+    assert seals[_live(out)] == _full_seal(out)
