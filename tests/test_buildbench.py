@@ -156,15 +156,16 @@ def test_a_failed_mcp_case_keeps_the_other_figures_in_the_report() -> None:
     run = _run_script()
     sample = bb.Sample(wall=2.0, cpu=2.5, mb=120.0)
     result = run.SizeResult(10_000, 100)
-    for case in ("cold", "+0", "+1", "+100", "+1 restored"):
+    for case in ("cold", "+0", "+1", "+1 after +1", "+100", "+1 restored"):
         result.builds[case] = sample
-    for label in ("+1", "+1 restored"):
+    for label in ("+1", "+1 after +1", "+1 restored"):
         largest = ((781_995, "search/s.json"),)
         result.rewrites[label] = bb.Rewrites(33, 1_872_000, 4, 10_000, largest)
     result.hugo = sample
     result.mcp_failed = "the server exited (1): the MCP server needs the mcp extra"
     table = run.report([result], 3, "all")
     assert "+1 restored" in table and "peak (all builds)" in table
+    assert "+1 after +1" in table
     assert "mcp: failed: the server exited (1)" in table
     assert "needs the mcp extra" in table
     assert "largest, KB: search/s.json 782.0" in table
