@@ -152,6 +152,9 @@ class _LiveSurvey:
 
     sealed: bool
     entries: dict[str, Entry]
+    # Sealed: the (inode, ctime) of each folder of ``entries``, packed
+    # (_SEAL_STAT), as the seal's check found them (SiteWriter._live_unmoved).
+    folders: dict[str, bytes] | None = None
 
 
 class Opening:
@@ -312,13 +315,25 @@ def _survey_live(
     if found is None:
         return _LiveSurvey(sealed=False, entries={})
     entries, checksum = found
-    sealed = _sealed(seals, root, live, entries, checksum)
     lendable = {}
     for rel, entry in entries.items():
         held = own.get(rel)
         if held is None or held[0] != entry[0] or rel in edited:
             lendable[rel] = entry
-    return _LiveSurvey(sealed=sealed, entries=lendable)
+    if not lendable:  # nothing to lend (a build after a build of the same site)
+        return _LiveSurvey(sealed=False, entries={})
+    if seals is None:
+        return _LiveSurvey(sealed=True, entries=lendable)
+    row = seals.get(live)
+    stats = None
+    if row is not None and row[:DIGEST_SIZE] == checksum:
+        stats = _folder_stats(root / live, entries)
+    if stats is None or _seal_of(checksum, stats) != row:
+        return _LiveSurvey(sealed=False, entries=lendable)
+    # The folders a lent file is in, as the seal's check found them: one moved
+    # since (a page replaced there, as tar does, after the survey) makes the
+    # writer read what it would lend from there (review r64).
+    return _LiveSurvey(True, lendable, {f: stats[f] for f in _folders(lendable)})
 
 
 def _sealed(
@@ -408,10 +423,15 @@ class SiteWriter:
         # The live generation's folders looked at so far: whether each is a plain
         # folder, reached through plain folders only (see _live_way).
         self._live_folders: dict[str, bool] = {}
+        # The live generation's folders as _live_way found them (inode, ctime).
+        self._live_now: dict[str, bytes] = {}
         survey = opening.survey()
+        # Those folders as the survey's check of the live seal found them.
+        self._live_stats: dict[str, bytes] | None = None
         if survey.live is not None:
             self._live_manifest = survey.live.entries
             self._live_sealed = survey.live.sealed
+            self._live_stats = survey.live.folders
         # From here until commit the target generation is being changed.
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.root / f"manifest-{self.target}")
@@ -430,14 +450,15 @@ class SiteWriter:
             # what else is there goes now), or, for a folder that was not a
             # plain one, nothing: _plain_folder made it anew, empty.
             had = survey.checked.apply(self._gen) if survey.checked is not None else {}
-        elif not self._seals_tagged:
+        elif not self._seals_tagged and _remove_links(self._gen):
             # A generation restored from the publish workflow's cache may hold a
             # link where a folder was (THREATS.md T45, T81): writes and hard links
             # made through it landed outside (review r32). Its seal, if any, is
             # no evidence: who planted the link could write the seal too. What
-            # is removed is no longer had as recorded, whatever the survey's
-            # stat of it said (review r63).
-            self._edited = self._edited | _remove_links(self._gen)
+            # was removed is no longer had as recorded, whatever the survey's
+            # stat said (review r63), nor is a file of a folder that was a link,
+            # which the survey stat-ed through it (review r64): each file again.
+            self._edited = _edited(self._gen, had)
         # Else its seal, tagged, is the one this pool's signing build recorded as
         # it made the generation, with no link in it (a writer makes none), and
         # it still holds: no folder of the generation gained, lost or replaced an
@@ -490,11 +511,19 @@ class SiteWriter:
         if not self._live_way(rel):
             return False
         path = f"{self._live}/{rel}"
-        if self._live_sealed:
+        if self._live_sealed and self._live_unmoved(rel):
             return _unchanged(path, entry)
         if rel not in self._live_read:
             self._live_read[rel] = _holds(path, entry)
         return self._live_read[rel] is not None
+
+    def _live_unmoved(self, rel: str) -> bool:
+        """Whether each folder of ``rel`` in the live generation has the inode
+        and ctime the survey's seal check found (_live_way lstat-ed them)."""
+        known = self._live_stats
+        if known is None:
+            return True
+        return all(self._live_now.get(f) == known.get(f) for f in ("", *_folders_of(rel)))
 
     def _live_way(self, rel: str) -> bool:
         """Whether each folder of ``rel`` in the live generation is a plain
@@ -514,7 +543,9 @@ class SiteWriter:
                 if plain:
                     path = f"{self._live}/{folder}" if folder else self._live
                     try:
-                        plain = stat.S_ISDIR(os.lstat(path).st_mode)
+                        st = os.lstat(path)
+                        plain = stat.S_ISDIR(st.st_mode)
+                        self._live_now[folder] = _SEAL_STAT.pack(st.st_ino, st.st_ctime_ns)
                     except OSError:
                         plain = False
                 self._live_folders[folder] = plain
