@@ -132,6 +132,9 @@ class Survey:
     # dreams 1.7 MB to hold through the build, not a dict of 108,000 names.
     edited: frozenset[str] = frozenset()
     folders: bytes | None = None
+    # Sealed: the inode and ctime of each entry's file, packed in the entries'
+    # order, for the commit to find one replaced since (SiteWriter._replaced_kept).
+    files: bytes | None = None
     # The live generation (None if there is none): what the writer may lend
     # from it (SiteWriter.keep) and whether its seal holds (see _LiveSurvey).
     live: _LiveSurvey | None = None
@@ -295,7 +298,8 @@ def _survey_target(seals: Mapping[str, bytes] | None, root: Path, target: str) -
         # 300,000 calls, made in this process while the build reads the pool
         # rather than in its site stage.
         packed = None if folders is None else b"".join(folders.values())
-        return Survey(True, True, entries, None, _edited(str(gen), entries), packed)
+        edited, files = _files_now(str(gen), entries)
+        return Survey(True, True, entries, None, edited, packed, files=files)
     # Unsealed: its files are read, and only what they hold is needed (at 100k
     # dreams the entries are 30 MB to hand back from the survey's process).
     checked = _check_generation(str(gen), entries) if _plain(gen) else None
@@ -470,6 +474,7 @@ class SiteWriter:
         # build changed any: commit seals by them and what it touched. Only
         # under a tagged seal: an untagged one's generation was walked for links.
         self._folder_stats = survey.folders if survey.sealed and self._seals_tagged else None
+        self._file_stats = survey.files if self._folder_stats is not None else None
         # The folders this build changed an entry of (see commit).
         self._touched: set[str] = {""}
         self.written: dict[str, Entry] = {}
@@ -766,9 +771,41 @@ class SiteWriter:
         _go_live(self.out, self.root, self.target)
         if self._seals is not None:
             # After the last change to the folder: the next build finds it as sealed.
-            seal = _seal(self.gen, checksum, self.written, self._untouched())
+            known = self._untouched()
+            # A file kept as it was, replaced since the survey (in a folder this
+            # build touched, so its ctime is read again): no seal, and the next
+            # build of this generation reads it whole (review r65, T81).
+            seal = (
+                None
+                if self._replaced_kept(known)
+                else _seal(self.gen, checksum, self.written, known)
+            )
             if seal is not None:
                 self._seals[self.target] = seal
+
+    def _replaced_kept(self, known: Mapping[str, bytes] | None) -> bool:
+        """Whether a file this build kept as the generation held it, in a folder
+        the seal is about to ``lstat`` again (not in ``known``), is no longer
+        the file the survey stat-ed: another inode or ctime. A page replaced
+        there as tar does (unlink, write, the old mtime) after the survey was
+        kept by its size and mtime, and a seal taken then would vouch for it
+        (review r65). Only under a tagged seal (``known`` given)."""
+        stats = self._file_stats
+        if known is None:
+            return False
+        if stats is None or len(stats) != _SEAL_STAT.size * len(self.had):
+            return True
+        size, written, gen = _SEAL_STAT.size, self.written, self._gen
+        for i, (rel, entry) in enumerate(self.had.items()):
+            if written.get(rel) is not entry or rel.rpartition("/")[0] in known:
+                continue  # written or lent anew, or in a folder the seal takes as found
+            try:
+                st = os.lstat(f"{gen}/{rel}")
+            except OSError:
+                return True
+            if _SEAL_STAT.pack(st.st_ino, st.st_ctime_ns) != stats[i * size : (i + 1) * size]:
+                return True
+        return False
 
     def _untouched(self) -> dict[str, bytes] | None:
         """The folders of a sealed generation this build changed no entry of,
@@ -893,6 +930,30 @@ def _edited(gen: str, entries: Mapping[str, Entry]) -> frozenset[str]:
     """The entries of a sealed generation whose file is not as recorded: its
     size or mtime moved (edited in place), or it is gone (:func:`_unchanged`)."""
     return frozenset(rel for rel, entry in entries.items() if not _unchanged(f"{gen}/{rel}", entry))
+
+
+def _files_now(gen: str, entries: Mapping[str, Entry]) -> tuple[frozenset[str], bytes]:
+    """:func:`_edited`, and the inode and ctime of each entry's file packed
+    (:data:`_SEAL_STAT`, zeros for one that is not a plain file), in the
+    entries' order: from one ``stat`` of each (SiteWriter._replaced_kept)."""
+    edited = []
+    stats = []
+    zero = _SEAL_STAT.pack(0, 0)
+    for rel, entry in entries.items():
+        try:
+            st = os.stat(f"{gen}/{rel}", follow_symlinks=False)
+        except OSError:
+            edited.append(rel)
+            stats.append(zero)
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            edited.append(rel)
+            stats.append(zero)
+            continue
+        if st.st_size != entry[1] or st.st_mtime_ns != entry[2]:
+            edited.append(rel)
+        stats.append(_SEAL_STAT.pack(st.st_ino, st.st_ctime_ns))
+    return frozenset(edited), b"".join(stats)
 
 
 def _folders(entries: Iterable[str]) -> Iterable[str]:
