@@ -475,8 +475,10 @@ class SiteWriter:
         # under a tagged seal: an untagged one's generation was walked for links.
         self._folder_stats = survey.folders if survey.sealed and self._seals_tagged else None
         self._file_stats = survey.files if self._folder_stats is not None else None
-        # The folders this build changed an entry of (see commit).
+        # The folders this build changed an entry of, and the files it wrote
+        # or lent (see commit).
         self._touched: set[str] = {""}
+        self._rewritten: set[str] = set()
         self.written: dict[str, Entry] = {}
         self._claimed: set[str] = set()
         self._folders_made: set[str] = set()  # by prepare(folder=True)
@@ -621,10 +623,18 @@ class SiteWriter:
         return sum(entry[1] for entry in self.written.values())
 
     def record(self, rel: str, entry: Entry, changed: bool) -> None:
+        """``rel`` was rendered to ``entry`` (by :meth:`store`, here or in a
+        forked worker): written if ``changed``, else found as it was."""
         self.written[rel] = entry
         if changed:
-            self.changed += 1
-            self._touched.add(rel.rpartition("/")[0])
+            self._changed_file(rel)
+
+    def _changed_file(self, rel: str) -> None:
+        """``rel`` was written or lent into the generation: its folder's
+        ctime moved (see :meth:`_untouched`)."""
+        self.changed += 1
+        self._touched.add(rel.rpartition("/")[0])
+        self._rewritten.add(rel)
 
     def add_all(self, files: Iterable[tuple[str, bytes]] | Mapping[str, bytes]) -> None:
         items = files.items() if isinstance(files, Mapping) else files
@@ -717,7 +727,8 @@ class SiteWriter:
         # rename(2) did nothing and left the link: it would be published,
         # and a later store() of this path would find it under its tmp name.
         _unlink_if_there(tmp)
-        self.record(rel, entry, True)
+        self.written[rel] = entry
+        self._changed_file(rel)
 
     def _claim(self, rel: str) -> None:
         if rel in self._claimed:
@@ -772,15 +783,13 @@ class SiteWriter:
         if self._seals is not None:
             # After the last change to the folder: the next build finds it as sealed.
             known = self._untouched()
+            seal = _seal(self.gen, checksum, self.written, known)
             # A file kept as it was, replaced since the survey (in a folder this
             # build touched, so its ctime is read again): no seal, and the next
-            # build of this generation reads it whole (review r65, T81).
-            seal = (
-                None
-                if self._replaced_kept(known)
-                else _seal(self.gen, checksum, self.written, known)
-            )
-            if seal is not None:
+            # build of this generation reads it whole (review r65, T81). Looked
+            # at after the folders, so a file replaced meanwhile is seen by one
+            # or the other (review r66).
+            if seal is not None and not self._replaced_kept(known):
                 self._seals[self.target] = seal
 
     def _replaced_kept(self, known: Mapping[str, bytes] | None) -> bool:
@@ -795,10 +804,14 @@ class SiteWriter:
             return False
         if stats is None or len(stats) != _SEAL_STAT.size * len(self.had):
             return True
-        size, written, gen = _SEAL_STAT.size, self.written, self._gen
+        size, written, gen, rewritten = _SEAL_STAT.size, self.written, self._gen, self._rewritten
         for i, (rel, entry) in enumerate(self.had.items()):
-            if written.get(rel) is not entry or rel.rpartition("/")[0] in known:
-                continue  # written or lent anew, or in a folder the seal takes as found
+            # Kept: recorded unchanged, its entry equal to the one had (a forked
+            # worker's store() hands back a copy, not the object: review r66).
+            if rel in rewritten or written.get(rel) != entry:
+                continue  # written or lent anew, or not in the new site
+            if rel.rpartition("/")[0] in known:
+                continue  # in a folder the seal takes as the survey found it
             try:
                 st = os.lstat(f"{gen}/{rel}")
             except OSError:
