@@ -265,6 +265,7 @@ def _build_with(
             signer=signer,
             canonical_shards=shards,
             opened=cache["notes"],
+            prefixes=cache["logprefix"],
         )
     total = _count_dreams(content)
     with stage("scan"), progress(total, "verifying dreams") as bar:

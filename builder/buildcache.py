@@ -61,6 +61,12 @@ runs) hits, and a hit is always the result of the very bytes the file holds.
   ``dreampool mcp --content`` reads it so that it need not verify those dreams'
   signatures again (T107, T117).
 
+* ``logprefix``: a digest of the log's full leaf shards → what the proof of
+  the log made of their leaves: the tree's stored hashes and what each leaf
+  logs, as :mod:`builder.log.prefix` writes it (and only its strict
+  ``decode`` reads it); one row, the last build's, so a build parses and
+  hashes only the leaves of the last shard.
+
 **Read back as data, never as code.** A pull request can force-add any path
 of the checkout, so what the build reads back is treated as hostile until
 shown otherwise (THREATS.md T44, T45): values are data (JSON; a text's
@@ -132,7 +138,8 @@ STORE = "store.sqlite"
 # 8: the seals section (builder.site.writer: which generation a build made).
 # 9: the attested section (the log prefix a build with the log key stands behind).
 # 10: a text row (commit, salts) is its UTF-8, not a JSON string (_str_in).
-FORMAT = "dreampool-store/10"
+# 11: the logprefix section (builder.log.prefix); a canonical shard's digest is 32 bytes.
+FORMAT = "dreampool-store/11"
 
 # What a stored head may hold, as sets (one C call a row, not a loop of them).
 _HEAD_KEYS = frozenset(HEAD_FIELDS)
@@ -663,6 +670,7 @@ CODECS: dict[str, Codec] = {
     "counts": Codec(_tier, _tier, _bytes_out, _bytes_in),
     "seals": Codec(_generation, _generation, _seal_out, _seal_in),
     "attested": Codec(_log_key, _log_key, _attested_out, _attested_in),
+    "logprefix": Codec(_sha256_key, _sha256_key, _bytes_out, _bytes_in),
 }
 
 

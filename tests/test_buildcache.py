@@ -101,6 +101,7 @@ SAMPLES: dict[str, tuple[object, object]] = {
     "counts": ("member", b'["dreampool-pattern-counts/1","member",0,"",[],[],[],[],[]]'),
     "seals": ("b", bytes(range(32))),
     "attested": ("log", (12, bytes(range(32)))),
+    "logprefix": (_sha(6), b'{"format":"dreampool-log-prefix/1"}\n' + bytes(range(64))),
 }
 
 
@@ -313,6 +314,10 @@ def test_the_store_holds_data_only(tmp_path: Path) -> None:
                 assert buildcache._seal_in(v) == SAMPLES["seals"][1]
             elif name == "attested":  # a size and a root in hex
                 assert v == b"12 " + bytes(range(32)).hex().encode()
+            elif name == "logprefix":  # a line of JSON, then hashes (builder.log.prefix)
+                head, _, hashes = v.partition(b"\n")
+                json.loads(head)
+                assert len(hashes) % 32 == 0
             elif name == "commit":  # a text row: its UTF-8
                 assert v == b"commitment"
             elif name == "salts":  # the file's digest, then the text

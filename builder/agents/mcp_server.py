@@ -512,6 +512,7 @@ def content_plan(
             signer=None,
             canonical_shards=shards,
             opened=section("notes"),
+            prefixes=section("logprefix"),
         )
         if proven.state.policy is None:
             raise PoolError(

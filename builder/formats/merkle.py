@@ -432,6 +432,22 @@ class MerkleTree:
         tree.extend(leaf_hashes)
         return tree
 
+    @classmethod
+    def from_levels(cls, levels: Sequence[bytes], size: int) -> MerkleTree:
+        """Return the tree of ``size`` leaves whose stored hashes are ``levels``:
+        level k, ``size >> k`` hashes of 32 bytes, for every k with a complete
+        subtree (what :meth:`hashes_at` gives). The hashes are taken as they are;
+        only their counts are checked (ValueError)."""
+        if size < 0 or len(levels) != max(size.bit_length(), 1):
+            raise ValueError(f"a tree of {size} leaves has {max(size.bit_length(), 1)} levels")
+        for k, data in enumerate(levels):
+            if len(data) != (size >> k) * HASH_SIZE:
+                raise ValueError(f"level {k} of a tree of {size} leaves holds {size >> k} hashes")
+        tree = cls()
+        tree._levels = [bytearray(data) for data in levels]
+        tree._size = size
+        return tree
+
     @property
     def size(self) -> int:
         """The number of leaves."""

@@ -56,7 +56,7 @@ from builder.formats.dream import Dream, commitment, is_dream_id
 from builder.formats.note import Signer, Verifier, split_note
 from builder.formats.policy import Policy, PolicyLog, format_policy, parse_policy
 from builder.formats.tlogproof import TlogProof, format_tlog_proof
-from builder.log import logstate
+from builder.log import logstate, prefix
 
 SALT_SIZE = 32
 
@@ -246,6 +246,7 @@ def prove(
     signer: Signer | None = None,
     canonical_shards: set[bytes] | None = None,
     opened: dict[Any, Any] | None = None,
+    prefixes: dict[str, bytes] | None = None,
 ) -> ProvenLog:
     """Steps 1–2 without writing anything: read the log state, rebuild the
     tree (unsigned tail included) and prove it against every stored
@@ -254,11 +255,27 @@ def prove(
     first build writes the policy (:func:`update`). ``canonical_shards`` and
     ``opened`` are :func:`update`'s.
 
+    ``prefixes`` (the build store's ``logprefix`` section) holds what an
+    earlier proof made of the leaves of the full shards
+    (:mod:`builder.log.prefix`): if it holds the row of these very shards,
+    only the leaves after them are parsed and hashed. It is left holding
+    this proof's row alone (none while no shard is full and signed).
+
     ``signer``, the log key a build was given, must be a log key of the stored
     policy: otherwise the stored log (policy and checkpoints together) is not
     the one this key signed, and nothing is taken on its word."""
     state = logstate.load(content, canonical_shards=canonical_shards)
-    tree = merkle.MerkleTree.from_leaf_hashes(merkle.leaf_hash(leaf) for leaf in state.leaves)
+    # The full shards' leaves, as far as a checkpoint signs them: an unsigned
+    # tail is judged by update() before it is read, and is never kept.
+    kept = min(len(state.leaves), state.signed_size) // logstate.SHARD * logstate.SHARD
+    row_key = prefix.key(state.shard_digests[: kept // logstate.SHARD])
+    row = None if prefixes is None or not kept else prefixes.get(row_key)
+    found = None if row is None else prefix.decode(row, kept)
+    if found is None:
+        tree = merkle.MerkleTree.from_leaf_hashes(merkle.leaf_hash(leaf) for leaf in state.leaves)
+    else:
+        tree = found.tree
+        tree.extend(merkle.leaf_hash(leaf) for leaf in state.leaves[kept:])
     checkpoint = None
     trusted = state.signed_size
     if state.policy is not None:
@@ -271,7 +288,18 @@ def prove(
         path = logstate.log_dir(content) / "policy"
         raise LogError(f"{path} is missing but checkpoints were signed; restore it from git")
     # Only the signed leaves: an unsigned tail is judged by update() before it is read.
-    signed = _read_leaves(state.leaves[: state.signed_size])
+    if found is not None:
+        signed = _read_leaves(state.leaves[: state.signed_size], into=_logged_of(found), start=kept)
+    elif prefixes is not None and kept:
+        signed = _read_leaves(state.leaves[:kept])
+        row = prefix.encode(_prefix_of(signed, tree, kept))
+        signed = _read_leaves(state.leaves[: state.signed_size], into=signed, start=kept)
+    else:
+        signed = _read_leaves(state.leaves[: state.signed_size])
+    if prefixes is not None:
+        prefixes.clear()
+        if kept and row is not None:
+            prefixes[row_key] = row
     vkey = None if signer is None else signer.verifier.vkey
     return ProvenLog(_PROVEN, state, tree, checkpoint, signed, trusted, vkey)
 
@@ -797,6 +825,36 @@ class _Logged:
             self.add_key(leaf.key_id, leaf.author, index)
         else:
             self.erasures[leaf.id] = (index, leaf.reason)
+
+
+def _prefix_of(logged: _Logged, tree: merkle.MerkleTree, size: int) -> prefix.Prefix:
+    """What the first ``size`` leaves log, as :mod:`builder.log.prefix` keeps
+    it; ``logged`` holds those leaves and no other."""
+    dreams = sorted(
+        ((i, index, logged.commitments[i]) for i, index in logged.dreams.items()),
+        key=lambda d: d[1],
+    )
+    keys = sorted(
+        ((k, index, logged.authors[k]) for k, index in logged.keys.items()), key=lambda k: k[1]
+    )
+    erasures = sorted(
+        ((i, index, reason) for i, (index, reason) in logged.erasures.items()),
+        key=lambda e: e[1],
+    )
+    return prefix.Prefix(size, tree, dreams, keys, erasures)
+
+
+def _logged_of(p: prefix.Prefix) -> _Logged:
+    """The :class:`_Logged` of the leaves ``p`` holds, as :func:`_read_leaves`
+    makes it: the key leaves taken again in log order (a key leaf retires its
+    author's earlier keys)."""
+    logged = _Logged()
+    logged.dreams = {d[0]: d[1] for d in p.dreams}
+    logged.commitments = {d[0]: d[2] for d in p.dreams}
+    for key_id, index, author in p.keys:
+        logged.add_key(key_id, author, index)
+    logged.erasures = {e[0]: (e[1], e[2]) for e in p.erasures}
+    return logged
 
 
 def _read_leaves(leaves: list[bytes], *, into: _Logged | None = None, start: int = 0) -> _Logged:

@@ -56,6 +56,8 @@ class LogState:
     leaves: list[bytes] = field(default_factory=list)
     history: list[HistoryEntry] = field(default_factory=list)
     checkpoints: dict[int, bytes] = field(default_factory=dict)
+    # BLAKE2b-256 of each leaf shard file's bytes, in order (builder.log.prefix).
+    shard_digests: list[bytes] = field(default_factory=list)
     policy: str | None = None
 
     @property
@@ -84,7 +86,7 @@ def load(content: Path, *, canonical_shards: set[bytes] | None = None) -> LogSta
     policy = root / "policy"
     if policy.exists():
         state.policy = read_regular(policy).decode("utf-8")
-    state.leaves = _load_leaves(root / "leaves", canonical_shards)
+    state.leaves = _load_leaves(root / "leaves", canonical_shards, state.shard_digests)
     state.history = _load_history(root / "history.jsonl")
     for entry in state.history:
         path = root / "checkpoints" / str(entry.size)
@@ -104,7 +106,9 @@ def load(content: Path, *, canonical_shards: set[bytes] | None = None) -> LogSta
     return state
 
 
-def _load_leaves(folder: Path, canonical: set[bytes] | None = None) -> list[bytes]:
+def _load_leaves(
+    folder: Path, canonical: set[bytes] | None = None, digests: list[bytes] | None = None
+) -> list[bytes]:
     known = set(canonical or ())
     if canonical is not None:
         canonical.clear()
@@ -133,7 +137,7 @@ def _load_leaves(folder: Path, canonical: set[bytes] | None = None) -> list[byte
             raise LogError(f"{path}: holds {len(lines)} leaves, a full shard holds {SHARD}")
         if len(lines) > SHARD:
             raise LogError(f"{path}: holds {len(lines)} leaves, more than {SHARD}")
-        digest = hashlib.blake2b(data, digest_size=16).digest()
+        digest = hashlib.blake2b(data, digest_size=32).digest()
         if digest not in known:
             for i, line in enumerate(lines, start=1):
                 if not strictjson.is_canonical(line):
@@ -144,6 +148,8 @@ def _load_leaves(folder: Path, canonical: set[bytes] | None = None) -> list[byte
                     )
         if canonical is not None:
             canonical.add(digest)
+        if digests is not None:
+            digests.append(digest)
         leaves.extend(lines)
     return leaves
 
