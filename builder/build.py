@@ -300,6 +300,9 @@ def _build_with(
             keys=keys,
         )
         log = logbuild.apply(content, planned, signer=signer)
+    # The shards as this build leaves them are canonical too (logstate.append):
+    # the next build need not check the lines of the last one again.
+    shards.update(log.state.shard_digests)
     cache.sections["shards"] = dict.fromkeys(shards, True)
     if log.attested:
         # What this key stands behind, for `dreampool mcp --content` (T117). A key

@@ -13,8 +13,9 @@ import pytest
 
 from builder import buildcache
 from builder.buildcache import BuildCache
+from builder.errors import LogError
 from builder.formats import leaf as leaffmt
-from builder.formats import merkle
+from builder.formats import merkle, strictjson
 from builder.formats.note import parse_private_key
 from builder.log import logbuild, logstate, prefix
 from builder.site import writer
@@ -252,3 +253,34 @@ def test_the_key_names_the_shards_in_order() -> None:
     assert len(prefix.key([])) == 64
     with pytest.raises(ValueError):
         prefix.key([bytes(16)])
+
+
+def test_the_shards_a_build_writes_are_not_checked_line_by_line_again(
+    tp: PoolFixture, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A build checks each line of a shard it has no digest of (canonical JSON,
+    RFC 8785); the shards it writes are its own lines and lines it checked, so
+    the next build checks none: before, the last shard's were checked in every
+    build after one that appended (up to 4,096 lines, 0.13 s at 10k dreams)."""
+    tp.add("ada", 6)
+    out = tmp_path / "site"
+    do_build(tp, out)
+    tp.add("bob", 1)
+    checked: list[bytes] = []
+    is_canonical = strictjson.is_canonical
+
+    def counted(line: bytes) -> bool:
+        checked.append(line)
+        return is_canonical(line)
+
+    monkeypatch.setattr(strictjson, "is_canonical", counted)
+    do_build(tp, out)  # appends bob's key and dream: its two new leaves checked as written
+    assert len(checked) == 2
+    checked.clear()
+    do_build(tp, out)
+    assert checked == []
+    # An edited line is a shard of other bytes, checked again (and refused).
+    last = sorted((tp.content / "log" / "leaves").iterdir())[-1]
+    last.write_bytes(last.read_bytes().replace(b'{"', b'{ "', 1))
+    with pytest.raises(LogError, match="not canonical"):
+        do_build(tp, out)

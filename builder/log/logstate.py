@@ -56,7 +56,8 @@ class LogState:
     leaves: list[bytes] = field(default_factory=list)
     history: list[HistoryEntry] = field(default_factory=list)
     checkpoints: dict[int, bytes] = field(default_factory=dict)
-    # BLAKE2b-256 of each leaf shard file's bytes, in order (builder.log.prefix).
+    # BLAKE2b-256 of each leaf shard file's bytes, in order, as read or as
+    # append() wrote them (builder.log.prefix; a build's canonical shards).
     shard_digests: list[bytes] = field(default_factory=list)
     policy: str | None = None
 
@@ -243,16 +244,31 @@ def changed(content: Path, state: LogState) -> str | None:
 
 
 def append(content: Path, state: LogState, new_leaves: list[bytes]) -> None:
-    """Write ``new_leaves`` after the existing ones (shard files replaced atomically)."""
+    """Write ``new_leaves`` after the existing ones (shard files replaced
+    atomically), and keep :attr:`LogState.shard_digests` those of the files
+    as written. Every new leaf must be canonical JSON (a :class:`LogError`
+    before anything is written, else): the shards read were checked by
+    :func:`load`, so every shard written is canonical through, and the next
+    build, given its digest, need not check its lines again."""
+    for leaf in new_leaves:
+        if not strictjson.is_canonical(leaf):
+            raise LogError(
+                "a new leaf is not canonical JSON (RFC 8785); nothing was written",
+                hint="this is a bug in dreampool: report it with the build's output",
+            )
     root = log_dir(content) / "leaves"
     start = len(state.leaves)
     all_leaves = state.leaves + new_leaves
     first_shard = start // SHARD
     last_shard = (len(all_leaves) - 1) // SHARD if all_leaves else -1
+    digests = state.shard_digests[:first_shard]
     for shard in range(first_shard, last_shard + 1):
         lines = all_leaves[shard * SHARD : (shard + 1) * SHARD]
-        atomic_write(root / f"{shard:06d}.jsonl", b"".join(line + b"\n" for line in lines))
+        data = b"".join(line + b"\n" for line in lines)
+        atomic_write(root / f"{shard:06d}.jsonl", data)
+        digests.append(hashlib.blake2b(data, digest_size=32).digest())
     state.leaves = all_leaves
+    state.shard_digests = digests
 
 
 def record_checkpoint(content: Path, state: LogState, size: int, note: bytes, time: str) -> None:
