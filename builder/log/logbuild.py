@@ -500,6 +500,9 @@ def apply(
             f"the log state changed since it was planned ({stale}); nothing was written",
             hint="prove and plan the log again (one build of a pool at a time)",
         )
+    # Before anything is written (review r70): the shards this build writes
+    # count as canonical for the next (logstate.append), so its own leaves must be.
+    logstate.check_new_leaves(new_leaves)
     if planned.policy_text is not None:
         atomic_write(logstate.log_dir(content) / "policy", planned.policy_text.encode())
         state.policy = planned.policy_text

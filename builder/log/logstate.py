@@ -134,6 +134,11 @@ def _load_leaves(
         if data and not data.endswith(b"\n"):
             raise LogError(f"{path}: the last line is cut short (no final newline)")
         lines = data.split(b"\n")[:-1] if data else []
+        if not lines:  # append() never writes one (review r70: check passed it, builds stopped)
+            raise LogError(
+                f"{path}: holds no leaves; a shard holds 1 to {SHARD}",
+                hint="restore content/log/leaves from git history",
+            )
         if n < len(names) - 1 and len(lines) != SHARD:
             raise LogError(f"{path}: holds {len(lines)} leaves, a full shard holds {SHARD}")
         if len(lines) > SHARD:
@@ -243,19 +248,25 @@ def changed(content: Path, state: LogState) -> str | None:
     return None
 
 
-def append(content: Path, state: LogState, new_leaves: list[bytes]) -> None:
-    """Write ``new_leaves`` after the existing ones (shard files replaced
-    atomically), and keep :attr:`LogState.shard_digests` those of the files
-    as written. Every new leaf must be canonical JSON (a :class:`LogError`
-    before anything is written, else): the shards read were checked by
-    :func:`load`, so every shard written is canonical through, and the next
-    build, given its digest, need not check its lines again."""
+def check_new_leaves(new_leaves: list[bytes]) -> None:
+    """A :class:`LogError` unless every leaf about to be appended is canonical
+    JSON (RFC 8785), as :func:`builder.formats.leaf.encode` makes them."""
     for leaf in new_leaves:
         if not strictjson.is_canonical(leaf):
             raise LogError(
                 "a new leaf is not canonical JSON (RFC 8785); nothing was written",
                 hint="this is a bug in dreampool: report it with the build's output",
             )
+
+
+def append(content: Path, state: LogState, new_leaves: list[bytes]) -> None:
+    """Write ``new_leaves`` after the existing ones (shard files replaced
+    atomically), and keep :attr:`LogState.shard_digests` those of the files
+    as written. The caller checks the new leaves first (:func:`check_new_leaves`;
+    :func:`builder.log.logbuild.apply` does, before it writes anything): the
+    shards read were checked by :func:`load`, so every shard written is then
+    canonical through, and the next build, given its digest, need not check
+    its lines again."""
     root = log_dir(content) / "leaves"
     start = len(state.leaves)
     all_leaves = state.leaves + new_leaves
