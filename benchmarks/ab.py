@@ -55,7 +55,8 @@ def main() -> None:
     def build(tree: Path, checkout: Path) -> bb.Sample:
         cmd = [sys.executable, "-m", "builder", "build", "--quiet"]
         cmd += ["--content", str(checkout / "content"), "--out", str(checkout / "site")]
-        return bb.measure(cmd, {**env, "PYTHONPATH": str(tree.resolve())})
+        # In the tree: ``-m`` puts the working folder before PYTHONPATH (bb.measure).
+        return bb.measure(cmd, {**env, "PYTHONPATH": str(tree.resolve())}, cwd=tree.resolve())
 
     checkouts = []
     for i, tree in enumerate(args.trees):

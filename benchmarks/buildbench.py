@@ -48,16 +48,24 @@ class Sample(NamedTuple):
     mb: float
 
 
-def measure(cmd: Sequence[str], env: Mapping[str, str] | None = None) -> Sample:
-    """Run ``cmd`` to its end and return its :class:`Sample`. Dirty pages of the run
-    before are flushed first, so no run pays for another's writeback. A failure
-    raises :class:`RuntimeError` with the child's stderr."""
+def measure(
+    cmd: Sequence[str], env: Mapping[str, str] | None = None, *, cwd: Path | None = None
+) -> Sample:
+    """Run ``cmd`` to its end (in ``cwd``, if given) and return its :class:`Sample`.
+    Dirty pages of the run before are flushed first, so no run pays for
+    another's writeback. A failure raises :class:`RuntimeError` with the
+    child's stderr.
+
+    A ``python -m builder`` puts its working folder first on ``sys.path``,
+    before ``PYTHONPATH``: run from a checkout of this repository it imports
+    that checkout's ``builder``, whatever tree ``PYTHONPATH`` names. Give the
+    tree as ``cwd`` (benchmarks/ab.py compared one tree with itself until it did)."""
     os.sync()
     # stderr goes to a file, not a pipe: a child that wrote more than a pipe holds
     # (a refusal per dream) would block while wait4 waits for it.
     with tempfile.TemporaryFile() as err:
         start = time.monotonic()
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
+        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err)
         # wait4 gives this child's own rusage (its forked workers included).
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.monotonic() - start

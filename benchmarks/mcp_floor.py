@@ -68,6 +68,10 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--work", type=Path, default=None)
     args = parser.parse_args()
+    # ``-m builder`` imports from the working folder first: this tree's (benchmarks/run).
+    args.content = args.content.absolute()
+    args.work = None if args.work is None else args.work.absolute()
+    os.chdir(Path(__file__).resolve().parent.parent)
     work = args.work or Path(tempfile.mkdtemp(prefix="mcp-floor-"))
     work.mkdir(parents=True, exist_ok=True)
     dreampool = [sys.executable, "-m", "builder"]

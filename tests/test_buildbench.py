@@ -248,3 +248,12 @@ def test_the_cold_floor_reads_every_plain_file_of_a_generation(tmp_path: Path) -
     assert set(per) == {"seal", "read", "digest"} and all(us > 0 for us in per.values())
     with pytest.raises(SystemExit, match="no dream"):
         cold_floor.Generation(gen / "dreams" / "0123456789abcdef")
+
+
+def test_measure_runs_the_command_in_the_folder_given(tmp_path: Path) -> None:
+    """``python -m builder`` imports from its working folder before PYTHONPATH,
+    so benchmarks/ab.py runs each tree's builds in that tree: measure must
+    start the command there (ab.py compared one tree with itself before)."""
+    script = "import os, pathlib; pathlib.Path('where').write_text(os.getcwd())"
+    bb.measure([sys.executable, "-c", script], cwd=tmp_path)
+    assert (tmp_path / "where").read_text() == str(tmp_path)
