@@ -296,7 +296,7 @@ def test_guard_a_folder_removed_by_another_hand_during_a_build_unseals(
 
 
 def test_guard_the_survey_and_sealed_still_take_file_entries(tmp_path: Path) -> None:
-    """GUARD (passes on efde3047). The other callers of ``_seal`` and
+    """GUARD, T81 (passes on efde3047). The other callers of ``_seal`` and
     ``_folder_stats`` pass file entries without ``folders_given``: the same
     folders, the same order, the same seal as with the folders given."""
     gen = tmp_path / "g"
