@@ -31,17 +31,23 @@ def tp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> PoolFixture:
     return make_pool(tmp_path)
 
 
+def calls_to(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[Any]:
+    """The argument of each call of ``module.name`` (a one-argument function)
+    from now on; it still does what it did."""
+    seen: list[Any] = []
+    function = getattr(module, name)
+
+    def counted(arg: Any) -> Any:
+        seen.append(arg)
+        return function(arg)
+
+    monkeypatch.setattr(module, name, counted)
+    return seen
+
+
 def _parses(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
     """The leaves leaffmt.parse is handed from now on."""
-    seen: list[bytes] = []
-    parse = leaffmt.parse
-
-    def counted(data: bytes) -> Any:
-        seen.append(data)
-        return parse(data)
-
-    monkeypatch.setattr(leaffmt, "parse", counted)
-    return seen
+    return calls_to(monkeypatch, leaffmt, "parse")
 
 
 def _proven(tp: PoolFixture, prefixes: dict[str, bytes] | None) -> logbuild.ProvenLog:
@@ -266,14 +272,7 @@ def test_the_shards_a_build_writes_are_not_checked_line_by_line_again(
     out = tmp_path / "site"
     do_build(tp, out)
     tp.add("bob", 1)
-    checked: list[bytes] = []
-    is_canonical = strictjson.is_canonical
-
-    def counted(line: bytes) -> bool:
-        checked.append(line)
-        return is_canonical(line)
-
-    monkeypatch.setattr(strictjson, "is_canonical", counted)
+    checked = calls_to(monkeypatch, strictjson, "is_canonical")
     do_build(tp, out)  # appends bob's key and dream: its two new leaves checked as written
     assert len(checked) == 2
     checked.clear()

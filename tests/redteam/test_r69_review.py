@@ -33,7 +33,7 @@ from tests.pools import ORIGIN, PoolFixture, make_pool
 from tests.redteam import signed, submit
 from tests.redteam.test_rotation import NEW, OLD, rotation, submit_files
 from tests.test_log import do_build, tree_files
-from tests.test_log_prefix import _row_of, _same, _store
+from tests.test_log_prefix import _parses, _row_of, _same, _store
 
 SHARD = 4  # a few dreams fill shards (as tests/test_log_prefix.py)
 
@@ -42,13 +42,6 @@ SHARD = 4  # a few dreams fill shards (as tests/test_log_prefix.py)
 def tp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> PoolFixture:
     monkeypatch.setattr(logstate, "SHARD", SHARD)
     return make_pool(tmp_path)
-
-
-def _parses(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
-    seen: list[bytes] = []
-    parse = leaffmt.parse
-    monkeypatch.setattr(leaffmt, "parse", lambda data: seen.append(data) or parse(data))
-    return seen
 
 
 def _plant(out: Path, key: str, value: bytes, *, log_key: bytes | None = None) -> None:

@@ -22,6 +22,7 @@ from builder.log import erase, logbuild, logstate
 from builder.site import writer
 from tests.pools import PoolFixture, make_pool
 from tests.test_log import do_build, tree_files
+from tests.test_log_prefix import calls_to
 
 SHARD = 4  # a few leaves fill a shard
 
@@ -68,15 +69,7 @@ def _ledger(monkeypatch: pytest.MonkeyPatch) -> dict[bytes, bytes]:
 
 def _checked(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
     """The lines strictjson.is_canonical is handed from now on."""
-    lines: list[bytes] = []
-    is_canonical = strictjson.is_canonical
-
-    def counted(line: bytes) -> bool:
-        lines.append(line)
-        return is_canonical(line)
-
-    monkeypatch.setattr(strictjson, "is_canonical", counted)
-    return lines
+    return calls_to(monkeypatch, strictjson, "is_canonical")
 
 
 def _respell(path: Path, line: int) -> bytes:
