@@ -139,8 +139,7 @@ STORE = "store.sqlite"
 # 9: the attested section (the log prefix a build with the log key stands behind).
 # 10: a text row (commit, salts) is its UTF-8, not a JSON string (_str_in).
 # 11: the logprefix section (builder.log.prefix); a canonical shard's digest is 32 bytes.
-# 12: a scan row keeps the dream's body in columns of its own (_SPLIT).
-FORMAT = "dreampool-store/12"
+FORMAT = "dreampool-store/11"
 
 # What a stored head may hold, as sets (one C call a row, not a loop of them).
 _HEAD_KEYS = frozenset(HEAD_FIELDS)
@@ -287,21 +286,15 @@ def _scan_in(
     read again, and the row's key: :class:`_StoredBodies`), nothing of the
     body is kept meanwhile: at 100k dreams the bodies held from the rows were
     150 MB of a no-op build's 1.08 GB, kept for the few dreams a build renders
-    (issue 21: the store is the build's memory), and ``data`` is the row's
-    head alone (its body is in columns of its own: :data:`_SPLIT`). Without
-    it, ``data`` is the head's line and the body, which is kept.
+    (issue 21: the store is the build's memory). Without it, the body is kept
+    from ``data``.
 
     With ``memo`` (one per section read), the values many dreams share are one
     object each: an author's name and key, tag names, a consent. Entry types
     are always this module's own strings."""
-    if bodies is None:
-        cut = data.find(b"\n")
-        if cut < 0 or not data.startswith(b"{", cut + 1) or data.find(b"\n", cut + 1) >= 0:
-            raise ValueError("not a dream's head and body")
-    elif b"\n" in data:
-        raise ValueError("not a dream's head")
-    else:
-        cut = len(data)  # the row's head alone (_SPLIT): its body is read when asked for
+    cut = data.find(b"\n")
+    if cut < 0 or not data.startswith(b"{", cut + 1) or data.find(b"\n", cut + 1) >= 0:
+        raise ValueError("not a dream's head and body")
     digest, dream_id, key_id, public_key, head, types = as_list(_json(data[:cut]), 6)
     if not isinstance(digest, str) or not filekeys.is_sha256(digest):
         raise ValueError("not a SHA-256")
@@ -681,17 +674,6 @@ CODECS: dict[str, Codec] = {
 }
 
 
-# Sections whose value is a head and a body (a line, then the rest: _scan_out)
-# kept in two column groups of one row: the head in v, d, a, the body in b, bd,
-# ba, each with its own digest and tag (the body's over _BODY_KEY and the key).
-# Reading the section reads and checks the heads alone: a dream's body is
-# read when a page shows it (_StoredBodies). With both in v, every build read
-# and hashed all the bodies (190 MB at 100k dreams, 0.5 s of 1.9) to use none.
-# One row, not two sections: deleting a dream's row deletes its text (T48).
-_SPLIT = frozenset({"scan"})
-_BODY_KEY = "body "  # no key of a section starts with it (each codec's key_in)
-
-
 def _table_sql(name: str) -> str:
     # A rowid table, not WITHOUT ROWID: SQLite stores a WITHOUT ROWID
     # row whole in its B-tree, and rows of kilobytes (dreams,
@@ -700,16 +682,7 @@ def _table_sql(name: str) -> str:
     # by key 39 µs against 8.
     # d: the row's digest, which anyone can compute (damage); a: its tag under
     # the row key (row_key), NULL when a build without the log key wrote it.
-    body = ", b BLOB NOT NULL, bd BLOB NOT NULL, ba BLOB" if name in _SPLIT else ""
-    return (
-        f'CREATE TABLE "{name}" (k TEXT PRIMARY KEY, v BLOB NOT NULL, d BLOB NOT NULL, a BLOB'
-        f"{body})"
-    )
-
-
-def _insert_sql(name: str) -> str:
-    marks = ", ".join("?" * (7 if name in _SPLIT else 4))
-    return f'INSERT OR REPLACE INTO "{name}" VALUES ({marks})'
+    return f'CREATE TABLE "{name}" (k TEXT PRIMARY KEY, v BLOB NOT NULL, d BLOB NOT NULL, a BLOB)'
 
 
 def _row_digest(k: str, v: bytes, key: bytes = b"") -> bytes:
@@ -927,27 +900,9 @@ class BuildCache:
             and _row_digest(k, v) == d
         )
 
-    def _row(self, name: str, k: str, v: bytes) -> tuple[Any, ...]:
-        """A row of section ``name`` to write: its key, value, digest and (with
-        a row key) tag; for a section of :data:`_SPLIT`, the head's and then the
-        body's (``v`` is the head's line, a newline, then the body)."""
-        if name not in _SPLIT:
-            return (k, *self._signed(k, v))
-        head, newline, body = v.partition(b"\n")
-        if not newline:
-            raise ValueError("not a head and a body")
-        return (k, *self._signed(k, head), *self._signed(_BODY_KEY + k, body))
-
-    def _signed(self, k: str, v: bytes) -> tuple[bytes, bytes, bytes | None]:
-        return v, _row_digest(k, v), None if self._key is None else _row_digest(k, v, self._key)
-
-    def _body_of(self, k: Any, b: Any, bd: Any, ba: Any) -> bytes | None:
-        """The body of row ``k`` of a :data:`_SPLIT` section if its digest (or
-        tag) holds, as :meth:`_sound` judges a row, else None."""
-        if not isinstance(k, str) or not self._sound(_BODY_KEY + k, b, bd, ba):
-            return None
-        body: bytes = b
-        return body
+    def _row(self, k: str, v: bytes) -> tuple[str, bytes, bytes, bytes | None]:
+        """A row to write: its key, value, digest and (with a row key) tag."""
+        return k, v, _row_digest(k, v), None if self._key is None else _row_digest(k, v, self._key)
 
     def __getitem__(self, name: str) -> dict[Any, Any]:
         if name not in CODECS:
@@ -1081,28 +1036,14 @@ class BuildCache:
         # A dream's body is read from its row again when first asked for (by
         # the build: a StoreReader keeps them, see there).
         bodies = self._bodies if name == "scan" and self.REREAD else None
-        # A section of _SPLIT is read without its bodies, unless they are kept now.
-        whole = name in _SPLIT and bodies is None
-        columns = "k, v, d, a, b, bd, ba" if whole else "k, v, d, a"
         try:
             with self._connect() as db:
                 # Row by row, never all rows at once: at 10k dreams the scan
                 # section's values alone are 16 MB, which the process would
                 # keep (freed, but not given back) for the rest of the build.
-                for row in db.execute(f'SELECT {columns} FROM "{name}"'):
-                    k, v, d, a = row[:4]
-                    # The part refused, if any: the head, else (read too) the body.
-                    refused_part = None
+                for k, v, d, a in db.execute(f'SELECT k, v, d, a FROM "{name}"'):
                     if not self._sound(k, v, d, a):
-                        refused_part = (k, v, d)
-                    elif whole:
-                        body = self._body_of(k, *row[4:])
-                        if body is None:
-                            refused_part = (_BODY_KEY + k, row[4], row[5])
-                        else:
-                            v += b"\n" + body
-                    if refused_part is not None:
-                        if self._untagged(*refused_part):
+                        if self._untagged(k, v, d):
                             untagged += 1
                         else:
                             damaged += 1
@@ -1207,9 +1148,9 @@ class BuildCache:
                 continue
             try:
                 k, v = codec.key_out(key), codec.value_out(value)
-                upsert.append(self._row(name, k, v))
             except (TypeError, ValueError):
                 continue  # not a shape the store keeps: the entry is computed again
+            upsert.append(self._row(k, v))
         deleted = [(codec.key_out(k),) for k in loaded if k not in section]
         # Rows refused as read go too (those still wanted are written again below).
         written = {row[0] for row in upsert} | self._streamed.get(name, set())
@@ -1217,7 +1158,7 @@ class BuildCache:
         if upsert or deleted:
             db.execute("BEGIN IMMEDIATE")
             db.executemany(f'DELETE FROM "{name}" WHERE k = ?', deleted)
-            db.executemany(_insert_sql(name), upsert)
+            db.executemany(f'INSERT OR REPLACE INTO "{name}" VALUES (?, ?, ?, ?)', upsert)
             db.execute("COMMIT")
         self._streamed.pop(name, None)
         self._refused.pop(name, None)
@@ -1351,13 +1292,6 @@ def _in_wal_mode(path: Path) -> bool:
     return len(head) == 100 and 2 in head[18:20]
 
 
-def _whole_rows_only(name: str) -> None:
-    """A section of :data:`_SPLIT` is read whole (:meth:`BuildCache._load`), its
-    bodies by :class:`_StoredBodies`: a row read here would lack its body."""
-    if name in _SPLIT:
-        raise TypeError(f"the {name} section's rows are read with the section, not one by one")
-
-
 def _delete_except(db: sqlite3.Connection, name: str, wanted: Collection[str]) -> None:
     """Delete every row of section ``name`` whose key is not in ``wanted``."""
     stale = [(k,) for (k,) in db.execute(f'SELECT k FROM "{name}"') if k not in wanted]
@@ -1457,7 +1391,7 @@ class _StoredBodies:
             return _body_checked(pending[1].body, head, types, dream_id)
         v = self._row(k)
         if v is not None:
-            return _body_in(v, head, types, dream_id)
+            return _body_in(v[v.find(b"\n") + 1 :], head, types, dream_id)
         files = self._cache.dream_files
         found = None if files is None else files(dream_id, digest)
         if found is None:
@@ -1471,14 +1405,14 @@ class _StoredBodies:
         return _body_checked(found, head, types, dream_id)
 
     def _row(self, k: str) -> bytes | None:
-        """The body of scan row ``k`` if it is there and sound, else None."""
+        """The value of scan row ``k`` if it is there and sound, else None."""
         with self._lock:
             if self._failed or self._cache.folder is None:
                 return None
             try:
                 if self._db is None:
                     self._db = self._cache._open(any_thread=True)
-                row = self._db.execute('SELECT b, bd, ba FROM "scan" WHERE k = ?', (k,)).fetchone()
+                row = self._db.execute('SELECT v, d, a FROM "scan" WHERE k = ?', (k,)).fetchone()
             except sqlite3.Error as exc:
                 self._failed = True
                 self._close()
@@ -1487,7 +1421,10 @@ class _StoredBodies:
                     "dreams' texts were read from their files"
                 )
                 return None
-        return None if row is None else self._cache._body_of(k, *row)
+        if row is None or not self._cache._sound(k, *row):
+            return None
+        v: bytes = row[0]
+        return v
 
     def _close(self) -> None:
         if self._db is not None:
@@ -1581,7 +1518,6 @@ class Rows:
     def get(self, key: Any) -> Any | None:
         if key in self._pending:
             return self._pending[key]
-        _whole_rows_only(self._name)
         if self._failed:
             return None
         k = self._codec.key_out(key)
@@ -1615,7 +1551,6 @@ class Rows:
     def get_many(self, keys: Collection[Any]) -> dict[Any, Any]:
         """The entries of ``keys`` that the store holds undamaged (as :meth:`get`),
         read a few hundred to a query."""
-        _whole_rows_only(self._name)
         found = {k: self._pending[k] for k in keys if k in self._pending}
         wanted = {self._codec.key_out(k): k for k in keys if k not in found}
         if self._failed or not wanted:
@@ -1696,13 +1631,13 @@ class Rows:
         for key, value in self._pending.items():
             try:
                 k, v = self._codec.key_out(key), self._codec.value_out(value)
-                rows.append(self._cache._row(self._name, k, v))
             except (TypeError, ValueError):
                 continue  # not a shape the store keeps: made again next time
+            rows.append(self._cache._row(k, v))
         try:
             with self._cache._connect() as db:
                 db.execute("BEGIN IMMEDIATE")
-                db.executemany(_insert_sql(self._name), rows)
+                db.executemany(f'INSERT OR REPLACE INTO "{self._name}" VALUES (?, ?, ?, ?)', rows)
                 db.execute("COMMIT")
         except sqlite3.Error as exc:
             self._fail(exc, "written this build")

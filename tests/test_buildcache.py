@@ -28,7 +28,6 @@ from builder.formats.dream import Dream
 from builder.formats.note import parse_private_key
 from builder.site import units
 from tests.pools import make_pool
-from tests.scanrows import forge_scan_row, scan_rows
 
 
 def _reload(folder: Path, name: str) -> dict[object, object]:
@@ -217,7 +216,7 @@ def test_a_body_read_again_is_checked_as_the_row_was(tmp_path: Path) -> None:
     damaged = BuildCache(tmp_path)["scan"][blob][1]
     gone = BuildCache(tmp_path)["scan"][blob][1]
     db = _db(tmp_path)
-    db.execute('UPDATE "scan" SET bd = ? WHERE k = ?', (bytes(16), blob))
+    db.execute('UPDATE "scan" SET d = ? WHERE k = ?', (bytes(16), blob))
     with pytest.raises(buildcache.StoreDamaged, match="dream 0000000000000000") as caught:
         _ = damaged.body
     assert "build again" in (caught.value.hint or "")
@@ -225,69 +224,6 @@ def test_a_body_read_again_is_checked_as_the_row_was(tmp_path: Path) -> None:
     db.close()
     with pytest.raises(buildcache.StoreDamaged, match="dream 0000000000000000: its row"):
         _ = gone.body
-
-
-def test_reading_the_scan_section_reads_no_body(tmp_path: Path) -> None:
-    """Issue 21: a scan row keeps the dream's body in columns of its own, so
-    reading the section reads and checks the heads alone (every build reads
-    it; a build after one new dream reads the text of a few). A body found
-    damaged when a page reads it is named then (as a body read again always
-    was), never taken."""
-    c = BuildCache(tmp_path)
-    c["scan"].update({_blob(i): (_sha(i), _long_dream(i)) for i in range(3)})
-    c.save()
-    db = _db(tmp_path)
-    db.execute('UPDATE "scan" SET b = ?', (b"{ not json",))
-    db.close()
-    again = BuildCache(tmp_path)
-    section = again["scan"]
-    assert again.notes == [] and sorted(section) == [_blob(i) for i in range(3)]
-    assert section[_blob(1)][1].title == "dream 1"
-    with pytest.raises(buildcache.StoreDamaged, match="its row in the build store"):
-        _ = section[_blob(1)][1].body
-
-
-@pytest.mark.parametrize("key", [None, b"k" * 32], ids=["digest", "tag"])
-def test_a_head_and_a_body_are_never_taken_for_each_other(
-    tmp_path: Path, key: bytes | None
-) -> None:
-    """A body's digest and tag are over the key behind ``_BODY_KEY``, not the
-    row's key alone: a body moved into the head's columns (with its own digest
-    or tag), or a head into the body's, is damage, not a row."""
-    blob = _blob(1)
-    c = BuildCache(tmp_path, key=key)
-    c["scan"][blob] = (_sha(1), _long_dream(1))
-    c.save()
-    db = _db(tmp_path)
-    head = db.execute('SELECT v, d, a FROM "scan"').fetchone()
-    db.execute('UPDATE "scan" SET v = b, d = bd, a = ba')
-    db.close()
-    assert BuildCache(tmp_path, key=key)["scan"] == {}
-    assert buildcache.StoreReader(tmp_path)["scan"] == {}
-    db = _db(tmp_path)
-    db.execute('UPDATE "scan" SET v = ?, d = ?, a = ?, b = ?, bd = ?, ba = ?', (*head, *head))
-    db.close()
-    moved = BuildCache(tmp_path, key=key)["scan"][blob][1]
-    assert moved.title == "dream 1"
-    with pytest.raises(buildcache.StoreDamaged):
-        _ = moved.body
-    assert buildcache.StoreReader(tmp_path)["scan"] == {}
-
-
-def test_the_agents_reader_takes_no_row_whose_body_is_damaged(tmp_path: Path) -> None:
-    """``dreampool mcp`` keeps a dream's body from its row as it reads the section
-    (StoreReader): a row whose body's digest fails is a miss there, counted as
-    damaged, and the rows beside it are read."""
-    c = BuildCache(tmp_path)
-    c["scan"].update({_blob(i): (_sha(i), _long_dream(i)) for i in range(2)})
-    c.save()
-    db = _db(tmp_path)
-    db.execute('UPDATE "scan" SET b = ? WHERE k = ?', (b"{}", _blob(0)))
-    db.close()
-    reader = buildcache.StoreReader(tmp_path)
-    section = reader["scan"]
-    assert list(section) == [_blob(1)] and section[_blob(1)][1].body == _long_dream(1).body
-    assert reader.notes == ["the build store's scan had 1 damaged row(s); ignored"]
 
 
 def test_a_body_whose_row_is_gone_is_read_from_the_dream_file(tmp_path: Path) -> None:
@@ -321,8 +257,13 @@ def _forge_scan_row(folder: Path, edit: Any) -> None:
     """Rewrite every scan row's body with ``edit(body)``, its digest made to match:
     what only a process that writes the store itself can do."""
     db = _db(folder)
-    for k, _, body in scan_rows(db):
-        forge_scan_row(db, k, body=json.dumps(edit(json.loads(body))).encode())
+    for k, v in db.execute('SELECT k, v FROM "scan"').fetchall():
+        head, _, body = v.partition(b"\n")
+        forged = head + b"\n" + json.dumps(edit(json.loads(body))).encode()
+        db.execute(
+            'UPDATE "scan" SET v = ?, d = ? WHERE k = ?',
+            (forged, buildcache._row_digest(k, forged), k),
+        )
     db.close()
 
 
@@ -366,8 +307,9 @@ def test_the_store_holds_data_only(tmp_path: Path) -> None:
                 assert buildcache._unit_in(v) == SAMPLES["units"][1]
             elif name == "fragments":
                 assert buildcache._fragments_in(v) == SAMPLES["fragments"][1]
-            elif name == "scan":  # a dream's head (its body: below)
-                json.loads(v)
+            elif name == "scan":  # a dream's head, then its body
+                head, body = v.split(b"\n")
+                json.loads(head), json.loads(body)
             elif name == "seals":  # fixed-size bytes, read by slicing
                 assert buildcache._seal_in(v) == SAMPLES["seals"][1]
             elif name == "attested":  # a size and a root in hex
@@ -382,8 +324,6 @@ def test_the_store_holds_data_only(tmp_path: Path) -> None:
                 assert v == b'["' + _sha(3).encode() + b'",c2FsdA]'
             else:
                 json.loads(v)
-    for _, _, body in scan_rows(_db(tmp_path)):
-        json.loads(body)
     assert b"\x80\x05" not in (tmp_path / buildcache.STORE).read_bytes()  # pickle's protocol 5
 
 
@@ -485,14 +425,10 @@ def test_a_planted_row_of_another_shape_is_a_miss(tmp_path: Path) -> None:
         "units": ("x", b"\x80\x05K\x01."),
         "scan": (_blob(9), json.dumps([_sha(9), ["0" * 16, "k", "AAAA", {}]]).encode()),
     }
-    k, v = bad["units"]
-    db.execute("INSERT INTO units VALUES (?, ?, ?, NULL)", (k, v, buildcache._row_digest(k, v)))
-    k, v = bad["scan"]  # its body sound: the head alone is of another shape
-    body = json.dumps(_long_dream(9).body).encode()
-    db.execute(
-        "INSERT INTO scan VALUES (?, ?, ?, NULL, ?, ?, NULL)",
-        (k, v, buildcache._row_digest(k, v), body, buildcache._row_digest("body " + k, body)),
-    )
+    for table, (k, v) in bad.items():
+        db.execute(
+            f"INSERT INTO {table} VALUES (?, ?, ?, NULL)", (k, v, buildcache._row_digest(k, v))
+        )
     db.close()
     c = BuildCache(tmp_path)
     assert "x" not in c["units"] and c["scan"] == {}

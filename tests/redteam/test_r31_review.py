@@ -22,7 +22,6 @@ from builder import buildcache
 from builder.formats.dream import Dream
 from tests.pools import make_pool
 from tests.redteam import build, signed, submit, tree
-from tests.scanrows import forge_scan_row, scan_rows
 
 
 @pytest.mark.parametrize("statements", [1, 2])
@@ -88,11 +87,16 @@ def _forge_heads(out: Path, edit: Callable[[dict[str, Any]], None]) -> int:
     store = out.parent / f".{out.name}.builds" / "cache" / buildcache.STORE
     db = sqlite3.connect(store, isolation_level=None)
     n = 0
-    for k, first, rest in scan_rows(db):
+    for k, v in db.execute('SELECT k, v FROM "scan"').fetchall():
+        first, _, rest = v.partition(b"\n")
         head_row, body = json.loads(first), json.loads(rest)
         edit(head_row[4])
         edit(body)
-        forge_scan_row(db, k, head=buildcache._dump(head_row), body=buildcache._dump(body))
+        forged = buildcache._dump(head_row) + b"\n" + buildcache._dump(body)
+        db.execute(
+            'UPDATE "scan" SET v = ?, d = ? WHERE k = ?',
+            (forged, buildcache._row_digest(k, forged), k),
+        )
         n += 1
     db.close()
     return n
@@ -147,10 +151,15 @@ def _forge_bodies(out: Path, edit: Callable[[dict[str, Any]], None]) -> None:
     """Rewrite every scan row's body alone with ``edit``, its digest made to match."""
     store = out.parent / f".{out.name}.builds" / "cache" / buildcache.STORE
     db = sqlite3.connect(store, isolation_level=None)
-    for k, _, rest in scan_rows(db):
+    for k, v in db.execute('SELECT k, v FROM "scan"').fetchall():
+        first, _, rest = v.partition(b"\n")
         body = json.loads(rest)
         edit(body)
-        forge_scan_row(db, k, body=buildcache._dump(body))
+        forged = first + b"\n" + buildcache._dump(body)
+        db.execute(
+            'UPDATE "scan" SET v = ?, d = ? WHERE k = ?',
+            (forged, buildcache._row_digest(k, forged), k),
+        )
     db.execute('DELETE FROM "units"')  # every dream's page is rendered again
     db.close()
 
