@@ -392,7 +392,7 @@ def _body_in(
     it; it must hold the very head and entry types read with it."""
     try:
         body = _json(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # arrays nested past the decoder's depth (r72)
         body = None
     return _body_checked(body, head, types, dream_id)
 
