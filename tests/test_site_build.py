@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import shutil
@@ -10,6 +11,8 @@ import sqlite3
 import subprocess
 import sys
 import time
+import types
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -787,3 +790,31 @@ def test_only_this_origins_log_lines_without_a_url_gain_it() -> None:
         "# log a.example/p+05+EEE\n"
         "quorum none\n"
     )
+
+
+def test_dreams_are_counted_for_a_progress_bar_only(
+    built: PoolFixture, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The dream files are listed to size a progress bar, and only for one: without
+    a meter (quiet, not a terminal, CI: `dreampool build` passes none) the scan's
+    own listing is the only one (at 100k dreams the count took 0.1 s a build)."""
+    counted: list[int] = []
+    real = buildmod._count_dreams
+
+    def count(content: Path) -> int:
+        counted.append(real(content))
+        return counted[-1]
+
+    monkeypatch.setattr(buildmod, "_count_dreams", count)
+    signer = parse_private_key(built.log_key)
+    buildmod.build(built.content, tmp_path / "quiet", signer=signer)
+    assert counted == []
+    totals: list[int] = []
+
+    @contextlib.contextmanager
+    def meter(total: int, label: str) -> Iterator[Any]:
+        totals.append(total)
+        yield types.SimpleNamespace(advance=lambda n=1: None)
+
+    buildmod.build(built.content, tmp_path / "drawn", signer=signer, progress=meter)
+    assert len(counted) == 1 and totals == counted and counted[0] >= 9  # built's nine dreams

@@ -319,7 +319,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         Path(args.out),
         signer=signer,
         base_url=args.base_url,
-        progress=lambda total, label: Progress(total, label, enabled=drawn),
+        # No bar to draw (quiet, not a terminal, CI): no meter, and nothing counted for one.
+        progress=(lambda total, label: Progress(total, label, enabled=True)) if drawn else None,
         retain=_HELD,
     )
     for line in report.notes:
