@@ -65,6 +65,7 @@ escapes by construction and has no layout to show.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -142,6 +143,7 @@ def feed_pages(
     for author in model.authors:
         # AuthorView.dream_ids already leaves out anonymized dreams; the filter
         # makes the promise local, since a leak here would undo the anonymity.
+        # (the newest FEED_LIMIT of them, not each of the author's dreams looked up)
         own = (model.by_id[i] for i in author.dream_ids)
         yield _feed_page(
             model,
@@ -149,7 +151,7 @@ def feed_pages(
             title=f"{author.name} — {model.title}",
             page=f"authors/{author.slug}/",
             key=f"authors/{author.slug}/feed",
-            dreams=[d for d in own if not d.anonymized][:FEED_LIMIT],
+            dreams=list(itertools.islice((d for d in own if not d.anonymized), FEED_LIMIT)),
             entry=entry,
             entry_key=entry_key,
         )
