@@ -35,6 +35,7 @@ from hypothesis import strategies as st
 
 from builder.site import writer
 from tests.golden_update import tree
+from tests.test_writer_seal_delta import _PATHS, _plan
 
 
 def _live(out: Path) -> str:
@@ -127,16 +128,6 @@ class _Spy:
         monkeypatch.setattr(writer.SiteWriter, "commit", spied_commit)
 
 
-def _sane(paths: list[str], salt: int) -> dict[str, bytes]:
-    """A plan of ``paths`` with no path both a file and a folder of another."""
-    plan: dict[str, bytes] = {}
-    for rel in paths:
-        if any(rel.startswith(p + "/") or p.startswith(rel + "/") for p in plan):
-            continue
-        plan[rel] = f"{rel} {salt % 3}".encode()
-    return plan
-
-
 def _build(out: Path, plan: dict[str, bytes], how: str, **kw: Any) -> writer.SiteWriter:
     """One build of ``plan`` the way builder.site may make it."""
     with writer.SiteWriter(out, **kw) as w:
@@ -183,10 +174,6 @@ def _tamper(out: Path, how: str, pick: int) -> None:
         os.utime(page, ns=(st_.st_atime_ns, st_.st_mtime_ns))
 
 
-_PATHS = st.lists(
-    st.lists(st.sampled_from(["a", "b", "c", "d.html"]), min_size=1, max_size=4).map("/".join),
-    max_size=12,
-)
 _BUILDS = st.lists(
     st.tuples(
         _PATHS,
@@ -223,7 +210,7 @@ def test_guard_the_seal_from_the_folders_found_once_is_the_full_seal_after_any_b
         first = [(["index.html"], 0, "add", "none", 0)] * 3
         for paths, salt, how, tamper, pick in [*first, *builds]:
             _tamper(out, tamper, pick)
-            plan = _sane(paths, salt)
+            plan = _plan(paths, salt)
             _build(out, plan, how, seals=seals, seals_tagged=True)
             assert tree(out) == plan
             live = _live(out)
