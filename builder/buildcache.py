@@ -66,6 +66,10 @@ runs) hits, and a hit is always the result of the very bytes the file holds.
   logs, as :mod:`builder.log.prefix` writes it (and only its strict
   ``decode`` reads it); one row, the last build's, so a build parses and
   hashes only the leaves of the last shard.
+* ``unitbasis``: ``units`` → what the units section's keys were computed
+  under (:mod:`builder.site.unitbasis`, as its ``encode`` writes it and only
+  its strict ``decode`` reads it), so that a build takes a stored key where
+  nothing it hashes can have moved and computes only the others.
 
 **Read back as data, never as code.** A pull request can force-add any path
 of the checkout, so what the build reads back is treated as hostile until
@@ -139,7 +143,8 @@ STORE = "store.sqlite"
 # 9: the attested section (the log prefix a build with the log key stands behind).
 # 10: a text row (commit, salts) is its UTF-8, not a JSON string (_str_in).
 # 11: the logprefix section (builder.log.prefix); a canonical shard's digest is 32 bytes.
-FORMAT = "dreampool-store/11"
+# 12: the unitbasis section (builder.site.unitbasis).
+FORMAT = "dreampool-store/12"
 
 # What a stored head may hold, as sets (one C call a row, not a loop of them).
 _HEAD_KEYS = frozenset(HEAD_FIELDS)
@@ -636,6 +641,13 @@ def _attested_in(data: bytes) -> tuple[int, bytes]:
     return int(m[1]), bytes.fromhex(m[2].decode("ascii"))
 
 
+def _units_key(name: str) -> str:
+    """The unitbasis section's one key, both ways."""
+    if name != "units":
+        raise ValueError("not the unitbasis section's key")
+    return name
+
+
 def _tier(name: str) -> str:
     """A tier rule's name (builder.site.patterns.MIN_TIER's kind), both ways."""
     if name not in ("guest", "member", "maintainer"):
@@ -671,6 +683,7 @@ CODECS: dict[str, Codec] = {
     "seals": Codec(_generation, _generation, _seal_out, _seal_in),
     "attested": Codec(_log_key, _log_key, _attested_out, _attested_in),
     "logprefix": Codec(_sha256_key, _sha256_key, _bytes_out, _bytes_in),
+    "unitbasis": Codec(_units_key, _units_key, _bytes_out, _bytes_in),
 }
 
 

@@ -102,6 +102,7 @@ SAMPLES: dict[str, tuple[object, object]] = {
     "seals": ("b", bytes(range(32))),
     "attested": ("log", (12, bytes(range(32)))),
     "logprefix": (_sha(6), b'{"format":"dreampool-log-prefix/1"}\n' + bytes(range(64))),
+    "unitbasis": ("units", b'{"size":0}'),
 }
 
 

@@ -64,7 +64,7 @@ from markupsafe import Markup
 from builder import parallel
 from builder.buildcache import BuildCache, Findings
 from builder.log import logbuild
-from builder.site import feeds, render
+from builder.site import feeds, render, unitbasis
 from builder.site.model import DreamView, SiteModel
 from builder.site.page import Page
 from builder.site.writer import Entry, SiteWriter
@@ -178,6 +178,8 @@ class Units:
         self._local: SiteModel | None = None
         self._local_by_id: dict[str, DreamView] = {}
         self.keys: dict[str, str] = {}
+        # How many keys write() computed (the rest stood: _standing).
+        self.computed = 0
         # A proof embeds its checkpoint's note, cosignatures included, and a
         # witness may cosign a published size later (docs/operators.md): the
         # key takes the note's digest, not only its size.
@@ -212,12 +214,25 @@ class Units:
         old = self._old = self.cache["units"]
         self._writer = w  # the forked workers check and store the files themselves
         dreams = self.model.dreams
-        # Each unit's key, and whether the generation holds its files as the
-        # store says, found on every core (_check: a key and three stats a
-        # dream, 5 s of a build after one new dream at 100k dreams); what is
-        # kept is claimed here, in order, once the workers have all ended (so
-        # an error below leaves none behind holding the build's locks: r38).
-        checked = parallel.map_ordered(self._check, range(len(dreams)), min_items=CHECK_FORK_MIN)
+        standing = self._standing(old)
+        checked: Sequence[tuple[str, bool | None]]
+        if standing is None:
+            # Each unit's key, and whether the generation holds its files as
+            # the store says, found on every core (_check: a key and three
+            # stats a dream, 5 s of a build after one new dream at 100k
+            # dreams); what is kept is claimed here, in order, once the
+            # workers have all ended (so an error below leaves none behind
+            # holding the build's locks: r38).
+            checked = parallel.map_ordered(
+                self._check, range(len(dreams)), min_items=CHECK_FORK_MIN
+            )
+        else:
+            # The stored keys that stand (module builder.site.unitbasis); the
+            # few others are computed here. keep_all asks whether the
+            # generation holds each kept unit's files.
+            key_of = self.key
+            checked = [(standing.get(d.id) or key_of(d), None) for d in dreams]
+        self.computed = len(dreams) - (len(standing) if standing is not None else 0)
         new: dict[str, tuple[str, tuple[tuple[str, bytes], ...]]] = {}
         dirty: list[Item] = []
         for d, (key, held) in zip(dreams, checked, strict=True):
@@ -247,7 +262,92 @@ class Units:
                 new[unit.id] = (unit.key, tuple((p, e[0]) for p, e, _ in unit.files))
         self._rows.flush()
         self.cache.sections["units"] = new
+        self._record_basis()
         return len(dirty)
+
+    def _site(self) -> tuple[str, str, str, str | None]:
+        m = self.model
+        return (m.title, m.origin, m.base_url, m.history[0].date if m.history else None)
+
+    def _standing(
+        self, old: dict[str, tuple[str, tuple[tuple[str, bytes], ...]]]
+    ) -> dict[str, str] | None:
+        """Dream id → its stored unit key, for each dream whose key nothing
+        it hashes can have moved since the build that stored it
+        (:mod:`builder.site.unitbasis` says what that build recorded, and
+        why each check below suffices); None when the stored basis does not
+        hold (none, damaged, another site or log, a tier or slug moved, an
+        erasure): then every key is computed.
+
+        Not standing: a dream the basis does not cover (new, or then not yet
+        in a signed checkpoint, so its date and proof were still to come),
+        and the parent and children of each such dream (a child link, or a
+        parent that now is in the pool); a dream whose proof's checkpoint a
+        witness has cosigned since."""
+        basis = unitbasis.decode(self.cache["unitbasis"].get(unitbasis.ROW))
+        m, tree = self.model, self.log.tree
+        if basis is None or basis.site != self._site() or basis.size > tree.size:
+            return None
+        if tree.root(basis.size) != basis.root:
+            return None
+        if tuple((h.size, h.date) for h in m.history[: len(basis.history)]) != basis.history:
+            return None
+        if basis.erased != tuple(sorted(m.erased_ids)):
+            return None
+        slugs = {t.name: t.slug for t in m.tags}
+        if any(slugs.get(name, slug) != slug for name, slug in basis.tags):
+            return None
+        covered: list[DreamView] = []
+        lines = []
+        for d in reversed(m.dreams):  # oldest first
+            if d.index >= basis.size:
+                break
+            hit = old.get(d.id)
+            if hit is None:  # a row refused as read, or a dream that came back
+                return None
+            covered.append(d)
+            lines.append(unitbasis.line(d.id, d.index, d.tier, d.author_slug, hit[0]))
+        if unitbasis.digest(lines) != basis.digest:
+            return None
+        signed = basis.history[-1][0] if basis.history else 0
+        edge = min(basis.size, signed)
+        moved: set[str] = set()
+        for d in m.dreams:  # newest first: those past the edge
+            if d.index < edge:
+                break
+            moved.add(d.id)
+            moved.update(d.children)
+            if d.parent_id is not None:
+                moved.add(d.parent_id)
+        renoted = {size for size, note in basis.notes if self.notes.get(size) != note}
+        if renoted:
+            moved.update(d.id for d in covered if render.proof_size(m, d.index) in renoted)
+        return {d.id: old[d.id][0] for d in covered if d.id not in moved}
+
+    def _record_basis(self) -> None:
+        """What this build's keys were computed under, for the next build's
+        :meth:`_standing`; written only when it changed."""
+        m, tree = self.model, self.log.tree
+        keys = self.keys
+        lines = [
+            unitbasis.line(d.id, d.index, d.tier, d.author_slug, keys[d.id])
+            for d in reversed(m.dreams)
+        ]
+        data = unitbasis.encode(
+            unitbasis.Basis(
+                size=tree.size,
+                root=tree.root(),
+                site=self._site(),
+                history=tuple((h.size, h.date) for h in m.history),
+                notes=tuple(sorted(self.notes.items())),
+                erased=tuple(sorted(m.erased_ids)),
+                tags=tuple((t.name, t.slug) for t in m.tags),
+                digest=unitbasis.digest(lines),
+            )
+        )
+        section = self.cache["unitbasis"]
+        if section.get(unitbasis.ROW) != data:
+            section[unitbasis.ROW] = data
 
     def _check(self, i: int) -> tuple[str, bool]:
         """The key of the ``i``-th dream's unit, and whether the generation being
