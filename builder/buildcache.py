@@ -510,6 +510,7 @@ def _parts(head: struct.Struct, data: bytes) -> list[bytes]:
 
 def _unit_out(v: tuple[str, tuple[tuple[str, bytes], ...]]) -> bytes:
     key, files = v
+    _unit_key(key)
     if any(len(d) != _UNIT_DIGEST or "\n" in p for p, d in files):
         raise ValueError("not a unit")
     parts = [
@@ -528,7 +529,9 @@ def _unit_in(data: bytes) -> tuple[str, tuple[tuple[str, bytes], ...]]:
     files = tuple(
         (name, digests[i * _UNIT_DIGEST : (i + 1) * _UNIT_DIGEST]) for i, name in enumerate(names)
     )
-    return key.decode("ascii"), files
+    # Only what Units.key makes: a stored key is taken as a dream's key when its
+    # basis stands (builder.site.unitbasis), not only compared (review r73).
+    return _unit_key(key.decode("ascii")), files
 
 
 def _unit_key(key: str) -> str:
