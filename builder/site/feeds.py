@@ -220,7 +220,7 @@ def _feed_page(
     # tag URIs with the first checkpoint's year), its date and its entries.
     year = model.history[0].date if model.history else None
     site = (model.base_url, model.origin, year)
-    parts = (path, title, page, key, site, _updated(model, shown), [entry_key(d) for d in shown])
+    parts = (path, title, page, key, site, _updated(model, shown), list(map(entry_key, shown)))
     return Page(path, key_of(parts), render, shown)
 
 
@@ -422,7 +422,7 @@ def api_pages(
         key = (
             None
             if entry_key is None
-            else key_of(("api", k, SHARD_LEAVES, [entry_key(d) for d in part]))
+            else key_of(("api", k, SHARD_LEAVES, list(map(entry_key, part))))
         )
         yield Page(f"api/dreams/{k}.json", key, functools.partial(api_shard, k, part))
 

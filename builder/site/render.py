@@ -110,7 +110,7 @@ import functools
 import hashlib
 import json
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -589,8 +589,22 @@ def _base_path(base_url: str) -> str:
     return path if path.endswith("/") else path + "/"
 
 
+@dataclass(frozen=True, slots=True)
+class _Later:
+    """A page's context value made when the page is rendered, not when its
+    :class:`Page` is listed: a build keeps most list pages unrendered (their
+    key is the last build's), and grouping each one's dreams by month
+    (:func:`by_month`) was a tenth of listing them at 100k dreams."""
+
+    make: Callable[..., Any]
+    args: tuple[Any, ...]
+
+
 def _page(model: SiteModel, path: str, template: str, nav: str, **context: Any) -> bytes:
     """One page at ``path``; ``nav`` names the header link marked as current."""
+    for name, value in context.items():
+        if isinstance(value, _Later):
+            context[name] = value.make(*value.args)
     absolute = model.base_url.startswith(("https://", "http://"))
     canonical = path != "404.html" and absolute
     context.setdefault("root", _root(path.count("/")))
@@ -645,7 +659,8 @@ def archive_page(newest_first: Sequence[_T], number: int, size: int) -> tuple[li
     Page n holds positions [(n-1)·size, n·size) (docs/protocol.md §8)."""
     count = len(newest_first)
     lo, hi = (number - 1) * size, min(number * size, count)
-    return [newest_first[count - 1 - p] for p in range(hi - 1, lo - 1, -1)], hi - lo == size, lo
+    # Positions hi-1 down to lo: newest_first[count - hi], then on to [count - 1 - lo].
+    return list(newest_first[count - hi : count - lo]), hi - lo == size, lo
 
 
 def archive_page_path(number: int | None) -> str:
@@ -726,7 +741,7 @@ def _diary_pages(
         shown=len(newest),
         tier=a.tier,
         count=count,
-        months=by_month(newest),
+        months=_Later(by_month, (newest,)),
         diary_item=diary_item,
         number=None,
         pages=pages,
@@ -749,7 +764,7 @@ def _diary_pages(
             shown=len(listed),
             tier=a.tier,
             count=None,
-            months=by_month(listed),
+            months=_Later(by_month, (listed,)),
             diary_item=diary_item,
             number=number,
             pages=None,
@@ -906,22 +921,30 @@ def archive_months(
     """The archive's year/month index, newest month first."""
     count = len(ids_newest_first)
     paged = archive_pages(count, size) > 0
-    spans: dict[str, list[int]] = {}
+    # Per month: its newest position, its oldest and how many (0 is the pool's
+    # oldest, in log order). Positions fall as the ids are walked, so a month's
+    # first one seen is its newest and its last one seen its oldest.
+    newest: dict[str, int] = {}
+    oldest: dict[str, int] = {}
+    counts: Counter[str] = Counter()
+    by_id = model.by_id
     for i, dream_id in enumerate(ids_newest_first):
-        position = count - 1 - i  # 0 is the oldest, in log order
-        span = spans.setdefault(model.by_id[dream_id].month, [position, position])
-        span[0], span[1] = min(span[0], position), max(span[1], position)
+        month = by_id[dream_id].date[:7]
+        position = count - 1 - i
+        newest.setdefault(month, position)
+        oldest[month] = position
+        counts[month] += 1
     out = []
-    for month, label, dreams in by_month([model.by_id[i] for i in ids_newest_first]):
-        lo, hi = spans[month]
+    for month in sorted(counts, reverse=True):  # as by_month orders them
+        year, mm = month.split("-")
         out.append(
             ArchiveMonth(
                 month,
-                label,
-                len(dreams),
+                f"{MONTHS[int(mm) - 1]} {year}",
+                counts[month],
                 month[:4],
-                archive_page_of(hi, size) if paged else None,
-                archive_page_of(lo, size) if paged else None,
+                archive_page_of(newest[month], size) if paged else None,
+                archive_page_of(oldest[month], size) if paged else None,
             )
         )
     return out
@@ -950,7 +973,7 @@ def _archive_pages(
         shows=newest,
         count=count,
         shown=len(newest),
-        groups=by_month(newest),
+        groups=_Later(by_month, (newest,)),
         index=index,
         number=None,
         pages=pages,
@@ -970,7 +993,7 @@ def _archive_pages(
             shows=listed,
             count=None,
             shown=len(listed),
-            groups=by_month(listed),
+            groups=_Later(by_month, (listed,)),
             index=None,
             number=number,
             pages=None,
@@ -1020,7 +1043,7 @@ def list_pages(
         if dream_key is None:
             return None
         site = (model.title, model.origin, model.base_url)
-        return key_of((site, parts, [dream_key(d) for d in dreams]))
+        return key_of((site, parts, list(map(dream_key, dreams))))
 
     latest = model.dreams[:LATEST]
     yield page("index.html", "home.html", "home", shows=latest, latest=latest)
