@@ -77,7 +77,7 @@ def main() -> None:
             samples[tree].append(sample)
             print(
                 f"{tree} run {run}: {sample.wall:.2f} s, {sample.cpu:.2f} s CPU, "
-                f"{sample.mb:.0f} MB",
+                f"{sample.mb:.0f} MB, {sample.disk:.1f} MB written",
                 flush=True,
             )
     for tree, got in samples.items():
@@ -85,7 +85,7 @@ def main() -> None:
         mid = bb.median(got)
         print(
             f"{tree}: wall {walls}; median {mid.wall:.2f} s, {mid.cpu:.2f} s CPU, "
-            f"peak {max(s.mb for s in got):.0f} MB"
+            f"peak {max(s.mb for s in got):.0f} MB, {mid.disk:.1f} MB written"
         )
 
 

@@ -41,11 +41,17 @@ GIT_OPTIONS = ["-c", "user.name=bench", "-c", "user.email=bench@example.invalid"
 
 
 class Sample(NamedTuple):
-    """One child process: wall seconds, CPU seconds (user + sys) and peak resident MB."""
+    """One child process: wall seconds, CPU seconds (user + sys), peak resident
+    MB, and MB it made the kernel write to storage (``disk``: the rusage
+    ``ru_oublock`` of it and the workers it waited for, in 512-byte blocks,
+    counted as pages are dirtied: every file, the store's changed pages and
+    its journal included, where :func:`rewrites` can only count the store
+    whole)."""
 
     wall: float
     cpu: float
     mb: float
+    disk: float = 0.0
 
 
 def measure(
@@ -74,12 +80,14 @@ def measure(
             err.seek(0)
             said = err.read().decode(errors="replace")
             raise RuntimeError(f"failed: {' '.join(cmd)}\n{said}")
-    return Sample(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)
+    return Sample(
+        wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, usage.ru_oublock * 512 / 1e6
+    )
 
 
 def median(samples: Sequence[Sample]) -> Sample:
     """Each field's median on its own (the median wall need not be the median CPU's run)."""
-    return Sample(*(statistics.median(s[i] for s in samples) for i in range(3)))
+    return Sample(*(statistics.median(s[i] for s in samples) for i in range(len(Sample._fields))))
 
 
 # --- git checkouts ---------------------------------------------------------------------

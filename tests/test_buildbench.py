@@ -257,3 +257,19 @@ def test_measure_runs_the_command_in_the_folder_given(tmp_path: Path) -> None:
     script = "import os, pathlib; pathlib.Path('where').write_text(os.getcwd())"
     bb.measure([sys.executable, "-c", script], cwd=tmp_path)
     assert (tmp_path / "where").read_text() == str(tmp_path)
+
+
+def test_measure_counts_what_the_command_wrote_to_disk(tmp_path: Path) -> None:
+    """A +1's log and store files count whole in :func:`bb.rewrites` (the
+    store was 955 MB at 100k); the sample says what the build made the
+    kernel write, its workers included."""
+    script = (
+        "import os\n"
+        "if os.fork() == 0:\n"
+        "    open('child', 'wb').write(b'c' * 3_000_000); os._exit(0)\n"
+        "os.wait(); open('parent', 'wb').write(b'p' * 2_000_000)\n"
+    )
+    sample = bb.measure([sys.executable, "-c", script], cwd=tmp_path)
+    assert 5.0 <= sample.disk < 6.0
+    low, high = sample._replace(disk=1.0), sample._replace(disk=9.0)
+    assert bb.median([low, sample, high]).disk == sample.disk  # each field's own median
