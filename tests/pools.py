@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from builder.content import anonymity, pool
+from builder.formats import checkpoint as cpmod
 from builder.formats import dream as dreamfmt
 from builder.formats import note
+from builder.formats import policy as policymod
 from builder.formats.ed25519 import public_key_of
 from tests.conftest import draft
 
@@ -66,3 +68,30 @@ def make_pool(root: Path, *, base_url: str = "/") -> PoolFixture:
 
 def key_id_of(author: str) -> str:
     return dreamfmt.key_id(public_key_of(SEEDS[author]))
+
+
+@dataclass(frozen=True)
+class Cosigned:
+    """A stored checkpoint a witness cosigned (:func:`cosign_stored`)."""
+
+    policy: policymod.Policy  # the log's policy, the witness added
+    checkpoint: Path
+    before: bytes  # the checkpoint's bytes before the cosignature
+    line: str  # the cosignature line appended
+
+
+def cosign_stored(content: Path, size: int) -> Cosigned:
+    """Add witness ``w1`` to the pool's log policy and its cosignature
+    (c2sp.org/tlog-cosignature) to the stored checkpoint of ``size`` leaves."""
+    wkey, wvkey = cpmod.generate_cosigner_key("witness.example/w1")
+    policy_path = content / "log" / "policy"
+    policy = policymod.parse_policy(policy_path.read_bytes())
+    witness = policymod.PolicyWitness("w1", cpmod.parse_cosigner_key(wvkey))
+    with_witness = policymod.Policy(policy.logs, (witness,), (), "w1")
+    policy_path.write_text(policymod.format_policy(with_witness))
+    stored = content / "log" / "checkpoints" / str(size)
+    before = stored.read_bytes()
+    text = before.split(b"\n\n")[0].decode() + "\n"
+    line = cpmod.cosign(text, cpmod.parse_cosigner_private_key(wkey), 1767225600)
+    stored.write_bytes(before + line.encode())
+    return Cosigned(with_witness, stored, before, line)

@@ -24,7 +24,7 @@ from builder.formats.note import parse_private_key
 from builder.log import logbuild, logstate
 from tests import flushes, redteam
 from tests.conftest import draft
-from tests.pools import ORIGIN, SEEDS, PoolFixture, key_id_of, make_pool
+from tests.pools import ORIGIN, SEEDS, PoolFixture, cosign_stored, key_id_of, make_pool
 
 
 @pytest.fixture
@@ -490,27 +490,17 @@ def test_check_reports_a_damaged_log(tp: PoolFixture, tmp_path: Path, run: Any) 
 
 
 def test_witness_cosignatures_are_kept_and_verified(tp: PoolFixture, tmp_path: Path) -> None:
-    from builder.formats import checkpoint as cpmod
     from builder.formats import policy as policymod
 
     tp.add("ada", 2)
     site = tmp_path / "site"
     do_build(tp, site)
-    wkey, wvkey = cpmod.generate_cosigner_key("witness.example/w1")
-    policy_path = tp.content / "log" / "policy"
-    policy = policymod.parse_policy(policy_path.read_bytes())
-    witness = policymod.PolicyWitness("w1", cpmod.parse_cosigner_key(wvkey))
-    with_witness = policymod.Policy(policy.logs, (witness,), (), "w1")
-    policy_path.write_text(policymod.format_policy(with_witness))
-    stored = tp.content / "log" / "checkpoints" / "3"
-    note_bytes = stored.read_bytes()
-    text = note_bytes.split(b"\n\n")[0].decode() + "\n"
-    line = cpmod.cosign(text, cpmod.parse_cosigner_private_key(wkey), 1767225600)
-    stored.write_bytes(note_bytes + line.encode())
+    cosigned = cosign_stored(tp.content, 3)
+    stored, note_bytes, line = cosigned.checkpoint, cosigned.before, cosigned.line
     do_build(tp, site, key=False)
     published = (site / "log" / "checkpoint").read_bytes()
     assert published == stored.read_bytes()
-    cp, names = policymod.verify_checkpoint(with_witness, published)
+    cp, names = policymod.verify_checkpoint(cosigned.policy, published)
     assert cp.size == 3 and names == ("witness.example/w1",)
     # A forged cosignature line fails the build, and nothing is signed.
     forged = line[:-6] + ("AAAA" if not line.endswith("AAAA=\n") else "BBBB") + "=\n"

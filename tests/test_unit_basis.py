@@ -18,15 +18,13 @@ from builder import build as buildmod
 from builder import buildcache
 from builder.buildcache import BuildCache
 from builder.content import pool
-from builder.formats import checkpoint as cpmod
 from builder.formats import dream as dreamfmt
-from builder.formats import policy as policymod
 from builder.formats.note import Signer, parse_private_key
 from builder.log import erase
 from builder.site import model, unitbasis, units, writer
 from tests import pools
 from tests.conftest import draft
-from tests.pools import PoolFixture, key_id_of, make_pool
+from tests.pools import PoolFixture, cosign_stored, key_id_of, make_pool
 from tests.test_agents import set_tier
 from tests.test_site_build import tree
 
@@ -127,18 +125,8 @@ def test_stored_keys_stand_only_while_what_they_hash_stands(
     _same_as_cold(tp, site, tmp_path, "tier")
 
     # A witness cosigns the first checkpoint: the proofs it holds move.
-    wkey, wvkey = cpmod.generate_cosigner_key("witness.example/w1")
-    policy_path = tp.content / "log" / "policy"
-    policy = policymod.parse_policy(policy_path.read_bytes())
-    witness = policymod.PolicyWitness("w1", cpmod.parse_cosigner_key(wvkey))
-    with_witness = policymod.Policy(policy.logs, (witness,), (), "w1")
-    policy_path.write_text(policymod.format_policy(with_witness))
     first = min(int(p.name) for p in (tp.content / "log" / "checkpoints").iterdir())
-    stored = tp.content / "log" / "checkpoints" / str(first)
-    note_bytes = stored.read_bytes()
-    text = note_bytes.split(b"\n\n")[0].decode() + "\n"
-    line = cpmod.cosign(text, cpmod.parse_cosigner_private_key(wkey), 1767225600)
-    stored.write_bytes(note_bytes + line.encode())
+    cosign_stored(tp.content, first)
     buildmod.build(tp.content, site, signer=None)
     assert 0 < witnessed[-1] < 10
     _same_as_cold(tp, site, tmp_path, "cosigned")
