@@ -35,7 +35,7 @@ from builder import buildcache
 from builder.content import filekeys, pool, poollock
 from builder.errors import InputError, KeyStoreError, Problem
 from builder.formats.note import Signer, parse_private_key
-from builder.log import logbuild
+from builder.log import checked, logbuild
 from builder.site import assemble as site
 from builder.site import derived, hosting, model, writer
 
@@ -269,6 +269,9 @@ def _build_with(
         )
     # Counted for a bar only: at 100k dreams listing the folder took 0.1 s.
     total = 0 if progress is _no_meter else _count_dreams(content)
+    # The commitments the scan computes (logged dreams it verified again);
+    # the log stage reads the store's only if it checks dream by dream.
+    commitments: dict[tuple[str, str], str] = {}
     with stage("scan"), progress(total, "verifying dreams") as bar:
         aside = list(set_aside.values())
         scanned, refused = pool.scan_dreams(
@@ -276,7 +279,7 @@ def _build_with(
             directory,
             bar.advance,
             cache=cache["scan"],
-            commitments=cache["commit"],
+            commitments=commitments,
             set_aside=set_aside,
             aside=aside,
             proven=proven,
@@ -295,8 +298,8 @@ def _build_with(
             origin=config.origin,
             signer=signer,
             log_url=log_url,
-            commitments=cache["commit"],
-            salts=cache["salts"],
+            commitments=commitments,
+            store=cache.__getitem__,
             proven=proven,
             keys=keys,
         )
@@ -311,6 +314,11 @@ def _build_with(
         attested = (log.attested, log.tree.root(log.attested))
         if cache["attested"].get("log") != attested:
             cache["attested"]["log"] = attested
+    if log.checked_row is not None:
+        # What the next build may take as checked (builder.log.checked).
+        row = checked.encode(log.checked_row)
+        if cache["logcheck"].get(checked.ROW) != row:
+            cache["logcheck"][checked.ROW] = row
     with stage("model"):
         view = model.build_model(log, directory, config, base_url=url)
     committed = sum(1 for s in scanned if s.committed)

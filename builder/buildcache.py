@@ -144,7 +144,8 @@ STORE = "store.sqlite"
 # 10: a text row (commit, salts) is its UTF-8, not a JSON string (_str_in).
 # 11: the logprefix section (builder.log.prefix); a canonical shard's digest is 32 bytes.
 # 12: the unitbasis section (builder.site.unitbasis).
-FORMAT = "dreampool-store/12"
+# 13: the logcheck section (builder.log.checked).
+FORMAT = "dreampool-store/13"
 
 # What a stored head may hold, as sets (one C call a row, not a loop of them).
 _HEAD_KEYS = frozenset(HEAD_FIELDS)
@@ -623,9 +624,9 @@ _ATTESTED = re.compile(rb"(0|[1-9][0-9]{0,18}) ([0-9a-f]{64})")
 
 
 def _log_key(name: str) -> str:
-    """The attested section's one key, both ways."""
+    """The one key of the attested and logcheck sections, both ways."""
     if name != "log":
-        raise ValueError("not the attested section's key")
+        raise ValueError("not the attested or logcheck section's key")
     return name
 
 
@@ -687,6 +688,8 @@ CODECS: dict[str, Codec] = {
     "attested": Codec(_log_key, _log_key, _attested_out, _attested_in),
     "logprefix": Codec(_sha256_key, _sha256_key, _bytes_out, _bytes_in),
     "unitbasis": Codec(_units_key, _units_key, _bytes_out, _bytes_in),
+    # What the last build checked of the logged dreams' files (builder.log.checked).
+    "logcheck": Codec(_log_key, _log_key, _bytes_out, _bytes_in),
 }
 
 

@@ -519,8 +519,8 @@ def content_plan(
                 f"{content} has no log yet",
                 hint="build the pool once with its log key (`dreampool build`), then serve it",
             )
-        # The scan's, so the log stage need not redo them (with a store, the build's too).
-        commitments: dict[Any, Any] = {} if store is None else store["commit"]
+        # The scan's, so the log stage need not redo them (the store lends the build's).
+        commitments: dict[Any, Any] = {}
         scanned, _refused = pool.scan_dreams(
             content,
             directory,
@@ -536,7 +536,7 @@ def content_plan(
             origin=config.origin,
             signer=None,
             commitments=commitments,
-            salts=section("salts"),
+            store=None if store is None else store.__getitem__,
             proven=proven,
             keys=keys,
         )

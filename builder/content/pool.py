@@ -841,6 +841,9 @@ class ScannedDream:
     # Read this scan and taken as the dream a proven leaf commits to
     # (builder.formats.dream.parse_committed): its signature and review were not run.
     committed: bool = False
+    # git's blob id of the bytes it came from (builder.content.filekeys), beside
+    # ``digest``: what builder.log.checked records as the file a leaf was checked against.
+    blob: str | None = None
 
 
 def scan_dreams(
@@ -996,7 +999,7 @@ def scan_dreams(
         if rule:
             problems.append(Problem(file, "/author", rule))
             continue
-        digest = key[1] if key is not None else None
+        digest, blob = (key[1], key[0]) if key is not None else (None, None)
         cached = entry is not None
         found.append(
             ScannedDream(
@@ -1006,6 +1009,7 @@ def scan_dreams(
                 cached,
                 retired_rule(d.key_id, retired),
                 path in by_commitment,
+                blob,
             )
         )
     return found, problems

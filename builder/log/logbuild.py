@@ -6,7 +6,9 @@
    Any drop, change or reorder of a leaf fails here, with the evidence, and
    nothing is signed.
 3. Check every logged dream against ``content/``: its file and salt still give
-   the committed value, or an erasure is recorded for it.
+   the committed value, or an erasure is recorded for it. Taken as the last
+   build found it when every file and salt is the one it checked
+   (:mod:`builder.log.checked`).
 4. Append an erasure leaf for each newly erased dream; then a key leaf for
    each new key of the new dreams, by keyId, and then each new dream, by id
    (docs/protocol.md §3): within a build a key leaf's place says nothing of
@@ -29,11 +31,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import hashlib
 import json
 import os
 import re
-from collections.abc import Container, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,7 +59,7 @@ from builder.formats.dream import Dream, commitment, is_dream_id
 from builder.formats.note import Signer, Verifier, split_note
 from builder.formats.policy import Policy, PolicyLog, format_policy, parse_policy
 from builder.formats.tlogproof import TlogProof, format_tlog_proof
-from builder.log import logstate, prefix
+from builder.log import checked, logstate, prefix
 
 SALT_SIZE = 32
 
@@ -66,12 +69,19 @@ SALT_SIZE = 32
 
 @dataclass(frozen=True, slots=True)
 class Admitted:
-    """A dream in the log whose record is published."""
+    """A dream in the log whose record is published. Its salt is the text, or
+    (a dream the log check took as it stood: :mod:`builder.log.checked`) what
+    reads it when a page first shows it (:func:`salt_text`)."""
 
     dream: Dream
     index: int
-    salt: str
+    salt_of: str | Callable[[], str]
     date: str
+
+    @property
+    def salt(self) -> str:
+        s = self.salt_of
+        return s if isinstance(s, str) else s()
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +115,9 @@ class Log:
     # them that they do not erase (docs/protocol.md §3.1, THREATS.md T78, T117);
     # 0 if the key signed none yet, None without the key.
     attested: int | None = None
+    # What the next build may take as checked (builder.log.checked), once this
+    # log is applied: None if some dream's file or salt had no blob id to name.
+    checked_row: checked.Checked | None = None
 
 
 @dataclass(slots=True)
@@ -119,8 +132,12 @@ class LogPlan:
     new_salts: dict[str, str]
     policy_text: str | None
     present: dict[str, ScannedDream]
-    salt_of: dict[str, str]
+    salt_of: dict[str, str | Callable[[], str]]
     logged: _Logged
+    # The lines of builder.log.checked for every dream the log holds once the
+    # plan is applied (those it checked, then those it logs); None if a file or
+    # salt has no blob id to name.
+    lines: checked.Lines | None
     # The log key the plan's proof trusted leaves by (None: none given), which alone
     # may sign it (docs/protocol.md §3.1, T78); and whether apply has taken it:
     # a plan is carried out once, as a ProvenLog is planned once.
@@ -313,7 +330,7 @@ def update(
     log_url: str | None = None,
     time: str | None = None,
     commitments: dict[Any, Any] | None = None,
-    salts: dict[Any, Any] | None = None,
+    store: Callable[[str], dict[Any, Any]] | None = None,
     canonical_shards: set[bytes] | None = None,
     opened: dict[Any, Any] | None = None,
     proven: ProvenLog | None = None,
@@ -327,7 +344,7 @@ def update(
         signer=signer,
         log_url=log_url,
         commitments=commitments,
-        salts=salts,
+        store=store,
         canonical_shards=canonical_shards,
         opened=opened,
         proven=proven,
@@ -344,7 +361,7 @@ def plan(
     signer: Signer | None,
     log_url: str | None = None,
     commitments: dict[Any, Any] | None = None,
-    salts: dict[Any, Any] | None = None,
+    store: Callable[[str], dict[Any, Any]] | None = None,
     canonical_shards: set[bytes] | None = None,
     opened: dict[Any, Any] | None = None,
     proven: ProvenLog | None = None,
@@ -359,14 +376,17 @@ def plan(
     proves first, so the scan may check logged dreams against their leaves);
     without it, steps 1–2 run here.
 
-    ``commitments`` (from :mod:`builder.buildcache`) maps (SHA-256 of a dream
-    file, salt) to a commitment an earlier build computed, ``salts`` a salt
-    file's content to its text (``keys``: :mod:`builder.content.filekeys`),
-    ``canonical_shards`` the leaf shards already checked
-    (:func:`builder.log.logstate.load`), ``opened`` a digest of a stored
-    checkpoint and the keys it was verified with to the checkpoint
-    (:func:`_prove_append_only`); each is left holding this build's."""
-    salt_reader = _SaltReader(content, salts, keys)
+    ``commitments`` maps (SHA-256 of a dream file, salt) to the commitment
+    the scan computed this build (:func:`builder.content.pool.scan_dreams`).
+    ``store(name)`` is a section of the build store (:mod:`builder.buildcache`),
+    read when first asked for: ``logcheck``, what the last build checked
+    (:mod:`builder.log.checked`), and, when that does not stand, ``commit``
+    ((SHA-256 of a dream file, salt) to a commitment an earlier build
+    computed) and ``salts`` (a salt file's content to its text; ``keys``:
+    :mod:`builder.content.filekeys`). ``canonical_shards`` are the leaf shards
+    already checked (:func:`builder.log.logstate.load`), ``opened`` a digest of
+    a stored checkpoint and the keys it was verified with to the checkpoint
+    (:func:`_prove_append_only`); each section used is left holding this build's."""
     if proven is None:
         proven = prove(
             content,
@@ -393,8 +413,23 @@ def plan(
     new_leaves: list[bytes] = []
 
     # Step 3: every logged dream still matches content/, or is erased, and
-    # none was signed by a key retired before it (docs/protocol.md §3).
-    pending, salt_of = _check_logged(content, leaves, logged, present, commitments, salt_reader)
+    # none was signed by a key retired before it (docs/protocol.md §3). Taken
+    # as the last build checked it when every file and salt is the one it
+    # checked (builder.log.checked); else dream by dream.
+    known: dict[Any, Any] | None = None
+    lines: checked.Lines | None
+    salt_of: dict[str, str | Callable[[], str]]
+    pending: list[tuple[str, str]] = []
+    standing = _standing(content, tree, logged, present, store, keys, notes)
+    if standing is not None:
+        lines, salt_of = standing
+    else:
+        known = commitments if store is None else store("commit")
+        if known is not None and store is not None and commitments:
+            known.update(commitments)
+        salt_reader = _SaltReader(content, None if store is None else store("salts"), keys)
+        pending, texts, lines = _check_logged(content, leaves, logged, present, known, salt_reader)
+        salt_of = dict(texts)
     _check_key_rules(logged, present)
     for dream_id, reason in pending:
         logged.erasures[dream_id] = (len(leaves) + len(new_leaves), reason)
@@ -444,14 +479,18 @@ def plan(
         salt = new_salt(d.id)
         new_salts[d.id] = salt
         salt_of[d.id] = salt
-        logged.dreams[d.id] = len(leaves) + len(new_leaves)
+        index = logged.dreams[d.id] = len(leaves) + len(new_leaves)
         committed = commitment(d.body, salt)
         new_leaves.append(leaffmt.encode(leaffmt.DreamLeaf(d.id, committed)))
-        digest = present[d.id].digest
-        if commitments is not None and digest is not None:
-            # The next build finds it by the file's bytes and its salt, as
-            # _check_logged does, instead of reading the dream's text again.
-            commitments[(digest, salt)] = committed
+        digest, blob = present[d.id].digest, present[d.id].blob
+        if known is not None and digest is not None:
+            # A build that checks dream by dream finds it by the file's bytes
+            # and its salt, as _check_logged does, without reading its text.
+            known[(digest, salt)] = committed
+        if lines is not None and blob is not None:
+            lines.add(d.id, index, blob, checked.salt_blob(salt))
+        else:
+            lines = None
         log.admitted_now.append(d.id)
     return LogPlan(
         log,
@@ -462,6 +501,7 @@ def plan(
         present,
         salt_of,
         logged,
+        lines,
         proven.vkey,
         key_size=proven.key_size,
     )
@@ -543,6 +583,8 @@ def apply(
         log.attested = tree.size if log.signed_now else planned.key_size
     # planned.logged holds the new leaves too
     _index_log(log, planned.present, planned.salt_of, planned.logged)
+    if planned.lines is not None:
+        log.checked_row = checked.Checked(tree.size, tree.root(), planned.lines.digest())
     return log
 
 
@@ -742,12 +784,15 @@ def _check_logged(
     present: dict[str, ScannedDream],
     commitments: dict[Any, Any] | None = None,
     salt_reader: _SaltReader | None = None,
-) -> tuple[list[tuple[str, str]], dict[str, str]]:
+) -> tuple[list[tuple[str, str]], dict[str, str], checked.Lines | None]:
     """Every logged, unerased dream is present with its salt and commits to the
     same bytes; a missing one needs a recorded erasure. Returns the erasures
-    still to log and the salts of present dreams."""
+    still to log, the salts of present dreams, and the lines of
+    :mod:`builder.log.checked` for the present ones (None if a file or salt
+    had no blob id to name)."""
     pending: list[tuple[str, str]] = []
     salts: dict[str, str] = {}
+    lines: checked.Lines | None = checked.Lines()
     known = dict(commitments or {})
     if commitments is not None:
         commitments.clear()
@@ -794,7 +839,68 @@ def _check_logged(
                 hint="a logged dream is never edited; restore both files from git history",
             )
         salts[dream_id] = salt
-    return pending, salts
+        salt_blob = salt_reader.blob_of.get(dream_id)
+        if lines is not None and found.blob is not None and salt_blob is not None:
+            lines.add(dream_id, index, found.blob, salt_blob)
+        else:
+            lines = None
+    return pending, salts, lines
+
+
+def _standing(
+    content: Path,
+    tree: merkle.MerkleTree,
+    logged: _Logged,
+    present: Mapping[str, ScannedDream],
+    store: Callable[[str], dict[Any, Any]] | None,
+    keys: filekeys.FileKeys | None,
+    notes: list[str],
+) -> tuple[checked.Lines, dict[str, str | Callable[[], str]]] | None:
+    """Step 3 as the last build found it (:mod:`builder.log.checked`, which says
+    why this suffices): the lines of every logged, unerased dream and, for
+    each, what reads its salt when a page shows it; None if the store's row
+    does not stand (none, another tree, a file or salt that is not the one
+    checked, or not one git vouches for), and step 3 runs dream by dream."""
+    if store is None or keys is None:
+        return None
+    data = store("logcheck").get(checked.ROW)
+    row = checked.decode(data)
+    if row is None:
+        if data is not None:  # whole, but not what this code writes: named (r73)
+            notes.append(
+                "the build store's logcheck row was not one this build writes; "
+                "checked every logged dream and wrote it again"
+            )
+        return None
+    if row.size != tree.size or tree.root() != row.root:
+        return None
+    blobs = keys.folder("dreams")
+    lines = checked.Lines()
+    salts: dict[str, str | Callable[[], str]] = {}
+    for dream_id, index in logged.dreams.items():
+        if dream_id in logged.erasures:
+            continue
+        found = present.get(dream_id)
+        salt_blob = blobs.get(f"{dream_id}.salt")
+        if found is None or found.blob is None or salt_blob is None:
+            return None
+        lines.add(dream_id, index, found.blob, salt_blob)
+        salts[dream_id] = functools.partial(salt_text, content, dream_id, salt_blob)
+    if lines.digest() != row.digest:
+        return None
+    return lines, salts
+
+
+def salt_text(content: Path, dream_id: str, blob: str) -> str:
+    """The salt of a logged dream the log check took as it stood, read when a
+    page first shows it: its file must still hold the blob it was taken as."""
+    read = _read_salt(content, dream_id)
+    if read is None or read[1][0] != blob:
+        raise LogError(
+            f"content/dreams/{dream_id}.salt changed while the build ran; nothing was published",
+            hint="a salt is never edited: restore it from git history and build again",
+        )
+    return read[0]
 
 
 @dataclass(slots=True)
@@ -991,7 +1097,10 @@ def _retired_problem(s: ScannedDream, logged: _Logged) -> Problem | None:
 
 
 def _index_log(
-    log: Log, present: dict[str, ScannedDream], salts: dict[str, str], logged: _Logged
+    log: Log,
+    present: dict[str, ScannedDream],
+    salts: Mapping[str, str | Callable[[], str]],
+    logged: _Logged,
 ) -> None:
     """Fill in what the site publishes, from the leaves as they now stand."""
     history = log.state.history
@@ -1030,6 +1139,7 @@ class _SaltReader:
         self.known = dict(cache or {})
         self.cache = cache
         self.blobs = keys.folder("dreams") if keys is not None and cache is not None else {}
+        self.blob_of: dict[str, str] = {}  # dream id -> the blob id of the salt read
         if cache is not None:
             cache.clear()
 
@@ -1044,6 +1154,8 @@ class _SaltReader:
             entry = (digest, text)
         if self.cache is not None and blob is not None:
             self.cache[blob] = entry
+        if blob is not None:
+            self.blob_of[dream_id] = blob
         found: str = entry[1]
         return found
 

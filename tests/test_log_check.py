@@ -1,0 +1,260 @@
+"""The log stage takes every logged dream as the last build checked it when
+each file and salt is the one it checked (builder.log.checked): a build after
+one new dream reads no salt and no stored commitment of the others. Anything
+else is checked dream by dream, as before, and every site here equals a cold
+build's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from builder import build as buildmod
+from builder import buildcache
+from builder.buildcache import BuildCache
+from builder.errors import LogError
+from builder.formats.b64 import b64url_encode
+from builder.formats.note import Signer, parse_private_key
+from builder.log import checked, erase, logbuild
+from builder.site import writer
+from tests.gitrun import git
+from tests.pools import PoolFixture, make_pool
+from tests.test_site_build import tree
+
+
+@pytest.fixture
+def by_dream(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many logged dreams each build that checked them dream by dream
+    found in order (-1: the check failed); a build whose log check stood
+    adds nothing."""
+    counts: list[int] = []
+    check = logbuild._check_logged
+
+    def counted(*args: Any, **kw: Any) -> Any:
+        counts.append(-1)
+        result = check(*args, **kw)
+        counts[-1] = len(result[1])
+        return result
+
+    monkeypatch.setattr(logbuild, "_check_logged", counted)
+    return counts
+
+
+def _published(tmp_path: Path, n: int = 6) -> tuple[PoolFixture, Signer, Path, list[str]]:
+    """A git pool built once and twice, each build's log state committed, as
+    the publish workflow leaves it."""
+    tp = make_pool(tmp_path)
+    signer = parse_private_key(tp.log_key)
+    ids = tp.add("ada", n)
+    git(tmp_path, "init", "-q", "-b", "main")
+    site = tmp_path / "site"
+    _publish(tp, site, signer)
+    return tp, signer, site, ids
+
+
+def _publish(tp: PoolFixture, site: Path, signer: Signer | None) -> buildmod.BuildReport:
+    """Merge what is under content/, build, commit the log state."""
+    root = tp.content.parent
+    git(root, "add", "content")
+    git(root, "commit", "-q", "--allow-empty", "-m", "merge")
+    report = buildmod.build(tp.content, site, signer=signer)
+    git(root, "add", "content")
+    git(root, "commit", "-q", "--allow-empty", "-m", "log state")
+    return report
+
+
+def _same_as_cold(
+    tp: PoolFixture, site: Path, tmp_path: Path, step: str, counts: list[int]
+) -> None:
+    """The site equals a cold build's (whose own check is not counted)."""
+    cold, before = tmp_path / f"cold-{step}", len(counts)
+    buildmod.build(tp.content, cold, signer=None)
+    del counts[before:]
+    assert tree(site) == tree(cold), step
+
+
+def _store(site: Path, signer: Signer) -> BuildCache:
+    return BuildCache(writer.builds_dir(site) / "cache", key=buildcache.row_key(signer.seed))
+
+
+def test_a_build_after_a_new_dream_checks_no_logged_dream_again(
+    tmp_path: Path, by_dream: list[int]
+) -> None:
+    tp, signer, site, ids = _published(tmp_path)
+    _publish(tp, site, signer)
+    assert by_dream == [0]  # nothing logged yet; then the first build's row stood
+    # A child of the first dream: the parent's record is rendered again, and
+    # its salt is read for it (logbuild.salt_text).
+    retained: list[object] = []
+    tp.add("bob", 1, lineage={"parent": ids[0], "generation": 1})
+    root = tp.content.parent
+    git(root, "add", "content")
+    git(root, "commit", "-q", "-m", "merge")
+    report = buildmod.build(tp.content, site, signer=signer, retain=retained)
+    assert by_dream == [0]
+    assert report.rendered == 2
+    cache = retained[0]
+    assert isinstance(cache, BuildCache)
+    assert "commit" not in cache.sections and "salts" not in cache.sections
+    record = json.loads((site / "dreams" / ids[0] / "record.json").read_text())
+    salt = (tp.content / "dreams" / f"{ids[0]}.salt").read_text().strip()
+    assert record["salt"] == salt
+    _same_as_cold(tp, site, tmp_path, "child", by_dream)
+    # The row now covers the child too: the next build checks nothing again.
+    git(root, "add", "content")
+    git(root, "commit", "-q", "-m", "log state")
+    _publish(tp, site, signer)
+    assert by_dream == [0]
+
+
+@pytest.mark.parametrize("committed", [True, False])
+def test_a_logged_file_changed_since_is_checked_and_refused(
+    tmp_path: Path, by_dream: list[int], committed: bool
+) -> None:
+    tp, signer, site, ids = _published(tmp_path)
+    """A logged dream's file whose title changed (it still parses; its
+    signature no longer holds) is refused by the scan, so the row does not
+    stand and the log stage names the leaf, as it always has."""
+    path = tp.content / "dreams" / f"{ids[2]}.json"
+    obj = json.loads(path.read_bytes())
+    obj["title"] = "A title the author never signed"
+    path.write_text(json.dumps(obj), encoding="utf-8")
+    if committed:  # git then vouches for the new bytes
+        git(tp.content.parent, "commit", "-q", "-am", "edit")
+    before = tree(site)
+    with pytest.raises(LogError, match=f"{ids[2]}.json is missing and no erasure"):
+        buildmod.build(tp.content, site, signer=signer)
+    assert tree(site) == before
+
+
+@pytest.mark.parametrize("committed", [True, False])
+def test_a_logged_salt_changed_since_is_checked_and_refused(
+    tmp_path: Path, by_dream: list[int], committed: bool
+) -> None:
+    tp, signer, site, ids = _published(tmp_path)
+    salt = tp.content / "dreams" / f"{ids[1]}.salt"
+    salt.write_text(b64url_encode(bytes(32)) + "\n", encoding="ascii")
+    if committed:
+        git(tp.content.parent, "commit", "-q", "-am", "edit the salt")
+    with pytest.raises(LogError, match="changed after it was logged"):
+        buildmod.build(tp.content, site, signer=signer)
+    assert by_dream == [0, -1]  # checked dream by dream, and refused
+
+
+def test_a_salt_is_read_as_the_blob_the_check_took(tmp_path: Path) -> None:
+    tp, _signer, _site, ids = _published(tmp_path)
+    path = tp.content / "dreams" / f"{ids[0]}.salt"
+    blob = checked.salt_blob(path.read_text().strip())
+    assert logbuild.salt_text(tp.content, ids[0], blob) == path.read_text().strip()
+    path.write_text(b64url_encode(bytes(32)) + "\n", encoding="ascii")
+    with pytest.raises(LogError, match="changed while the build ran"):
+        logbuild.salt_text(tp.content, ids[0], blob)
+    path.unlink()
+    with pytest.raises(LogError, match="changed while the build ran"):
+        logbuild.salt_text(tp.content, ids[0], blob)
+
+
+def test_an_erasure_is_checked_dream_by_dream_then_stands_again(
+    tmp_path: Path, by_dream: list[int]
+) -> None:
+    tp, signer, site, ids = _published(tmp_path)
+    for p in tp.content.parent.glob("in-*.json"):
+        p.unlink()  # the submitted copies, which erase would find as residue
+    erase.erase(tp.content, ids[3], "author-request")
+    report = _publish(tp, site, signer)
+    assert report.erased == [ids[3]]
+    assert by_dream == [0, 5]
+    _same_as_cold(tp, site, tmp_path, "erased", by_dream)
+    _publish(tp, site, signer)
+    assert by_dream == [0, 5]  # the row written after the erasure stood
+
+
+def test_a_row_of_another_tree_or_other_lines_does_not_stand(
+    tmp_path: Path, by_dream: list[int]
+) -> None:
+    tp, signer, site, _ids = _published(tmp_path)
+    store = _store(site, signer)
+    row = checked.decode(store["logcheck"][checked.ROW])
+    assert row is not None and row.size == 7  # a key leaf, then six dreams
+    for other in (
+        checked.Checked(row.size, bytes(32), row.digest),
+        checked.Checked(row.size - 1, row.root, row.digest),
+        checked.Checked(row.size, row.root, bytes(16)),
+    ):
+        store = _store(site, signer)
+        store["logcheck"][checked.ROW] = checked.encode(other)
+        store.save()
+        by_dream.clear()
+        _publish(tp, site, signer)
+        assert by_dream == [6]
+        assert checked.decode(_store(site, signer)["logcheck"][checked.ROW]) == row
+    _same_as_cold(tp, site, tmp_path, "rows", by_dream)
+
+
+@pytest.mark.parametrize("data", [b"", b"{}", bytes(55), bytes(57)])
+def test_a_row_that_does_not_decode_is_named_and_written_again(
+    tmp_path: Path, by_dream: list[int], data: bytes
+) -> None:
+    tp, signer, site, _ids = _published(tmp_path)
+    store = _store(site, signer)
+    row = store["logcheck"][checked.ROW]
+    store["logcheck"][checked.ROW] = data
+    store.save()
+    report = _publish(tp, site, signer)
+    assert by_dream == [0, 6]
+    assert any("logcheck row was not one this build writes" in n for n in report.notes)
+    assert _store(site, signer)["logcheck"][checked.ROW] == row
+
+
+def test_a_row_written_without_the_log_key_is_not_taken_by_a_signing_build(
+    tmp_path: Path, by_dream: list[int]
+) -> None:
+    """T81: a build with the log key takes only rows tagged with its row key;
+    one a build without it wrote (here, the very row) is checked again."""
+    tp, signer, site, _ids = _published(tmp_path)
+    row = _store(site, signer)["logcheck"][checked.ROW]
+    untagged = BuildCache(writer.builds_dir(site) / "cache")
+    untagged["logcheck"][checked.ROW] = row + b"\0"  # a change, so it is written
+    untagged.save()
+    untagged = BuildCache(writer.builds_dir(site) / "cache")
+    untagged["logcheck"][checked.ROW] = row
+    untagged.save()
+    report = _publish(tp, site, signer)
+    assert by_dream == [0, 6]
+    assert any("logcheck" in n for n in report.notes), report.notes
+    assert _store(site, signer)["logcheck"][checked.ROW] == row
+
+
+def test_without_git_every_logged_dream_is_checked(tmp_path: Path, by_dream: list[int]) -> None:
+    tp = make_pool(tmp_path)
+    signer = parse_private_key(tp.log_key)
+    tp.add("ada", 4)
+    site = tmp_path / "site"
+    buildmod.build(tp.content, site, signer=signer)
+    tp.add("bob", 1)
+    buildmod.build(tp.content, site, signer=signer)
+    assert by_dream == [0, 4]
+    _same_as_cold(tp, site, tmp_path, "no-git", by_dream)
+
+
+def test_a_row_is_56_bytes_and_nothing_else_decodes() -> None:
+    row = checked.Checked(2**40, bytes(range(32)), bytes(range(16)))
+    assert len(checked.encode(row)) == 56
+    assert checked.decode(checked.encode(row)) == row
+    assert checked.decode(None) is None
+    assert checked.decode(checked.encode(row) + b"\0") is None
+    assert checked.decode(checked.encode(row)[:-1]) is None
+
+
+def test_a_line_names_blob_ids_only() -> None:
+    blob = "0" * 40
+    assert checked.line("0123456789abcdef", 3, blob, blob) == (
+        f"0123456789abcdef\t3\t{blob}\t{blob}\n".encode()
+    )
+    with pytest.raises(ValueError):
+        checked.line("0123456789abcdef", 3, blob + "\t", blob)
+    with pytest.raises(ValueError):
+        checked.line("0123456789abcdef", 3, blob, "0" * 39)
