@@ -16,9 +16,10 @@ from builder import build as buildmod
 from builder import buildcache
 from builder.buildcache import BuildCache
 from builder.errors import LogError
+from builder.formats import dream as dreamfmt
 from builder.formats.b64 import b64url_encode
 from builder.formats.note import Signer, parse_private_key
-from builder.log import checked, erase, logbuild
+from builder.log import checked, erase, logbuild, logstate
 from builder.site import writer
 from tests.gitrun import git
 from tests.pools import PoolFixture, make_pool
@@ -144,17 +145,31 @@ def test_a_logged_salt_changed_since_is_checked_and_refused(
     assert by_dream == [0, -1]  # checked dream by dream, and refused
 
 
-def test_a_salt_is_read_as_the_blob_the_check_took(tmp_path: Path) -> None:
+def test_a_salt_read_later_must_commit_the_dream_to_its_leaf(tmp_path: Path) -> None:
+    """The salt's text, read when a page shows it, must give the leaf's
+    commitment with the dream the build holds (review r74): not only the
+    blob the check took."""
     tp, _signer, _site, ids = _published(tmp_path)
+    state = logstate.load(tp.content)
     path = tp.content / "dreams" / f"{ids[0]}.salt"
-    blob = checked.salt_blob(path.read_text().strip())
-    assert logbuild.salt_text(tp.content, ids[0], blob) == path.read_text().strip()
+    text = path.read_text().strip()
+    d = dreamfmt.parse((tp.content / "dreams" / f"{ids[0]}.json").read_bytes(), "x")
+    index = next(i for i, leaf in enumerate(state.leaves) if ids[0].encode() in leaf)
+    want = dreamfmt.commitment(d.body, text)
+    assert logbuild.salt_text(tp.content, ids[0], index, d, want) == text
+    path.write_bytes(text.encode() + b"\r\n")  # other bytes, the same salt
+    assert logbuild.salt_text(tp.content, ids[0], index, d, want) == text
+    with pytest.raises(LogError, match="changed after it was logged"):
+        logbuild.salt_text(tp.content, ids[0], index, d, "0" * 64)
+    other = dreamfmt.Dream(d.id, d.key_id, d.public_key, {**d.body, "title": "not signed"})
+    with pytest.raises(LogError, match="the build cache is damaged"):
+        logbuild.salt_text(tp.content, ids[0], index, other, want)
     path.write_text(b64url_encode(bytes(32)) + "\n", encoding="ascii")
-    with pytest.raises(LogError, match="changed while the build ran"):
-        logbuild.salt_text(tp.content, ids[0], blob)
+    with pytest.raises(LogError, match="changed after it was logged"):
+        logbuild.salt_text(tp.content, ids[0], index, d, want)
     path.unlink()
-    with pytest.raises(LogError, match="changed while the build ran"):
-        logbuild.salt_text(tp.content, ids[0], blob)
+    with pytest.raises(LogError, match="lost its salt"):
+        logbuild.salt_text(tp.content, ids[0], index, d, want)
 
 
 def test_an_erasure_is_checked_dream_by_dream_then_stands_again(

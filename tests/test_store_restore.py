@@ -356,8 +356,15 @@ def test_git_vouches_only_for_unmodified_unconverted_plain_files(tmp_path: Path)
         "dreams/d.json",
         "dreams/e.json",
     }
+    # core.autocrlf: any value but false converts, "input" too (review r74:
+    # read with --bool, "input" failed and was taken for no conversion).
+    for value in ("true", "input", "INPUT", "yes", "1", "on", "garbled"):
+        git(root, "config", "core.autocrlf", value)
+        assert not gitrepo.clean_blobs(content), value  # {} or, garbled, None: git fails
+    for value in ("false", "no", "off", "0"):
+        git(root, "config", "core.autocrlf", value)
+        assert len(gitrepo.clean_blobs(content) or {}) == 3, value
     git(root, "config", "core.autocrlf", "true")
-    assert gitrepo.clean_blobs(content) == {}
     assert gitrepo.clean_blobs(tmp_path) is None  # not a work tree: the bytes decide
 
 

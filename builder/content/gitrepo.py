@@ -283,6 +283,17 @@ def _has_attributes(folder: Path) -> bool:
     return (path if path.is_absolute() else folder / path).exists()
 
 
+def _converts(autocrlf: subprocess.CompletedProcess[bytes]) -> bool:
+    """Whether ``git config --get core.autocrlf`` says git converts text files
+    on checkout or check-in: unset (exit 1) or false is no conversion; true,
+    ``input`` and anything git would read otherwise is (a config git fails
+    to read says nothing either, so it counts as converting)."""
+    if autocrlf.returncode == 1 and not autocrlf.stdout:
+        return False
+    value = autocrlf.stdout.strip().lower()
+    return autocrlf.returncode != 0 or value not in (b"false", b"no", b"off", b"0")
+
+
 def clean_blobs(folder: Path) -> dict[str, str] | None:
     """The git blob id (40 hex digits) of each file under ``folder`` whose
     work-tree bytes are exactly the blob git's index names, by path relative
@@ -315,7 +326,8 @@ def clean_blobs(folder: Path) -> dict[str, str] | None:
     # could not start, or git raised): the build forks later.
     try:
         with ThreadPoolExecutor(max_workers=3, thread_name_prefix="dreampool-git") as threads:
-            autocrlf = threads.submit(_git, folder, "config", "--bool", "--get", "core.autocrlf")
+            # Not --bool, which fails on "input" (a conversion too: review r74).
+            autocrlf = threads.submit(_git, folder, "config", "--get", "core.autocrlf")
             attributes = threads.submit(_has_attributes, folder)
             diff = threads.submit(
                 _git,
@@ -329,7 +341,7 @@ def clean_blobs(folder: Path) -> dict[str, str] | None:
                 ".",
             )
             listed = _git(folder, *_FULL_STAT, "ls-files", "-s", "-v", "-z", "--", ".")
-        converts = autocrlf.result().stdout.strip() == b"true"
+        converts = _converts(autocrlf.result())
         has_attributes = attributes.result()
         changes = diff.result()
     except OSError:  # git could not be run: it cannot say

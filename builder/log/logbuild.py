@@ -885,20 +885,40 @@ def _standing(
         if found is None or found.blob is None or salt_blob is None:
             return None
         lines.add(dream_id, index, found.blob, salt_blob)
-        salts[dream_id] = functools.partial(salt_text, content, dream_id, salt_blob)
+        want = logged.commitments[dream_id]
+        salts[dream_id] = functools.partial(salt_text, content, dream_id, index, found.dream, want)
     if lines.digest() != row.digest:
         return None
     return lines, salts
 
 
-def salt_text(content: Path, dream_id: str, blob: str) -> str:
-    """The salt of a logged dream the log check took as it stood, read when a
-    page first shows it: its file must still hold the blob it was taken as."""
+def salt_text(content: Path, dream_id: str, index: int, dream: Dream, want: str) -> str:
+    """The salt of a logged dream the log check took as it stood
+    (:func:`_standing`), read when a page first shows it. Its text must
+    commit the dream as the build holds it to its leaf's value ``want``
+    (docs/protocol.md §3), as step 3 would have checked: the file may have
+    changed since the check, and the dream's body is the store's copy, which
+    the check did not read (review r74)."""
     read = _read_salt(content, dream_id)
-    if read is None or read[1][0] != blob:
+    if read is None:
         raise LogError(
-            f"content/dreams/{dream_id}.salt changed while the build ran; nothing was published",
-            hint="a salt is never edited: restore it from git history and build again",
+            f"dream {dream_id} (leaf {index}) lost its salt content/dreams/{dream_id}.salt "
+            "while the build ran; the site was not updated",
+            hint="restore it from git history and build again",
+        )
+    if commitment(dream.body, read[0]) != want:
+        path = content / "dreams" / f"{dream_id}.json"
+        again = check_file(path)
+        if not isinstance(again, list) and commitment(again.body, read[0]) == want:
+            raise LogError(
+                f"{path}: the file still commits to leaf {index}, but the build cache's "
+                "copy of it does not: the build cache is damaged; the site was not updated",
+                hint=_CACHE_HINT,
+            )
+        raise LogError(
+            f"content/dreams/{dream_id}.json or its salt changed after it was logged: "
+            f"leaf {index} commits to {want}; the site was not updated",
+            hint="a logged dream is never edited; restore both files from git history",
         )
     return read[0]
 
