@@ -244,8 +244,9 @@ def _build_with(
     retain: list[object] | None,
     started: float,
 ) -> BuildReport:
-    # What git vouches for under content/: the store's keys for unchanged files.
-    keys = filekeys.load(content)
+    # What git vouches for under content/: the store's keys for unchanged files;
+    # asked for while the store's dreams are read (filekeys.load_beside).
+    keys, scan = filekeys.load_beside(content, lambda: cache["scan"])
     if keys.note is not None:
         notes.append(keys.note)
     directory, key_problems = pool.load_keys(content, cache=cache["keys"], keys=keys)
@@ -278,7 +279,7 @@ def _build_with(
             content,
             directory,
             bar.advance,
-            cache=cache["scan"],
+            cache=scan,
             commitments=commitments,
             set_aside=set_aside,
             aside=aside,

@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -629,3 +630,38 @@ def test_a_dream_to_log_keeps_the_text_it_was_verified_in(tmp_path: Path) -> Non
     new = [s for s in found if not s.committed]
     assert len(new) == 2 and all(s.dream.loaded for s in new)
     assert sorted(kept) == sorted(s.dream.id for s in found if s.committed)
+
+
+def test_git_is_asked_beside_other_work_and_done_when_it_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """filekeys.load_beside: git's answer and the work's, the same as one
+    after the other; git runs in another thread, which has ended by the
+    time it returns (the build forks next), whichever of the two raises."""
+    root = _repo(tmp_path)
+    content = root / "content"
+    seen: list[str] = []
+
+    def work() -> int:
+        seen.append(threading.current_thread().name)
+        return 7
+
+    keys, done = filekeys.load_beside(content, work)
+    assert done == 7 and keys == filekeys.load(content)
+    assert seen == [threading.current_thread().name]
+    assert not [t for t in threading.enumerate() if t.name.startswith("dreampool-filekeys")]
+
+    def failing() -> int:
+        raise RuntimeError("work failed")
+
+    with pytest.raises(RuntimeError, match="work failed"):
+        filekeys.load_beside(content, failing)
+    assert not [t for t in threading.enumerate() if t.name.startswith("dreampool-filekeys")]
+
+    def git_fails(folder: Path) -> None:
+        raise OSError("no git")
+
+    monkeypatch.setattr(gitrepo, "clean_blobs", git_fails)
+    with pytest.raises(OSError, match="no git"):
+        filekeys.load_beside(content, work)
+    assert not [t for t in threading.enumerate() if t.name.startswith("dreampool-filekeys")]

@@ -497,7 +497,9 @@ def content_plan(
     computed it. It is read, never written.
     """
     config = pool.load_config(content)
-    keys = None if store is None else filekeys.load(content)
+    keys = None
+    if store is not None:  # git asked while the store's dreams are read, as the build does
+        keys, _ = filekeys.load_beside(content, lambda: store["scan"])
     section = (lambda name: None) if store is None else store.__getitem__
     directory, problems = pool.load_keys(content, cache=section("keys"), keys=keys)
     if problems:

@@ -33,10 +33,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from builder.content import gitrepo
 
@@ -112,3 +113,17 @@ def load(content: Path) -> FileKeys:
         if "/" not in folder:
             blobs.setdefault(folder, {})[name] = blob
     return FileKeys(blobs)
+
+
+_T = TypeVar("_T")
+
+
+def load_beside(content: Path, work: Callable[[], _T]) -> tuple[FileKeys, _T]:
+    """:func:`load`, asked for in a thread while ``work()`` runs in this one;
+    both results. Most of :func:`load` is waiting for git (at 100k dreams
+    0.45 s of its 0.8 s), which a build spends reading its store instead.
+    The thread has ended when this returns (the caller forks later)."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="dreampool-filekeys") as thread:
+        asked = thread.submit(load, content)
+        done = work()
+        return asked.result(), done
