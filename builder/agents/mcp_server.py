@@ -430,8 +430,11 @@ def _fingerprint(content: Path) -> tuple[Any, ...]:
     a file is added, removed or renamed there (a build logging a dream changes
     ``log/`` too). A logged dream edited in place is not seen, and need not be:
     what is served is the text its proven leaf commits to, read when the log last
-    changed; the build and ``dreampool check`` refuse the edit. Every file of the
-    other folders (a key's tier, an erasure, the log) is looked at."""
+    changed (a salt the build's log check took as it stood, when a record is
+    first asked for: one edited since then fails that dream's check until the
+    checkout is read again); the build and ``dreampool check`` refuse the edit.
+    Every file of the other folders (a key's tier, an erasure, the log) is
+    looked at."""
     seen: list[tuple[str, int, int]] = []
     for folder in ("", "keys", "erasures", "rotations", "log", "log/leaves"):
         try:
