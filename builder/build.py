@@ -229,6 +229,20 @@ def _build(
         )
 
 
+def _record_log_check(log: logbuild.Log, cache: buildcache.BuildCache) -> None:
+    """What the next build may take as checked (builder.log.checked): saved
+    after the scan rows, so that each line names the row as written."""
+    if log.checked_lines is None:
+        return
+    digest = checked.digest(log.checked_lines, cache.scan_row)
+    if digest is None:
+        return
+    row = checked.encode(checked.Checked(log.tree.size, log.tree.root(), digest))
+    if cache["logcheck"].get(checked.ROW) != row:
+        cache["logcheck"][checked.ROW] = row
+        cache.save("logcheck")
+
+
 def _build_with(
     content: Path,
     out: Path,
@@ -301,6 +315,7 @@ def _build_with(
             log_url=log_url,
             commitments=commitments,
             store=cache.__getitem__,
+            scan_rows=cache.scan_row,
             proven=proven,
             keys=keys,
         )
@@ -315,11 +330,6 @@ def _build_with(
         attested = (log.attested, log.tree.root(log.attested))
         if cache["attested"].get("log") != attested:
             cache["attested"]["log"] = attested
-    if log.checked_row is not None:
-        # What the next build may take as checked (builder.log.checked).
-        row = checked.encode(log.checked_row)
-        if cache["logcheck"].get(checked.ROW) != row:
-            cache["logcheck"][checked.ROW] = row
     with stage("model"):
         view = model.build_model(log, directory, config, base_url=url)
     committed = sum(1 for s in scanned if s.committed)
@@ -330,6 +340,7 @@ def _build_with(
     # no file under the checkout may keep its text (T48).
     w.retire_stale()
     cache.save()
+    _record_log_check(log, cache)
     if retain is not None:
         retain.extend((cache, directory, scanned, log, view, w))
     return BuildReport(

@@ -783,6 +783,9 @@ class BuildCache:
         self.dream_files: Callable[[str, str], Any | None] | None = None
         self._bodies = _StoredBodies(self)
         self._memo: dict[Any, Any] = {}  # what many heads hold alike, one object each (_share)
+        # Blob id → the public digest (``d``) of the scan row as this build read
+        # or wrote it: what a logcheck line names (builder.log.checked, scan_row).
+        self._scan_digests: dict[str, bytes] = {}
         # The scan rows of dreams verified this build, written as they come
         # (kept_scan), and their keys: _save deletes no refused row of one.
         self._scan_rows: Rows | None = None
@@ -1021,6 +1024,7 @@ class BuildCache:
         for name in self.sections:  # what this build saves next starts a new file
             self._loaded[name] = {}
         self._refused.clear()
+        self._scan_digests.clear()
         # No section read row by row reads it again this build (each would
         # fail to open it, and discard the new one): their rows stay in memory.
         for rows in list(_ALL):
@@ -1055,6 +1059,7 @@ class BuildCache:
         # A dream's body is read from its row again when first asked for (by
         # the build: a StoreReader keeps them, see there).
         bodies = self._bodies if name == "scan" and self.REREAD else None
+        scan, digests = name == "scan", self._scan_digests
         try:
             with self._connect() as db:
                 # Row by row, never all rows at once: at 10k dreams the scan
@@ -1076,6 +1081,9 @@ class BuildCache:
                     except Exception:  # any damage is a miss, never an error or a wrong entry
                         damaged += 1
                         refused.append(k)
+                        continue
+                    if scan:
+                        digests[k] = d
         except sqlite3.Error as exc:
             self._damaged(exc, "read this build")
             return {}
@@ -1148,6 +1156,24 @@ class BuildCache:
                 )
             self._damaged(exc, "written this build")
 
+    def scan_row(self, blob: str) -> bytes | None:
+        """The public digest of the scan row under ``blob`` as this build read
+        it from the store or wrote it there (builder.log.checked); None if it
+        did neither. Under a row key the row was taken by its tag, and the
+        digest beside it names it: only the holder of the key writes a row
+        that is taken, and it writes the digest of that row."""
+        return self._scan_digests.get(blob)
+
+    def _wrote_scan(
+        self, rows: list[tuple[str, bytes, bytes, bytes | None]], gone: list[str]
+    ) -> None:
+        """Note the digests of the scan rows just committed, and the rows deleted."""
+        digests = self._scan_digests
+        for k, _v, d, _a in rows:
+            digests[k] = d
+        for k in gone:
+            digests.pop(k, None)
+
     def _changed(self, name: str) -> bool:
         """Whether section ``name`` differs from the store as read (by identity,
         as :meth:`_save` decides what to write)."""
@@ -1179,6 +1205,8 @@ class BuildCache:
             db.executemany(f'DELETE FROM "{name}" WHERE k = ?', deleted)
             db.executemany(f'INSERT OR REPLACE INTO "{name}" VALUES (?, ?, ?, ?)', upsert)
             db.execute("COMMIT")
+            if name == "scan":
+                self._wrote_scan(upsert, [k for (k,) in deleted])
         self._streamed.pop(name, None)
         self._refused.pop(name, None)
         self._loaded[name] = dict(section)
@@ -1661,6 +1689,8 @@ class Rows:
         except sqlite3.Error as exc:
             self._fail(exc, "written this build")
             return
+        if self._name == "scan":
+            self._cache._wrote_scan(rows, [])
         self._pending.clear()
 
     def retain(self, keys: Collection[Any]) -> None:

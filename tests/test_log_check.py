@@ -6,7 +6,9 @@ build's."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -264,12 +266,60 @@ def test_a_row_is_56_bytes_and_nothing_else_decodes() -> None:
     assert checked.decode(checked.encode(row)[:-1]) is None
 
 
-def test_a_line_names_blob_ids_only() -> None:
-    blob = "0" * 40
-    assert checked.line("0123456789abcdef", 3, blob, blob) == (
-        f"0123456789abcdef\t3\t{blob}\t{blob}\n".encode()
+def test_a_line_names_blob_ids_and_its_scan_row() -> None:
+    blob, row = "0" * 40, bytes(range(16))
+    assert checked.line("0123456789abcdef", 3, blob, blob, row) == (
+        f"0123456789abcdef\t3\t{blob}\t{blob}\t{row.hex()}\n".encode()
     )
     with pytest.raises(ValueError):
-        checked.line("0123456789abcdef", 3, blob + "\t", blob)
+        checked.line("0123456789abcdef", 3, blob + "\t", blob, row)
     with pytest.raises(ValueError):
-        checked.line("0123456789abcdef", 3, blob, "0" * 39)
+        checked.line("0123456789abcdef", 3, blob, "0" * 39, row)
+    lines = [("0123456789abcdef", 3, blob, blob), ("fedcba9876543210", 5, "1" * 40, blob)]
+    rows = {blob: row, "1" * 40: bytes(16)}
+    assert (
+        checked.digest(lines, rows.get)
+        == hashlib.blake2b(
+            b"".join(checked.line(*x, rows[x[2]]) for x in lines), digest_size=16
+        ).digest()
+    )
+    assert checked.digest(lines, rows.get) != checked.digest(lines, {**rows, blob: bytes(16)}.get)
+    assert checked.digest(lines, {blob: row}.get) is None  # a row neither read nor written
+    assert checked.digest([], {}.get) == checked.digest([], {blob: row}.get)
+
+
+def test_the_store_names_each_scan_row_as_it_read_or_wrote_it(tmp_path: Path) -> None:
+    """BuildCache.scan_row: the public digest of the row under a blob as the
+    build read it or wrote it, whether written by save() or a batch at a time
+    (kept_scan's Rows); the digest SQLite holds for it."""
+    tp, signer, site, _ids = _published(tmp_path)
+    # A cold build of the logged pool: its dreams are taken by their leaves
+    # and their rows written a batch at a time (kept_scan); the row it
+    # records then stands.
+    other = tmp_path / "other"
+    retained: list[object] = []
+    buildmod.build(tp.content, other, signer=signer, retain=retained)
+    cache = retained[0]
+    assert isinstance(cache, BuildCache)
+    with sqlite3.connect(writer.builds_dir(other) / "cache" / buildcache.STORE) as db:
+        held = dict(db.execute('SELECT k, d FROM "scan"'))
+    assert held and {blob: cache.scan_row(blob) for blob in held} == held
+    assert checked.decode(_store(other, signer)["logcheck"].get(checked.ROW)) is not None
+    store = _store(site, signer)
+    scan = store["scan"]
+    folder = writer.builds_dir(site) / "cache"
+    with sqlite3.connect(folder / buildcache.STORE) as db:
+        held = dict(db.execute('SELECT k, d FROM "scan"'))
+    assert held and {blob: store.scan_row(blob) for blob in scan} == held
+    blob = next(iter(scan))
+    digest, d = scan[blob]
+    body = d.body
+    other = dreamfmt.Dream(d.id, d.key_id, d.public_key, {**body, "title": "again"})
+    scan[blob] = (digest, other)
+    store.save()
+    with sqlite3.connect(folder / buildcache.STORE) as db:
+        (written,) = db.execute('SELECT d FROM "scan" WHERE k = ?', (blob,)).fetchone()
+    assert store.scan_row(blob) == written != held[blob]
+    del scan[blob]
+    store.save()
+    assert store.scan_row(blob) is None

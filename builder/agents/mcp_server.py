@@ -542,6 +542,7 @@ def content_plan(
             signer=None,
             commitments=commitments,
             store=None if store is None else store.__getitem__,
+            scan_rows=None if store is None else store.scan_row,
             proven=proven,
             keys=keys,
         )

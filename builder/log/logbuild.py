@@ -115,9 +115,10 @@ class Log:
     # them that they do not erase (docs/protocol.md §3.1, THREATS.md T78, T117);
     # 0 if the key signed none yet, None without the key.
     attested: int | None = None
-    # What the next build may take as checked (builder.log.checked), once this
-    # log is applied: None if some dream's file or salt had no blob id to name.
-    checked_row: checked.Checked | None = None
+    # The lines of builder.log.checked for every dream this log holds, for the
+    # next build to take as checked once the store has saved the rows they
+    # name: None if some dream's file or salt had no blob id to name.
+    checked_lines: list[checked.Line] | None = None
 
 
 @dataclass(slots=True)
@@ -137,7 +138,7 @@ class LogPlan:
     # The lines of builder.log.checked for every dream the log holds once the
     # plan is applied (those it checked, then those it logs); None if a file or
     # salt has no blob id to name.
-    lines: checked.Lines | None
+    lines: list[checked.Line] | None
     # The log key the plan's proof trusted leaves by (None: none given), which alone
     # may sign it (docs/protocol.md §3.1, T78); and whether apply has taken it:
     # a plan is carried out once, as a ProvenLog is planned once.
@@ -331,6 +332,7 @@ def update(
     time: str | None = None,
     commitments: dict[Any, Any] | None = None,
     store: Callable[[str], dict[Any, Any]] | None = None,
+    scan_rows: Callable[[str], bytes | None] | None = None,
     canonical_shards: set[bytes] | None = None,
     opened: dict[Any, Any] | None = None,
     proven: ProvenLog | None = None,
@@ -345,6 +347,7 @@ def update(
         log_url=log_url,
         commitments=commitments,
         store=store,
+        scan_rows=scan_rows,
         canonical_shards=canonical_shards,
         opened=opened,
         proven=proven,
@@ -362,6 +365,7 @@ def plan(
     log_url: str | None = None,
     commitments: dict[Any, Any] | None = None,
     store: Callable[[str], dict[Any, Any]] | None = None,
+    scan_rows: Callable[[str], bytes | None] | None = None,
     canonical_shards: set[bytes] | None = None,
     opened: dict[Any, Any] | None = None,
     proven: ProvenLog | None = None,
@@ -383,9 +387,12 @@ def plan(
     (:mod:`builder.log.checked`), and, when that does not stand, ``commit``
     ((SHA-256 of a dream file, salt) to a commitment an earlier build
     computed) and ``salts`` (a salt file's content to its text; ``keys``:
-    :mod:`builder.content.filekeys`). ``canonical_shards`` are the leaf shards
-    already checked (:func:`builder.log.logstate.load`), ``opened`` a digest of
-    a stored checkpoint and the keys it was verified with to the checkpoint
+    :mod:`builder.content.filekeys`); ``scan_rows(blob)`` is the digest of the
+    store's scan row the scan took a dream from
+    (:meth:`builder.buildcache.BuildCache.scan_row`), which ``logcheck`` names.
+    ``canonical_shards`` are the leaf shards already checked
+    (:func:`builder.log.logstate.load`), ``opened`` a digest of a stored
+    checkpoint and the keys it was verified with to the checkpoint
     (:func:`_prove_append_only`); each section used is left holding this build's."""
     if proven is None:
         proven = prove(
@@ -417,10 +424,10 @@ def plan(
     # as the last build checked it when every file and salt is the one it
     # checked (builder.log.checked); else dream by dream.
     known: dict[Any, Any] | None = None
-    lines: checked.Lines | None
+    lines: list[checked.Line] | None
     salt_of: dict[str, str | Callable[[], str]]
     pending: list[tuple[str, str]] = []
-    standing = _standing(content, tree, logged, present, store, keys, notes)
+    standing = _standing(content, tree, logged, present, store, scan_rows, keys, notes)
     if standing is not None:
         lines, salt_of = standing
     else:
@@ -488,7 +495,7 @@ def plan(
             # and its salt, as _check_logged does, without reading its text.
             known[(digest, salt)] = committed
         if lines is not None and blob is not None:
-            lines.add(d.id, index, blob, checked.salt_blob(salt))
+            lines.append((d.id, index, blob, checked.salt_blob(salt)))
         else:
             lines = None
         log.admitted_now.append(d.id)
@@ -583,8 +590,7 @@ def apply(
         log.attested = tree.size if log.signed_now else planned.key_size
     # planned.logged holds the new leaves too
     _index_log(log, planned.present, planned.salt_of, planned.logged)
-    if planned.lines is not None:
-        log.checked_row = checked.Checked(tree.size, tree.root(), planned.lines.digest())
+    log.checked_lines = planned.lines
     return log
 
 
@@ -784,7 +790,7 @@ def _check_logged(
     present: dict[str, ScannedDream],
     commitments: dict[Any, Any] | None = None,
     salt_reader: _SaltReader | None = None,
-) -> tuple[list[tuple[str, str]], dict[str, str], checked.Lines | None]:
+) -> tuple[list[tuple[str, str]], dict[str, str], list[checked.Line] | None]:
     """Every logged, unerased dream is present with its salt and commits to the
     same bytes; a missing one needs a recorded erasure. Returns the erasures
     still to log, the salts of present dreams, and the lines of
@@ -792,7 +798,7 @@ def _check_logged(
     had no blob id to name)."""
     pending: list[tuple[str, str]] = []
     salts: dict[str, str] = {}
-    lines: checked.Lines | None = checked.Lines()
+    lines: list[checked.Line] | None = []
     known = dict(commitments or {})
     if commitments is not None:
         commitments.clear()
@@ -841,7 +847,7 @@ def _check_logged(
         salts[dream_id] = salt
         salt_blob = salt_reader.blob_of.get(dream_id)
         if lines is not None and found.blob is not None and salt_blob is not None:
-            lines.add(dream_id, index, found.blob, salt_blob)
+            lines.append((dream_id, index, found.blob, salt_blob))
         else:
             lines = None
     return pending, salts, lines
@@ -853,15 +859,16 @@ def _standing(
     logged: _Logged,
     present: Mapping[str, ScannedDream],
     store: Callable[[str], dict[Any, Any]] | None,
+    scan_rows: Callable[[str], bytes | None] | None,
     keys: filekeys.FileKeys | None,
     notes: list[str],
-) -> tuple[checked.Lines, dict[str, str | Callable[[], str]]] | None:
+) -> tuple[list[checked.Line], dict[str, str | Callable[[], str]]] | None:
     """Step 3 as the last build found it (:mod:`builder.log.checked`, which says
     why this suffices): the lines of every logged, unerased dream and, for
     each, what reads its salt when a page shows it; None if the store's row
     does not stand (none, another tree, a file or salt that is not the one
     checked, or not one git vouches for), and step 3 runs dream by dream."""
-    if store is None or keys is None:
+    if store is None or scan_rows is None or keys is None:
         return None
     data = store("logcheck").get(checked.ROW)
     row = checked.decode(data)
@@ -875,7 +882,7 @@ def _standing(
     if row.size != tree.size or tree.root() != row.root:
         return None
     blobs = keys.folder("dreams")
-    lines = checked.Lines()
+    lines: list[checked.Line] = []
     salts: dict[str, str | Callable[[], str]] = {}
     for dream_id, index in logged.dreams.items():
         if dream_id in logged.erasures:
@@ -884,10 +891,10 @@ def _standing(
         salt_blob = blobs.get(f"{dream_id}.salt")
         if found is None or found.blob is None or salt_blob is None:
             return None
-        lines.add(dream_id, index, found.blob, salt_blob)
+        lines.append((dream_id, index, found.blob, salt_blob))
         want = logged.commitments[dream_id]
         salts[dream_id] = functools.partial(salt_text, content, dream_id, index, found.dream, want)
-    if lines.digest() != row.digest:
+    if checked.digest(lines, scan_rows) != row.digest:
         return None
     return lines, salts
 

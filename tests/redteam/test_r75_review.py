@@ -1,9 +1,9 @@
 """Review r75 (of bd242d31, "the salt read later commits the held dream to
 its leaf; autocrlf=input converts", and cc364216, filekeys.load_beside).
 
-One defect (the first test, which fails on cc364216; open, marked xfail:
-the planned fix binds each logcheck line to the digest of the scan row it
-stood for, written when the store saves the rows):
+One defect (the first test, which fails on cc364216; fixed: each logcheck
+line names the digest of the scan row it stood for, as the store read or
+wrote it, so a row written again since is checked dream by dream):
 
 * T81/T44: bd242d31 checks the store's copy of a logged dream only where
   its record.json is rendered (``salt_text`` via ``Admitted.salt``). Other
@@ -64,11 +64,6 @@ def _holding(site: Path, needle: bytes) -> list[str]:
 # --- defect --------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (issue 21): a logcheck line does not bind the scan row it stood for; "
-    "the fix is a digest of that row in each line (THREATS.md T81, logcheck)",
-)
 @pytest.mark.parametrize("field", ["title", "summary"])
 def test_a_wrong_scan_row_is_published_where_no_record_is_made(
     tmp_path: Path, by_dream: list[int], field: str
