@@ -235,9 +235,12 @@ def _record_log_check(log: logbuild.Log, cache: buildcache.BuildCache) -> None:
     if log.checked_lines is None:
         return
     digest = checked.digest(log.checked_lines, cache.scan_row)
-    if digest is None:
+    public = digest
+    if cache.tagged:
+        public = checked.digest(log.checked_lines, cache.scan_row_public)
+    if digest is None or public is None:
         return
-    row = checked.encode(checked.Checked(log.tree.size, log.tree.root(), digest))
+    row = checked.encode(checked.Checked(log.tree.size, log.tree.root(), digest, public))
     if cache["logcheck"].get(checked.ROW) != row:
         cache["logcheck"][checked.ROW] = row
         cache.save("logcheck")
@@ -316,6 +319,7 @@ def _build_with(
             commitments=commitments,
             store=cache.__getitem__,
             scan_rows=cache.scan_row,
+            scan_rows_tagged=cache.tagged,
             proven=proven,
             keys=keys,
         )

@@ -783,9 +783,13 @@ class BuildCache:
         self.dream_files: Callable[[str, str], Any | None] | None = None
         self._bodies = _StoredBodies(self)
         self._memo: dict[Any, Any] = {}  # what many heads hold alike, one object each (_share)
-        # Blob id → the public digest (``d``) of the scan row as this build read
-        # or wrote it: what a logcheck line names (builder.log.checked, scan_row).
+        # Blob id → the digest of the scan row as this build read or wrote it,
+        # the one _sound verified: its tag under the row key, else its public
+        # digest. What a logcheck line names (builder.log.checked, scan_row).
         self._scan_digests: dict[str, bytes] = {}
+        # With a row key, the public digest beside each of those rows too, as
+        # the store holds it: what a reader without the key takes it by.
+        self._scan_public: dict[str, bytes] = {}
         # The scan rows of dreams verified this build, written as they come
         # (kept_scan), and their keys: _save deletes no refused row of one.
         self._scan_rows: Rows | None = None
@@ -1025,6 +1029,7 @@ class BuildCache:
             self._loaded[name] = {}
         self._refused.clear()
         self._scan_digests.clear()
+        self._scan_public.clear()
         # No section read row by row reads it again this build (each would
         # fail to open it, and discard the new one): their rows stay in memory.
         for rows in list(_ALL):
@@ -1059,7 +1064,8 @@ class BuildCache:
         # A dream's body is read from its row again when first asked for (by
         # the build: a StoreReader keeps them, see there).
         bodies = self._bodies if name == "scan" and self.REREAD else None
-        scan, digests = name == "scan", self._scan_digests
+        scan, digests, public = name == "scan", self._scan_digests, self._scan_public
+        keyed = self._key is not None
         try:
             with self._connect() as db:
                 # Row by row, never all rows at once: at 10k dreams the scan
@@ -1082,8 +1088,10 @@ class BuildCache:
                         damaged += 1
                         refused.append(k)
                         continue
-                    if scan:
-                        digests[k] = d
+                    if scan:  # the one _sound verified (review r76: d is not, under a key)
+                        digests[k] = a if keyed else d
+                        if keyed:
+                            public[k] = d
         except sqlite3.Error as exc:
             self._damaged(exc, "read this build")
             return {}
@@ -1156,23 +1164,43 @@ class BuildCache:
                 )
             self._damaged(exc, "written this build")
 
+    @property
+    def tagged(self) -> bool:
+        """Whether this build tags its rows and takes only tagged ones (it
+        holds the log key's row key): :meth:`scan_row` names rows by tag."""
+        return self._key is not None
+
     def scan_row(self, blob: str) -> bytes | None:
-        """The public digest of the scan row under ``blob`` as this build read
-        it from the store or wrote it there (builder.log.checked); None if it
-        did neither. Under a row key the row was taken by its tag, and the
-        digest beside it names it: only the holder of the key writes a row
-        that is taken, and it writes the digest of that row."""
+        """The digest of the scan row under ``blob`` as this build read it
+        from the store or wrote it there (builder.log.checked), the one a
+        row is taken by: its tag under the row key (a build with the log
+        key), else its public digest; None if it did neither. Never the
+        public digest beside a tagged row, which no check covers: anyone
+        who can write the store could set it to name another row (review
+        r76)."""
         return self._scan_digests.get(blob)
+
+    def scan_row_public(self, blob: str) -> bytes | None:
+        """The public digest of the scan row under ``blob`` as the store holds
+        it (:meth:`scan_row` without a row key): what a reader without the key
+        (``dreampool mcp --content``) takes the row by and checks itself."""
+        if self._key is None:
+            return self._scan_digests.get(blob)
+        return self._scan_public.get(blob)
 
     def _wrote_scan(
         self, rows: list[tuple[str, bytes, bytes, bytes | None]], gone: list[str]
     ) -> None:
-        """Note the digests of the scan rows just committed, and the rows deleted."""
-        digests = self._scan_digests
-        for k, _v, d, _a in rows:
-            digests[k] = d
+        """Note the digests of the scan rows just committed (as :meth:`scan_row`
+        names them), and the rows deleted."""
+        digests, public = self._scan_digests, self._scan_public
+        for k, _v, d, a in rows:
+            digests[k] = d if a is None else a
+            if a is not None:
+                public[k] = d
         for k in gone:
             digests.pop(k, None)
+            public.pop(k, None)
 
     def _changed(self, name: str) -> bool:
         """Whether section ``name`` differs from the store as read (by identity,

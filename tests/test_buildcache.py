@@ -107,7 +107,7 @@ SAMPLES: dict[str, tuple[object, object]] = {
     "attested": ("log", (12, bytes(range(32)))),
     "logprefix": (_sha(6), b'{"format":"dreampool-log-prefix/1"}\n' + bytes(range(64))),
     "unitbasis": ("units", b'{"size":0}'),
-    "logcheck": ("log", bytes(56)),
+    "logcheck": ("log", bytes(72)),
 }
 
 
@@ -329,7 +329,7 @@ def test_the_store_holds_data_only(tmp_path: Path) -> None:
             elif name == "salts":  # the file's digest, then the text
                 assert v == b'["' + _sha(3).encode() + b'",c2FsdA]'
             elif name == "logcheck":  # a size, a root and a digest: fixed-size bytes
-                assert checked.decode(v) == checked.Checked(0, bytes(32), bytes(16))
+                assert checked.decode(v) == checked.Checked(0, bytes(32), bytes(16), bytes(16))
             else:
                 json.loads(v)
     assert b"\x80\x05" not in (tmp_path / buildcache.STORE).read_bytes()  # pickle's protocol 5

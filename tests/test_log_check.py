@@ -196,10 +196,12 @@ def test_a_row_of_another_tree_or_other_lines_does_not_stand(
     store = _store(site, signer)
     row = checked.decode(store["logcheck"][checked.ROW])
     assert row is not None and row.size == 7  # a key leaf, then six dreams
+    assert row.digest != row.public  # by each row's tag, and by its public digest
     for other in (
-        checked.Checked(row.size, bytes(32), row.digest),
-        checked.Checked(row.size - 1, row.root, row.digest),
-        checked.Checked(row.size, row.root, bytes(16)),
+        checked.Checked(row.size, bytes(32), row.digest, row.public),
+        checked.Checked(row.size - 1, row.root, row.digest, row.public),
+        checked.Checked(row.size, row.root, bytes(16), row.public),
+        checked.Checked(row.size, row.root, row.public, row.digest),  # the other digest
     ):
         store = _store(site, signer)
         store["logcheck"][checked.ROW] = checked.encode(other)
@@ -211,7 +213,7 @@ def test_a_row_of_another_tree_or_other_lines_does_not_stand(
     _same_as_cold(tp, site, tmp_path, "rows", by_dream)
 
 
-@pytest.mark.parametrize("data", [b"", b"{}", bytes(55), bytes(57)])
+@pytest.mark.parametrize("data", [b"", b"{}", bytes(71), bytes(73)])
 def test_a_row_that_does_not_decode_is_named_and_written_again(
     tmp_path: Path, by_dream: list[int], data: bytes
 ) -> None:
@@ -257,9 +259,9 @@ def test_without_git_every_logged_dream_is_checked(tmp_path: Path, by_dream: lis
     _same_as_cold(tp, site, tmp_path, "no-git", by_dream)
 
 
-def test_a_row_is_56_bytes_and_nothing_else_decodes() -> None:
-    row = checked.Checked(2**40, bytes(range(32)), bytes(range(16)))
-    assert len(checked.encode(row)) == 56
+def test_a_row_is_72_bytes_and_nothing_else_decodes() -> None:
+    row = checked.Checked(2**40, bytes(range(32)), bytes(range(16)), bytes(range(16, 32)))
+    assert len(checked.encode(row)) == 72
     assert checked.decode(checked.encode(row)) == row
     assert checked.decode(None) is None
     assert checked.decode(checked.encode(row) + b"\0") is None
@@ -289,9 +291,10 @@ def test_a_line_names_blob_ids_and_its_scan_row() -> None:
 
 
 def test_the_store_names_each_scan_row_as_it_read_or_wrote_it(tmp_path: Path) -> None:
-    """BuildCache.scan_row: the public digest of the row under a blob as the
-    build read it or wrote it, whether written by save() or a batch at a time
-    (kept_scan's Rows); the digest SQLite holds for it."""
+    """BuildCache.scan_row: the digest of the row under a blob as the build
+    read it or wrote it, whether written by save() or a batch at a time
+    (kept_scan's Rows): the tag SQLite holds for it, with the log key (the
+    one the row is taken by: review r76), else its public digest."""
     tp, signer, site, _ids = _published(tmp_path)
     # A cold build of the logged pool: its dreams are taken by their leaves
     # and their rows written a batch at a time (kept_scan); the row it
@@ -302,15 +305,18 @@ def test_the_store_names_each_scan_row_as_it_read_or_wrote_it(tmp_path: Path) ->
     cache = retained[0]
     assert isinstance(cache, BuildCache)
     with sqlite3.connect(writer.builds_dir(other) / "cache" / buildcache.STORE) as db:
-        held = dict(db.execute('SELECT k, d FROM "scan"'))
+        held = dict(db.execute('SELECT k, a FROM "scan"'))
     assert held and {blob: cache.scan_row(blob) for blob in held} == held
     assert checked.decode(_store(other, signer)["logcheck"].get(checked.ROW)) is not None
     store = _store(site, signer)
     scan = store["scan"]
     folder = writer.builds_dir(site) / "cache"
     with sqlite3.connect(folder / buildcache.STORE) as db:
-        held = dict(db.execute('SELECT k, d FROM "scan"'))
+        held = dict(db.execute('SELECT k, a FROM "scan"'))
+        public = dict(db.execute('SELECT k, d FROM "scan"'))
     assert held and {blob: store.scan_row(blob) for blob in scan} == held
+    reader = BuildCache(folder)  # without the key: the public digest
+    assert {blob: reader.scan_row(blob) for blob in reader["scan"]} == public
     blob = next(iter(scan))
     digest, d = scan[blob]
     body = d.body
@@ -318,7 +324,7 @@ def test_the_store_names_each_scan_row_as_it_read_or_wrote_it(tmp_path: Path) ->
     scan[blob] = (digest, other)
     store.save()
     with sqlite3.connect(folder / buildcache.STORE) as db:
-        (written,) = db.execute('SELECT d FROM "scan" WHERE k = ?', (blob,)).fetchone()
+        (written,) = db.execute('SELECT a FROM "scan" WHERE k = ?', (blob,)).fetchone()
     assert store.scan_row(blob) == written != held[blob]
     del scan[blob]
     store.save()

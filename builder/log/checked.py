@@ -15,9 +15,13 @@ shows a logged dream not from its file but from the store's scan row for F
 commitment from it. So a build records the fact (:class:`Checked`), for
 every dream the log holds once the build is done, as one digest over a line
 per dream (:func:`line`: id, index, the two blob ids, and the digest of the
-scan row it took the dream from, as the store read or wrote it) in log
-order, beside the tree's size and root. The next build takes every logged
-dream as checked, without reading a salt or a commitment, when
+scan row it took the dream from, as the store read or wrote it: the row's
+tag under the row key, which a build with the log key verified, never the
+public digest beside it, which anyone who writes the store can set: review
+r76) in log order, beside the tree's size and root; and a second digest of
+the lines with each row's public digest, for a reader without the key. The
+next build takes every logged dream as checked, without reading a salt or
+a commitment, when
 
 * its proven log is that very tree (the same size and root: the same
   leaves, so the same dreams at the same indices, the same erasures), and
@@ -50,8 +54,9 @@ from builder.content import filekeys
 
 ROW = "log"  # the section's one key
 
-# The row: the tree's size (8 bytes, big-endian), its root (32), the digest (16).
-_ROW = struct.Struct(">Q32s16s")
+# The row: the tree's size (8 bytes, big-endian), its root (32), the digest
+# of the lines with each scan row's tag (16), and with its public digest (16).
+_ROW = struct.Struct(">Q32s16s16s")
 _DIGEST_SIZE = 16
 
 
@@ -59,7 +64,14 @@ _DIGEST_SIZE = 16
 class Checked:
     size: int
     root: bytes  # the tree's root at ``size`` (RFC 6962 §2.1)
-    digest: bytes  # of the lines, in log order (:func:`digest`)
+    # Of the lines, in log order (:func:`digest`), each naming its scan row
+    # as the writer took it: by its tag under the row key (a build with the
+    # log key), else by its public digest, as ``public`` always does.
+    digest: bytes
+    # The lines with each row's public digest: what a reader without the key
+    # (a preview, ``dreampool mcp --content``) compares, having checked each
+    # row's public digest itself. Equal to ``digest`` from a build without it.
+    public: bytes
 
 
 # One dream's line, before the row it stood for is known: its id, leaf index,
@@ -80,7 +92,7 @@ def digest(lines: Iterable[Line], row_of: Callable[[str], bytes | None]) -> byte
     add = parts.append
     for dream_id, index, file_blob, salt_blob in lines:
         row = row_of(file_blob)
-        if row is None:
+        if not isinstance(row, bytes):  # none (or, from a damaged store, not bytes)
             return None
         add(f"{dream_id}\t{index}\t{file_blob}\t{salt_blob}\t{row.hex()}\n")
     return hashlib.blake2b("".join(parts).encode(), digest_size=_DIGEST_SIZE).digest()
@@ -99,16 +111,16 @@ def line(dream_id: str, index: int, file_blob: str, salt_blob: str, row: bytes) 
 
 
 def encode(c: Checked) -> bytes:
-    return _ROW.pack(c.size, c.root, c.digest)
+    return _ROW.pack(c.size, c.root, c.digest, c.public)
 
 
 def decode(data: bytes | None) -> Checked | None:
     """The row ``data`` holds, or None for no row or for anything but the
-    56 bytes :func:`encode` writes."""
-    if data is None or len(data) != _ROW.size:
+    72 bytes :func:`encode` writes."""
+    if not isinstance(data, bytes) or len(data) != _ROW.size:
         return None
-    size, root, digest = _ROW.unpack(data)
-    return Checked(size, root, digest)
+    size, root, digest, public = _ROW.unpack(data)
+    return Checked(size, root, digest, public)
 
 
 def salt_blob(salt: str) -> str:

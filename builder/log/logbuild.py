@@ -333,6 +333,7 @@ def update(
     commitments: dict[Any, Any] | None = None,
     store: Callable[[str], dict[Any, Any]] | None = None,
     scan_rows: Callable[[str], bytes | None] | None = None,
+    scan_rows_tagged: bool = False,
     canonical_shards: set[bytes] | None = None,
     opened: dict[Any, Any] | None = None,
     proven: ProvenLog | None = None,
@@ -348,6 +349,7 @@ def update(
         commitments=commitments,
         store=store,
         scan_rows=scan_rows,
+        scan_rows_tagged=scan_rows_tagged,
         canonical_shards=canonical_shards,
         opened=opened,
         proven=proven,
@@ -366,6 +368,7 @@ def plan(
     commitments: dict[Any, Any] | None = None,
     store: Callable[[str], dict[Any, Any]] | None = None,
     scan_rows: Callable[[str], bytes | None] | None = None,
+    scan_rows_tagged: bool = False,
     canonical_shards: set[bytes] | None = None,
     opened: dict[Any, Any] | None = None,
     proven: ProvenLog | None = None,
@@ -389,7 +392,8 @@ def plan(
     computed) and ``salts`` (a salt file's content to its text; ``keys``:
     :mod:`builder.content.filekeys`); ``scan_rows(blob)`` is the digest of the
     store's scan row the scan took a dream from
-    (:meth:`builder.buildcache.BuildCache.scan_row`), which ``logcheck`` names.
+    (:meth:`builder.buildcache.BuildCache.scan_row`), which ``logcheck`` names:
+    its tag under the row key if ``scan_rows_tagged``, else its public digest.
     ``canonical_shards`` are the leaf shards already checked
     (:func:`builder.log.logstate.load`), ``opened`` a digest of a stored
     checkpoint and the keys it was verified with to the checkpoint
@@ -427,7 +431,9 @@ def plan(
     lines: list[checked.Line] | None
     salt_of: dict[str, str | Callable[[], str]]
     pending: list[tuple[str, str]] = []
-    standing = _standing(content, tree, logged, present, store, scan_rows, keys, notes)
+    standing = _standing(
+        content, tree, logged, present, store, (scan_rows, scan_rows_tagged), keys, notes
+    )
     if standing is not None:
         lines, salt_of = standing
     else:
@@ -859,7 +865,7 @@ def _standing(
     logged: _Logged,
     present: Mapping[str, ScannedDream],
     store: Callable[[str], dict[Any, Any]] | None,
-    scan_rows: Callable[[str], bytes | None] | None,
+    rows: tuple[Callable[[str], bytes | None] | None, bool],
     keys: filekeys.FileKeys | None,
     notes: list[str],
 ) -> tuple[list[checked.Line], dict[str, str | Callable[[], str]]] | None:
@@ -868,6 +874,7 @@ def _standing(
     each, what reads its salt when a page shows it; None if the store's row
     does not stand (none, another tree, a file or salt that is not the one
     checked, or not one git vouches for), and step 3 runs dream by dream."""
+    scan_rows, tagged = rows
     if store is None or scan_rows is None or keys is None:
         return None
     data = store("logcheck").get(checked.ROW)
@@ -894,7 +901,9 @@ def _standing(
         lines.append((dream_id, index, found.blob, salt_blob))
         want = logged.commitments[dream_id]
         salts[dream_id] = functools.partial(salt_text, content, dream_id, index, found.dream, want)
-    if checked.digest(lines, scan_rows) != row.digest:
+    # Each row named as this build took it: by its tag, or by its public
+    # digest (a build or reader without the key), which it checked itself.
+    if checked.digest(lines, scan_rows) != (row.digest if tagged else row.public):
         return None
     return lines, salts
 
