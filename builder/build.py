@@ -235,11 +235,13 @@ def _record_log_check(log: logbuild.Log, cache: buildcache.BuildCache) -> None:
     if log.checked_lines is None:
         return
     digest = checked.digest(log.checked_lines, cache.scan_row)
+    if digest is None:
+        return
     public = digest
     if cache.tagged:
-        public = checked.digest(log.checked_lines, cache.scan_row_public)
-    if digest is None or public is None:
-        return
+        # A public digest that is not bytes beside a tagged row (which nothing
+        # checks: review r76) leaves the readers a digest none of them matches.
+        public = checked.digest(log.checked_lines, cache.scan_row_public) or bytes(16)
     row = checked.encode(checked.Checked(log.tree.size, log.tree.root(), digest, public))
     if cache["logcheck"].get(checked.ROW) != row:
         cache["logcheck"][checked.ROW] = row
