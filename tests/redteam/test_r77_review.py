@@ -19,7 +19,6 @@ section intact is refused or never published."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
