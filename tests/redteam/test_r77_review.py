@@ -149,8 +149,8 @@ def test_a_duplicate_untagged_scan_row_beside_the_tagged_one(
 
 
 def test_preview_builds_between_signing_builds(tmp_path: Path, by_dream: list[int]) -> None:
-    """A build without the key into the same site, then signing builds: the
-    preview's untagged rows and logcheck row are never taken."""
+    """T81: a build without the key into the same site, then signing builds:
+    the preview's untagged rows and logcheck row are never taken."""
     tp, signer, site, _ids = _published(tmp_path)
     _publish(tp, site, signer)
     for _ in range(2):
