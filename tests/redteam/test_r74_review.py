@@ -55,22 +55,7 @@ from builder.site import writer
 from tests.gitrun import git
 from tests.redteam import tree
 from tests.test_log_check import _publish, _published
-
-
-@pytest.fixture
-def by_dream(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """As tests/test_log_check.py: logged dreams each dream-by-dream check saw."""
-    counts: list[int] = []
-    check = logbuild._check_logged
-
-    def counted(*args: Any, **kw: Any) -> Any:
-        counts.append(-1)
-        result = check(*args, **kw)
-        counts[-1] = len(result[1])
-        return result
-
-    monkeypatch.setattr(logbuild, "_check_logged", counted)
-    return counts
+from tests.test_log_check import by_dream as by_dream  # the fixture
 
 
 def _records_verify(site: Path, content: Path) -> None:
