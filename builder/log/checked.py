@@ -94,7 +94,7 @@ def digest(lines: Iterable[Line], row_of: Callable[[str], bytes | None]) -> byte
         row = row_of(file_blob)
         if not isinstance(row, bytes):  # none (or, from a damaged store, not bytes)
             return None
-        add(f"{dream_id}\t{index}\t{file_blob}\t{salt_blob}\t{row.hex()}\n")
+        add(_text(dream_id, index, file_blob, salt_blob, row))
     return hashlib.blake2b("".join(parts).encode(), digest_size=_DIGEST_SIZE).digest()
 
 
@@ -107,7 +107,11 @@ def line(dream_id: str, index: int, file_blob: str, salt_blob: str, row: bytes) 
         raise ValueError("not a git blob id")
     if "\t" in dream_id or "\n" in dream_id:
         raise ValueError("not a dream id")
-    return f"{dream_id}\t{index}\t{file_blob}\t{salt_blob}\t{row.hex()}\n".encode()
+    return _text(dream_id, index, file_blob, salt_blob, row).encode()
+
+
+def _text(dream_id: str, index: int, file_blob: str, salt_blob: str, row: bytes) -> str:
+    return f"{dream_id}\t{index}\t{file_blob}\t{salt_blob}\t{row.hex()}\n"
 
 
 def encode(c: Checked) -> bytes:
