@@ -232,17 +232,12 @@ def _build(
 def _record_log_check(log: logbuild.Log, cache: buildcache.BuildCache) -> None:
     """What the next build may take as checked (builder.log.checked): saved
     after the scan rows, so that each line names the row as written."""
-    if log.checked_lines is None:
+    if log.log_check is None:
         return
-    digest = checked.digest(log.checked_lines, cache.scan_row)
-    if digest is None:
+    digests = log.log_check.digests(cache)
+    if digests is None:
         return
-    public = digest
-    if cache.tagged:
-        # A public digest that is not bytes beside a tagged row (which nothing
-        # checks: review r76) leaves the readers a digest none of them matches.
-        public = checked.digest(log.checked_lines, cache.scan_row_public) or bytes(16)
-    row = checked.encode(checked.Checked(log.tree.size, log.tree.root(), digest, public))
+    row = checked.encode(checked.Checked(log.tree.size, log.tree.root(), *digests))
     if cache["logcheck"].get(checked.ROW) != row:
         cache["logcheck"][checked.ROW] = row
         cache.save("logcheck")
@@ -320,8 +315,7 @@ def _build_with(
             log_url=log_url,
             commitments=commitments,
             store=cache.__getitem__,
-            scan_rows=cache.scan_row,
-            scan_rows_tagged=cache.tagged,
+            scan_rows=cache,
             proven=proven,
             keys=keys,
         )

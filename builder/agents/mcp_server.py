@@ -542,8 +542,7 @@ def content_plan(
             signer=None,
             commitments=commitments,
             store=None if store is None else store.__getitem__,
-            scan_rows=None if store is None else store.scan_row,
-            scan_rows_tagged=store is not None and store.tagged,
+            scan_rows=store,
             proven=proven,
             keys=keys,
         )

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import functools
 import hashlib
 import json
 import os
@@ -75,13 +74,13 @@ class Admitted:
 
     dream: Dream
     index: int
-    salt_of: str | Callable[[], str]
+    salt_of: str | Callable[[Admitted], str]
     date: str
 
     @property
     def salt(self) -> str:
         s = self.salt_of
-        return s if isinstance(s, str) else s()
+        return s if isinstance(s, str) else s(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +117,7 @@ class Log:
     # The lines of builder.log.checked for every dream this log holds, for the
     # next build to take as checked once the store has saved the rows they
     # name: None if some dream's file or salt had no blob id to name.
-    checked_lines: list[checked.Line] | None = None
+    log_check: checked.Hashing | None = None
 
 
 @dataclass(slots=True)
@@ -133,12 +132,15 @@ class LogPlan:
     new_salts: dict[str, str]
     policy_text: str | None
     present: dict[str, ScannedDream]
-    salt_of: dict[str, str | Callable[[], str]]
+    # Each present logged dream's salt: its text, else (the log check stood)
+    # what reads it when a page shows the dream (_SaltAsStood).
+    salt_of: dict[str, str]
+    salt_as_stood: Callable[[Admitted], str] | None
     logged: _Logged
     # The lines of builder.log.checked for every dream the log holds once the
     # plan is applied (those it checked, then those it logs); None if a file or
     # salt has no blob id to name.
-    lines: list[checked.Line] | None
+    lines: checked.Hashing | None
     # The log key the plan's proof trusted leaves by (None: none given), which alone
     # may sign it (docs/protocol.md §3.1, T78); and whether apply has taken it:
     # a plan is carried out once, as a ProvenLog is planned once.
@@ -332,8 +334,7 @@ def update(
     time: str | None = None,
     commitments: dict[Any, Any] | None = None,
     store: Callable[[str], dict[Any, Any]] | None = None,
-    scan_rows: Callable[[str], bytes | None] | None = None,
-    scan_rows_tagged: bool = False,
+    scan_rows: checked.ScanRows | None = None,
     canonical_shards: set[bytes] | None = None,
     opened: dict[Any, Any] | None = None,
     proven: ProvenLog | None = None,
@@ -349,7 +350,6 @@ def update(
         commitments=commitments,
         store=store,
         scan_rows=scan_rows,
-        scan_rows_tagged=scan_rows_tagged,
         canonical_shards=canonical_shards,
         opened=opened,
         proven=proven,
@@ -367,8 +367,7 @@ def plan(
     log_url: str | None = None,
     commitments: dict[Any, Any] | None = None,
     store: Callable[[str], dict[Any, Any]] | None = None,
-    scan_rows: Callable[[str], bytes | None] | None = None,
-    scan_rows_tagged: bool = False,
+    scan_rows: checked.ScanRows | None = None,
     canonical_shards: set[bytes] | None = None,
     opened: dict[Any, Any] | None = None,
     proven: ProvenLog | None = None,
@@ -390,10 +389,9 @@ def plan(
     (:mod:`builder.log.checked`), and, when that does not stand, ``commit``
     ((SHA-256 of a dream file, salt) to a commitment an earlier build
     computed) and ``salts`` (a salt file's content to its text; ``keys``:
-    :mod:`builder.content.filekeys`); ``scan_rows(blob)`` is the digest of the
-    store's scan row the scan took a dream from
-    (:meth:`builder.buildcache.BuildCache.scan_row`), which ``logcheck`` names:
-    its tag under the row key if ``scan_rows_tagged``, else its public digest.
+    :mod:`builder.content.filekeys`); ``scan_rows`` names the store's scan
+    row the scan took each dream from (the build store itself:
+    :class:`builder.log.checked.ScanRows`), which ``logcheck`` binds.
     ``canonical_shards`` are the leaf shards already checked
     (:func:`builder.log.logstate.load`), ``opened`` a digest of a stored
     checkpoint and the keys it was verified with to the checkpoint
@@ -428,21 +426,20 @@ def plan(
     # as the last build checked it when every file and salt is the one it
     # checked (builder.log.checked); else dream by dream.
     known: dict[Any, Any] | None = None
-    lines: list[checked.Line] | None
-    salt_of: dict[str, str | Callable[[], str]]
+    lines: checked.Hashing | None
+    salt_of: dict[str, str] = {}
+    as_stood: Callable[[Admitted], str] | None = None
     pending: list[tuple[str, str]] = []
-    standing = _standing(
-        content, tree, logged, present, store, (scan_rows, scan_rows_tagged), keys, notes
-    )
+    standing = _standing(tree, logged, present, store, scan_rows, keys, notes)
     if standing is not None:
-        lines, salt_of = standing
+        lines, as_stood = standing, _SaltAsStood(content, logged.commitments)
     else:
         known = commitments if store is None else store("commit")
         if known is not None and store is not None and commitments:
             known.update(commitments)
         salt_reader = _SaltReader(content, None if store is None else store("salts"), keys)
-        pending, texts, lines = _check_logged(content, leaves, logged, present, known, salt_reader)
-        salt_of = dict(texts)
+        pending, salt_of, each = _check_logged(content, leaves, logged, present, known, salt_reader)
+        lines = None if each is None else checked.Hashing(each)
     _check_key_rules(logged, present)
     for dream_id, reason in pending:
         logged.erasures[dream_id] = (len(leaves) + len(new_leaves), reason)
@@ -513,6 +510,7 @@ def plan(
         policy_text,
         present,
         salt_of,
+        as_stood,
         logged,
         lines,
         proven.vkey,
@@ -595,8 +593,8 @@ def apply(
     if signer is not None:
         log.attested = tree.size if log.signed_now else planned.key_size
     # planned.logged holds the new leaves too
-    _index_log(log, planned.present, planned.salt_of, planned.logged)
-    log.checked_lines = planned.lines
+    _index_log(log, planned.present, planned.salt_of, planned.salt_as_stood, planned.logged)
+    log.log_check = planned.lines
     return log
 
 
@@ -860,22 +858,21 @@ def _check_logged(
 
 
 def _standing(
-    content: Path,
     tree: merkle.MerkleTree,
     logged: _Logged,
     present: Mapping[str, ScannedDream],
     store: Callable[[str], dict[Any, Any]] | None,
-    rows: tuple[Callable[[str], bytes | None] | None, bool],
+    rows: checked.ScanRows | None,
     keys: filekeys.FileKeys | None,
     notes: list[str],
-) -> tuple[list[checked.Line], dict[str, str | Callable[[], str]]] | None:
+) -> checked.Hashing | None:
     """Step 3 as the last build found it (:mod:`builder.log.checked`, which says
-    why this suffices): the lines of every logged, unerased dream and, for
-    each, what reads its salt when a page shows it; None if the store's row
-    does not stand (none, another tree, a file or salt that is not the one
-    checked, or not one git vouches for), and step 3 runs dream by dream."""
-    scan_rows, tagged = rows
-    if store is None or scan_rows is None or keys is None:
+    why this suffices): the lines of every logged, unerased dream, hashed;
+    None if the store's row does not stand (none, another tree, a file or
+    salt that is not the one checked, or not one git vouches for), and step
+    3 runs dream by dream. Each salt is then read when a page shows its
+    dream (:class:`_SaltAsStood`)."""
+    if store is None or rows is None or keys is None:
         return None
     data = store("logcheck").get(checked.ROW)
     row = checked.decode(data)
@@ -890,7 +887,6 @@ def _standing(
         return None
     blobs = keys.folder("dreams")
     lines: list[checked.Line] = []
-    salts: dict[str, str | Callable[[], str]] = {}
     for dream_id, index in logged.dreams.items():
         if dream_id in logged.erasures:
             continue
@@ -899,13 +895,27 @@ def _standing(
         if found is None or found.blob is None or salt_blob is None:
             return None
         lines.append((dream_id, index, found.blob, salt_blob))
-        want = logged.commitments[dream_id]
-        salts[dream_id] = functools.partial(salt_text, content, dream_id, index, found.dream, want)
+    hashing = checked.Hashing(lines)
+    digests = hashing.digests(rows)
     # Each row named as this build took it: by its tag, or by its public
     # digest (a build or reader without the key), which it checked itself.
-    if checked.digest(lines, scan_rows) != (row.digest if tagged else row.public):
+    if digests is None or digests[0] != (row.digest if rows.tagged else row.public):
         return None
-    return lines, salts
+    return hashing
+
+
+@dataclass(frozen=True, slots=True)
+class _SaltAsStood:
+    """Reads the salt of a logged dream the log check took as it stood, when
+    a page first shows it (:func:`salt_text`): one for the whole log, so
+    that a build makes none per dream."""
+
+    content: Path
+    commitments: Mapping[str, str]  # dream id -> its leaf's commitment
+
+    def __call__(self, admitted: Admitted) -> str:
+        d = admitted.dream
+        return salt_text(self.content, d.id, admitted.index, d, self.commitments[d.id])
 
 
 def salt_text(content: Path, dream_id: str, index: int, dream: Dream, want: str) -> str:
@@ -1135,10 +1145,13 @@ def _retired_problem(s: ScannedDream, logged: _Logged) -> Problem | None:
 def _index_log(
     log: Log,
     present: dict[str, ScannedDream],
-    salts: Mapping[str, str | Callable[[], str]],
+    salts: Mapping[str, str],
+    as_stood: Callable[[Admitted], str] | None,
     logged: _Logged,
 ) -> None:
-    """Fill in what the site publishes, from the leaves as they now stand."""
+    """Fill in what the site publishes, from the leaves as they now stand: each
+    dream's salt is its text in ``salts``, else (the log check stood) read by
+    ``as_stood`` when a page shows the dream."""
     history = log.state.history
     for dream_id, (index, reason) in logged.erasures.items():
         log.erased[dream_id] = Erased(
@@ -1151,10 +1164,17 @@ def _index_log(
     for dream_id, index in logged.dreams.items():
         if dream_id in log.erased or dream_id not in present:
             continue
+        salt = salts.get(dream_id)
+        if salt is None:
+            if as_stood is None:  # a present logged dream's salt is always found
+                raise AssertionError(f"no salt for logged dream {dream_id}")
+            salt_of: str | Callable[[Admitted], str] = as_stood
+        else:
+            salt_of = salt
         log.dreams[dream_id] = Admitted(
             present[dream_id].dream,
             index,
-            salts[dream_id],
+            salt_of,
             logstate.leaf_date(history, index) or "",
         )
     log.key_index = dict(logged.keys)
