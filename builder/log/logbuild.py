@@ -76,6 +76,10 @@ class Admitted:
     index: int
     salt_of: str | Callable[[Admitted], str]
     date: str
+    # Its leaf's commitment, which a salt read later must give (salt_text).
+    # Each Admitted carries its own: a page worker is sent the dreams it
+    # renders, pickled, never the whole log's commitments (review r78).
+    commitment: str = ""
 
     @property
     def salt(self) -> str:
@@ -432,7 +436,7 @@ def plan(
     pending: list[tuple[str, str]] = []
     standing = _standing(tree, logged, present, store, scan_rows, keys, notes)
     if standing is not None:
-        lines, as_stood = standing, _SaltAsStood(content, logged.commitments)
+        lines, as_stood = standing, _SaltAsStood(content)
     else:
         known = commitments if store is None else store("commit")
         if known is not None and store is not None and commitments:
@@ -490,7 +494,7 @@ def plan(
         new_salts[d.id] = salt
         salt_of[d.id] = salt
         index = logged.dreams[d.id] = len(leaves) + len(new_leaves)
-        committed = commitment(d.body, salt)
+        committed = logged.commitments[d.id] = commitment(d.body, salt)
         new_leaves.append(leaffmt.encode(leaffmt.DreamLeaf(d.id, committed)))
         digest, blob = present[d.id].digest, present[d.id].blob
         if known is not None and digest is not None:
@@ -907,15 +911,16 @@ def _standing(
 @dataclass(frozen=True, slots=True)
 class _SaltAsStood:
     """Reads the salt of a logged dream the log check took as it stood, when
-    a page first shows it (:func:`salt_text`): one for the whole log, so
-    that a build makes none per dream."""
+    a page first shows it (:func:`salt_text`), against the commitment its
+    :class:`Admitted` carries: one for the whole log, so that a build makes
+    none per dream, and holding nothing but the checkout's path, so that a
+    page worker is sent no more than that with each dream it renders."""
 
     content: Path
-    commitments: Mapping[str, str]  # dream id -> its leaf's commitment
 
     def __call__(self, admitted: Admitted) -> str:
         d = admitted.dream
-        return salt_text(self.content, d.id, admitted.index, d, self.commitments[d.id])
+        return salt_text(self.content, d.id, admitted.index, d, admitted.commitment)
 
 
 def salt_text(content: Path, dream_id: str, index: int, dream: Dream, want: str) -> str:
@@ -1152,7 +1157,7 @@ def _index_log(
     """Fill in what the site publishes, from the leaves as they now stand: each
     dream's salt is its text in ``salts``, else (the log check stood) read by
     ``as_stood`` when a page shows the dream."""
-    history = log.state.history
+    history, commitments = log.state.history, logged.commitments
     for dream_id, (index, reason) in logged.erasures.items():
         log.erased[dream_id] = Erased(
             dream_id,
@@ -1176,6 +1181,7 @@ def _index_log(
             index,
             salt_of,
             logstate.leaf_date(history, index) or "",
+            commitments[dream_id],
         )
     log.key_index = dict(logged.keys)
 
