@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from builder.site import writer
@@ -467,3 +470,76 @@ def test_a_writer_that_fails_to_open_releases_the_lock(
     monkeypatch.undo()
     writer.write_tree(out, plan_of(3))
     assert tree(out) == plan_of(3)
+
+
+class _Abort(Exception):
+    """Leaves a writer uncommitted: the site stays as it was."""
+
+
+_UNIT_FILES = {
+    "d/index.html": b"page",
+    "d/record.json": b"{}",
+    "e/index.html": b"other",
+    "x.html": b"x",
+    "y.html": b"y",
+}
+
+
+def _claims(out: Path, batch: list[list[tuple[str, bytes]]], each: bool) -> tuple[Any, ...]:
+    """What a writer keeps of ``batch`` (by keep_each, or keep_all unit by unit,
+    as a build without standing keys asks): the answers, then the entries it
+    claimed, or the error it raised; never committed."""
+    try:
+        with writer.SiteWriter(out) as w:
+            try:
+                answers = w.keep_each(batch) if each else [w.keep_all(u) for u in batch]
+            except writer.PlanError as exc:
+                result: tuple[Any, ...] = ("refused", str(exc))
+            else:
+                result = (answers, dict(w.written))
+            raise _Abort
+    except _Abort:
+        return result
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(st.sampled_from(sorted(_UNIT_FILES)), st.booleans()),
+            min_size=1,
+            max_size=3,
+        ),
+        max_size=6,
+    ),
+    st.sampled_from([None, "d/record.json", "x.html"]),
+)
+def test_keep_each_keeps_and_claims_as_keep_all_does_unit_by_unit(
+    units: list[list[tuple[str, bool]]], edited: str | None
+) -> None:
+    """SiteWriter.keep_each (a build whose unit keys stand) gives the answers
+    and claims of keep_all asked of each unit in turn: a unit its generation
+    holds as recorded, one with a file of another digest, one claimed before
+    (a path twice: refused the same way), one edited in place there (kept
+    from the live generation)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp) / "base"
+        out = base / "site"
+        writer.write_tree(out, _UNIT_FILES)
+        writer.write_tree(out, _UNIT_FILES)  # both generations hold them
+        if edited is not None:
+            target = base / ".site.builds" / ("a" if os.readlink(out).endswith("b") else "b")
+            (target / edited).write_bytes(b"edited in place")
+        batch = [
+            [(rel, writer.digest(_UNIT_FILES[rel] if same else b"new")) for rel, same in unit]
+            for unit in units
+        ]
+        # Each on its own copy (mtimes kept): an uncommitted writer has
+        # removed its generation's manifest.
+        answers = []
+        for each in (True, False):
+            copy = Path(tmp) / str(each)
+            shutil.copytree(base, copy, symlinks=True)
+            answers.append(_claims(copy / "site", batch, each=each))
+            assert tree(copy / "site") == _UNIT_FILES
+        assert answers[0] == answers[1]
