@@ -301,9 +301,15 @@ def build_model(
     tag_ref = {t: TagRef(t, s) for t, s in tag_slug.items()}.__getitem__
 
     dreams: list[DreamView] = []
+    # Keys that signed an anonymized dream here: their authors are not listed
+    # for it (docs/protocol.md §1.2). Found in this loop: a pass of its own
+    # over 100k heads was a sixth of this function.
+    hidden: set[str] = set()
     for a in admitted:
         head = a.dream.head
         anonymized = bool(head["consent"].get("anonymize"))
+        if anonymized and anonymity.is_anonymized(head):
+            hidden.add(a.dream.key_id)
         lineage = head.get("lineage") or {}
         parent = lineage.get("parent")
         tier = directory.keys[a.dream.key_id].tier
@@ -337,9 +343,6 @@ def build_model(
         if d.author is not None:
             by_author[d.author].append(d.id)
             oldest[d.author] = d.index
-    # Keys that signed an anonymized dream here: their authors are not listed
-    # for it (docs/protocol.md §1.2).
-    hidden = {a.dream.key_id for a in admitted if anonymity.is_anonymized(a.dream.head)}
     authors = []
     for name in sorted(author_names | set(keys_by_author)):
         keys = sorted(keys_by_author.get(name, []), key=lambda k: (k.added, k.key_id))
