@@ -206,6 +206,7 @@ def _build(
     # A stored dream's body is read again when a page needs it: from its row,
     # or (a busy store) from its file, if that still holds the bytes verified.
     cache.dream_files = functools.partial(pool.dream_body, content)
+    cache.fork_initializer = writer.drop_locks
     # The seals say which generation this pool's builds made (T81: the publish
     # workflow restores both from a cache); rows a signing build takes are tagged.
     # The one this build will write is surveyed meanwhile (writer.Opening): at
