@@ -212,7 +212,9 @@ def _build(
     # The one this build will write is surveyed meanwhile (writer.Opening): at
     # 100k dreams reading its manifest and checking its seal is a second, and
     # reading a restored one's files (unsealed) several.
-    opening = writer.Opening(out, seals=cache["seals"], seals_tagged=row_key is not None)
+    opening = writer.Opening(
+        out, seals=cache["seals"], seals_tagged=row_key is not None, defer=True
+    )
     with opening:  # the lock released on any error before the writer takes it
         return _build_with(
             content,
@@ -262,6 +264,7 @@ def _build_with(
     # What git vouches for under content/: the store's keys for unchanged files;
     # asked for while the store's dreams are read (filekeys.load_beside).
     keys, scan = filekeys.load_beside(content, lambda: cache["scan"])
+    opening.begin()
     if keys.note is not None:
         notes.append(keys.note)
     directory, key_problems = pool.load_keys(content, cache=cache["keys"], keys=keys)

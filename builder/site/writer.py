@@ -190,6 +190,7 @@ class Opening:
         seals: MutableMapping[str, bytes] | None = None,
         seals_tagged: bool = False,
         background: bool = True,
+        defer: bool = False,
     ) -> None:
         self.out = out.absolute()
         self.root = builds_dir(self.out)
@@ -199,21 +200,35 @@ class Opening:
         self._lock: int | None = _lock(self.root, self.out)
         self._stack: contextlib.ExitStack | None = None
         self._pending: parallel.Pending[Survey] | None = None
+        self._background = background
         try:
             _remove_stale_links(self.out)
             self.live = _live_generation(self.out, self.root)
             self.target = GENERATIONS[1] if self.live == GENERATIONS[0] else GENERATIONS[0]
-            args = (self.seals, self.root, self.target, self.live)
-            self._result: Callable[[], Survey] = functools.partial(_survey, args)
-            if background:
-                self._stack = contextlib.ExitStack()
-                self._pending = self._stack.enter_context(
-                    parallel.background(_survey, args, initializer=drop_locks)
-                )
-                self._result = self._pending
+            self._args = (self.seals, self.root, self.target, self.live)
+            self._result: Callable[[], Survey] = functools.partial(_survey, self._args)
+            if not defer or seals is None or seals.get(self.target) is None:
+                self.begin()
         except BaseException:
             self.close()
             raise
+
+    def begin(self) -> None:
+        """Start the survey in its own process, if it is to run in one and has
+        not started (a second call does nothing, as does one after :meth:`close`)."""
+        if not self._background or self._lock is None or self._pending is not None:
+            return
+        self._background = False  # once
+        stack = contextlib.ExitStack()
+        try:
+            self._pending = stack.enter_context(
+                parallel.background(_survey, self._args, initializer=drop_locks)
+            )
+        except BaseException:
+            stack.close()
+            raise
+        self._stack = stack
+        self._result = self._pending
 
     def survey(self) -> Survey:
         """The survey, waited for; made here if its process died (the OOM
