@@ -206,7 +206,6 @@ def _build(
     # A stored dream's body is read again when a page needs it: from its row,
     # or (a busy store) from its file, if that still holds the bytes verified.
     cache.dream_files = functools.partial(pool.dream_body, content)
-    cache.fork_initializer = writer.drop_locks
     # The seals say which generation this pool's builds made (T81: the publish
     # workflow restores both from a cache); rows a signing build takes are tagged.
     # The one this build will write is surveyed meanwhile (writer.Opening): at
@@ -263,7 +262,10 @@ def _build_with(
 ) -> BuildReport:
     # What git vouches for under content/: the store's keys for unchanged files;
     # asked for while the store's dreams are read (filekeys.load_beside).
-    keys, scan = filekeys.load_beside(content, lambda: cache["scan"])
+    # Half the store's scan rows are read by a process forked first (before
+    # load_beside's thread): buildcache.BuildCache.splitting_scan.
+    with cache.splitting_scan(writer.drop_locks):
+        keys, scan = filekeys.load_beside(content, lambda: cache["scan"])
     opening.begin()
     if keys.note is not None:
         notes.append(keys.note)

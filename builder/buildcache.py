@@ -858,9 +858,9 @@ class BuildCache:
         # knows the pool (builder.content.pool.dream_body).
         self.dream_files: Callable[[str, str], Any | None] | None = None
         self._bodies = _StoredBodies(self)
-        # Run first in a process this store forks to read its rows (_scan_split):
-        # the build's drops its copy of the output's lock (builder.site.writer.drop_locks).
-        self.fork_initializer: Callable[[], None] | None = None
+        # Within splitting_scan: where the scan rows split, and the process
+        # forked to read those past it, until the section's read takes them.
+        self._split: tuple[int, parallel.Pending[_ScanHalf]] | None = None
         self._memo: dict[Any, Any] = {}  # what many heads hold alike, one object each (_share)
         # Blob id → the digest of the scan row as this build read or wrote it,
         # the one _sound verified: its tag under the row key, else its public
@@ -1146,54 +1146,56 @@ class BuildCache:
         scan, digests, public = name == "scan", self._scan_digests, self._scan_public
         keyed = self._key is not None
         try:
-            with contextlib.ExitStack() as halves:
-                # The scan rows past ``split`` are read by a forked process meanwhile.
-                split, other = (None, None) if bodies is None else self._scan_split(halves)
-                with self._connect() as db:
-                    # Row by row, never all rows at once: at 10k dreams the scan
-                    # section's values alone are 16 MB, which the process would
-                    # keep (freed, but not given back) for the rest of the build.
-                    query = f'SELECT k, v, d, a FROM "{name}"'
-                    rows = (
-                        db.execute(query)
-                        if split is None
-                        else db.execute(query + " WHERE rowid <= ?", (split,))
-                    )
-                    for k, v, d, a in rows:
-                        if not self._sound(k, v, d, a):
-                            if self._untagged(k, v, d):
-                                untagged += 1
-                            else:
-                                damaged += 1
-                            refused.append(k)
-                            continue
-                        try:
-                            if bodies is None:
-                                section[key_in(k)] = value_in(v)
-                            else:
-                                section[key_in(k)] = _scan_in(v, (bodies, k), self._memo)
-                        except Exception:  # any damage is a miss, never an error or a wrong entry
+            # The scan rows past ``split``, if splitting_scan forked a process
+            # for them, are read there meanwhile.
+            split, other = (None, None)
+            if bodies is not None and self._split is not None:
+                (split, other), self._split = self._split, None
+            with self._connect() as db:
+                # Row by row, never all rows at once: at 10k dreams the scan
+                # section's values alone are 16 MB, which the process would
+                # keep (freed, but not given back) for the rest of the build.
+                query = f'SELECT k, v, d, a FROM "{name}"'
+                rows = (
+                    db.execute(query)
+                    if split is None
+                    else db.execute(query + " WHERE rowid <= ?", (split,))
+                )
+                for k, v, d, a in rows:
+                    if not self._sound(k, v, d, a):
+                        if self._untagged(k, v, d):
+                            untagged += 1
+                        else:
                             damaged += 1
-                            refused.append(k)
-                            continue
-                        if scan:  # the one _sound verified (review r76: d is not, under a key)
-                            digests[k] = a if keyed else d
-                            if keyed:
-                                public[k] = d
-                if other is not None and split is not None:
-                    half = self._scan_half_taken(other, split)
-                    for k, parts, a, d in half.rows:
-                        assert bodies is not None
-                        section[key_in(k)] = (
-                            parts[0],
-                            _stored_dream((bodies, k), parts, self._memo),
-                        )
+                        refused.append(k)
+                        continue
+                    try:
+                        if bodies is None:
+                            section[key_in(k)] = value_in(v)
+                        else:
+                            section[key_in(k)] = _scan_in(v, (bodies, k), self._memo)
+                    except Exception:  # any damage is a miss, never an error or a wrong entry
+                        damaged += 1
+                        refused.append(k)
+                        continue
+                    if scan:  # the one _sound verified (review r76: d is not, under a key)
                         digests[k] = a if keyed else d
                         if keyed:
                             public[k] = d
-                    refused += half.refused
-                    damaged += half.damaged
-                    untagged += half.untagged
+            if other is not None and split is not None:
+                half = self._scan_half_taken(other, split)
+                for k, parts, a, d in half.rows:
+                    assert bodies is not None
+                    section[key_in(k)] = (
+                        parts[0],
+                        _stored_dream((bodies, k), parts, self._memo),
+                    )
+                    digests[k] = a if keyed else d
+                    if keyed:
+                        public[k] = d
+                refused += half.refused
+                damaged += half.damaged
+                untagged += half.untagged
         except sqlite3.Error as exc:
             self._damaged(exc, "read this build")
             return {}
@@ -1203,27 +1205,49 @@ class BuildCache:
             self.notes.append(_untagged_note(name, untagged))
         return section
 
-    def _scan_split(
-        self, stack: contextlib.ExitStack
-    ) -> tuple[int | None, parallel.Pending[_ScanHalf] | None]:
-        """The rowid past which the scan section's rows are read by a process
-        forked now (:func:`_read_scan_half`), and that process's result, both
-        entered on ``stack``; (None, None) to read every row here: one core,
-        or fewer rows than :data:`SCAN_SPLIT_MIN` apart.
+    @contextlib.contextmanager
+    def splitting_scan(self, initializer: Callable[[], None] | None = None) -> Iterator[None]:
+        """Within it, the build's first read of the scan section is shared with
+        a process forked as it is entered (:func:`_read_scan_half`: the rows
+        past the middle rowid), so before any thread the caller starts inside
+        it (a fork copies a thread's locks and descriptors, never the thread:
+        review r81); ``initializer`` runs first there (the build's drops its
+        copy of the output's lock). Leaving ends that process if no read took
+        its rows. Nothing is forked on one core, for a section whose rows
+        span fewer than :data:`SCAN_SPLIT_MIN` rowids, or one already read.
 
         At 100k dreams the section's read was 2 s of the build's one busy
         core, of which this process now does half, and takes the other half's
         checked heads from the pipe (0.4 s)."""
-        if parallel.workers() < 2:
-            return None, None
-        with self._connect() as db:
-            low, high = db.execute('SELECT min(rowid), max(rowid) FROM "scan"').fetchone()
+        with contextlib.ExitStack() as stack:
+            if self.REREAD and "scan" not in self.sections:
+                self._split = self._scan_split(stack, initializer)
+            try:
+                yield
+            finally:
+                self._split = None
+
+    def _scan_split(
+        self, stack: contextlib.ExitStack, initializer: Callable[[], None] | None
+    ) -> tuple[int, parallel.Pending[_ScanHalf]] | None:
+        """The rowid past which a process forked now reads the scan rows, and
+        its result, entered on ``stack``; None to read every row here."""
+        if self.folder is None or parallel.workers() < 2:
+            return None
+        try:
+            with self._connect() as db:
+                low, high = db.execute('SELECT min(rowid), max(rowid) FROM "scan"').fetchone()
+        except sqlite3.Error:  # the read meets it again, and says what it makes of it
+            return None
         if not isinstance(low, int) or not isinstance(high, int) or high - low < SCAN_SPLIT_MIN:
-            return None, None
+            return None
         split = (low + high) // 2
-        pending = stack.enter_context(
-            parallel.background(_read_scan_half, (self, split), initializer=self.fork_initializer)
-        )
+        try:
+            pending = stack.enter_context(
+                parallel.background(_read_scan_half, (self, split), initializer=initializer)
+            )
+        except OSError:  # no process could be made: read in this one
+            return None
         return split, pending
 
     def _scan_half_taken(self, pending: parallel.Pending[_ScanHalf], split: int) -> _ScanHalf:

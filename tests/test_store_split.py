@@ -1,7 +1,7 @@
-"""The store's scan section read in two processes (builder.buildcache._scan_split).
+"""The store's scan section read in two processes (builder.buildcache.BuildCache.splitting_scan).
 
-A build with the log key reads the scan rows up to the middle rowid itself
-while a forked process reads and checks the rest. These tests hold that read
+A build reads the scan rows up to the middle rowid itself while a process
+forked before it reads and checks the rest. These tests hold that read
 to the one-process read of the same store: the same entries in the same
 order, the same row digests, the same refusals and notes, whatever rows are
 damaged or untagged on either side, and when the forked process dies. A
@@ -49,7 +49,8 @@ def _read(
     digest maps, the notes and the refused keys."""
     signer = parse_private_key(tp.log_key)
     cache = buildcache.BuildCache(_store(out).parent, key=buildcache.row_key(signer.seed))
-    section = cache["scan"]
+    with cache.splitting_scan():
+        section = cache["scan"]
     entries = [
         (blob, digest, d.id, d.key_id, d.public_key, dict(d.head), d.entry_types)
         for blob, (digest, d) in section.items()
