@@ -8,6 +8,7 @@ as it was, lock released. Every case compares the site with a cold build's."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -125,3 +126,80 @@ def test_a_survey_whose_process_dies_is_made_again_in_the_build(
     monkeypatch.undo()
     assert not (target / "planted.html").exists()
     assert site_files(clone / "site") == _cold(clone / "content", tmp_path)
+
+
+def _built_twice(tmp_path: Path) -> tuple[PoolFixture, Path]:
+    """A checkout built twice: both generations have a manifest and a seal."""
+    tp, origin = _published(tmp_path)
+    buildmod.build(tp.content, origin / "site", signer=parse_private_key(tp.log_key))
+    return tp, origin
+
+
+def test_a_sealed_generation_is_surveyed_once_the_store_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its survey waits until git and the store's scan rows have had both
+    cores (build.py: ``opening.begin()``); it still runs in its own process
+    and the site is a cold build's."""
+    if parallel.workers() < 2:
+        pytest.skip("one core: the survey runs in the build's process")
+    tp, origin = _built_twice(tmp_path)
+    PoolFixture(tp.content, tp.log_key, tp.vkey).add("bob", 1)
+    times = tmp_path / "times"
+    real_survey, real_load = writer._survey, buildmod.filekeys.load_beside
+
+    def survey(args: object) -> writer.Survey:
+        with open(times, "a") as f:
+            f.write(f"survey {os.getpid()} {time.monotonic()}\n")
+        return real_survey(args)  # type: ignore[arg-type]
+
+    def load_beside(*args: object) -> object:
+        got = real_load(*args)  # type: ignore[arg-type]
+        with open(times, "a") as f:
+            f.write(f"read {os.getpid()} {time.monotonic()}\n")
+        return got
+
+    monkeypatch.setattr(writer, "_survey", survey)
+    monkeypatch.setattr(buildmod.filekeys, "load_beside", load_beside)
+    buildmod.build(tp.content, origin / "site", signer=parse_private_key(tp.log_key))
+    monkeypatch.undo()
+    seen = {
+        what: (int(pid), float(t))
+        for what, pid, t in map(str.split, times.read_text().splitlines())
+    }
+    assert seen["read"][0] == os.getpid() != seen["survey"][0]
+    assert seen["read"][1] < seen["survey"][1]
+    assert site_files(origin / "site") == _cold(tp.content, tmp_path)
+
+
+def _opening(out: Path, seals: dict[str, bytes]) -> writer.Opening:
+    return writer.Opening(out, seals=seals, seals_tagged=True, defer=True)
+
+
+def test_a_deferred_survey_starts_once_and_not_after_close(tmp_path: Path) -> None:
+    if parallel.workers() < 2:
+        pytest.skip("one core: the survey runs in the build's process")
+    _, origin = _built_twice(tmp_path)
+    out = origin / "site"
+    live = os.readlink(out).rpartition("/")[2]
+    target = writer.GENERATIONS[1] if live == writer.GENERATIONS[0] else writer.GENERATIONS[0]
+    # No seal on record for the generation to write: surveyed at once.
+    with _opening(out, {}) as opening:
+        assert opening._pending is not None
+    # One on record: when begun, once.
+    with _opening(out, {target: b"\0" * writer.SEAL_SIZE}) as opening:
+        assert opening._pending is None
+        opening.begin()
+        pending = opening._pending
+        assert pending is not None
+        opening.begin()
+        assert opening._pending is pending
+        assert not opening.survey().sealed  # not the seal of what is there
+    closed = _opening(out, {target: b"\0" * writer.SEAL_SIZE})
+    closed.close()
+    closed.begin()
+    assert closed._pending is None
+    # Never begun: surveyed in this process when asked for.
+    with _opening(out, {target: b"\0" * writer.SEAL_SIZE}) as opening:
+        assert opening.survey().manifest
+        assert opening._pending is None
