@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -256,7 +257,10 @@ def test_the_live_manifest_is_read_by_the_survey_and_only_what_differs_is_kept(
     changed are lent from the live one. The survey reads the live manifest
     and hands back only its entries the generation being written does not
     hold; the writer reads no manifest itself, and lends those files as
-    hard links (the same inode), never rendered again."""
+    hard links (the same inode), never rendered again. (Here the live
+    generation's seal is checked however few files it lends: the next test
+    lends by reading them.)"""
+    monkeypatch.setattr(writer, "LSTATS_PER_READ", 10**9)
     out, seals = tmp_path / "site", {}
     for _ in range(2):
         _tagged_build(out, plan_of(30), seals)
@@ -281,6 +285,52 @@ def test_the_live_manifest_is_read_by_the_survey_and_only_what_differs_is_kept(
             w.keep(rel, writer.digest(data))
     assert reads == []
     monkeypatch.undo()
+    assert tree(out) == plan_of(30, changed=4)
+    page = "dreams/004/index.html"
+    assert (live / page).stat().st_ino == (writer.builds_dir(out) / _live(out) / page).stat().st_ino
+    assert seals[_live(out)] == _full_seal(out)
+
+
+def test_a_few_files_to_lend_are_read_not_vouched_for_by_the_live_seal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the files to lend are fewer than the live generation's folders are
+    worth (writer.LSTATS_PER_READ), the survey leaves its seal unchecked (no
+    ``lstat`` of its folders) and the writer reads each file it lends, as
+    from a restored generation; the site is the same, the files still lent."""
+    out, seals = tmp_path / "site", {}
+    for _ in range(2):
+        _tagged_build(out, plan_of(30), seals)
+    _tagged_build(out, plan_of(30, changed=4), seals)
+    stats: list[Path] = []
+    folder_stats = writer._folder_stats
+
+    def counted(gen: Path, *args: Any, **kwargs: Any) -> Any:
+        stats.append(gen)
+        return folder_stats(gen, *args, **kwargs)
+
+    monkeypatch.setattr(writer, "_folder_stats", counted)
+    opening = writer.Opening(out, seals=seals, seals_tagged=True, background=False)
+    survey = opening.survey()
+    opening._result = lambda: survey
+    live = writer.builds_dir(out) / _live(out)
+    assert live not in stats and stats  # the target's seal was checked, not the live one's
+    assert survey.live is not None and not survey.live.sealed
+    assert survey.live.entries.keys() == {"dreams/004/index.html"}
+    reads: list[str] = []
+    holds = writer._holds
+
+    def read(path: str, entry: Any) -> Any:
+        reads.append(path)
+        return holds(path, entry)
+
+    monkeypatch.setattr(writer, "_holds", read)
+    with writer.SiteWriter(out, opening=opening) as w:
+        for rel, data in plan_of(30, changed=4).items():
+            assert w.can_keep(rel, writer.digest(data))
+            w.keep(rel, writer.digest(data))
+    monkeypatch.undo()
+    assert reads == [f"{live}/dreams/004/index.html"]
     assert tree(out) == plan_of(30, changed=4)
     page = "dreams/004/index.html"
     assert (live / page).stat().st_ino == (writer.builds_dir(out) / _live(out) / page).stat().st_ino

@@ -326,6 +326,13 @@ def _survey_target(seals: Mapping[str, bytes] | None, root: Path, target: str) -
     return Survey(manifest=True, sealed=False, entries={}, checked=checked)
 
 
+# How many files' worth of a sealed generation's folders one ``lstat`` each
+# costs as much as reading and digesting one file: measured at 10k and 100k
+# dreams (benchmarks/cold_floor.py), 3.3 µs a folder of about 3 files against
+# about 15 µs a file read (PROFILE.md, twelfth session).
+LSTATS_PER_READ = 16
+
+
 def _survey_live(
     seals: Mapping[str, bytes] | None,
     root: Path,
@@ -348,6 +355,12 @@ def _survey_live(
         return _LiveSurvey(sealed=False, entries={})
     if seals is None:
         return _LiveSurvey(sealed=True, entries=lendable)
+    if len(lendable) * LSTATS_PER_READ < len(entries):
+        # Fewer files to lend than the seal's lstat of every folder is worth:
+        # each is read instead when lent, as from a restored generation
+        # (SiteWriter._live_holds). At 100k dreams the seal's check was 0.45 s
+        # of the survey (108,000 folders) for the few dozen files a +1 lends.
+        return _LiveSurvey(sealed=False, entries=lendable)
     row = seals.get(live)
     stats = None
     if row is not None and row[:DIGEST_SIZE] == checksum:
