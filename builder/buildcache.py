@@ -367,11 +367,10 @@ def _read_scan_half(arg: tuple[BuildCache, int]) -> _ScanHalf:
     key_in = CODECS["scan"].key_in
     with cache._connect() as db:
         for k, v, d, a in db.execute('SELECT k, v, d, a FROM "scan" WHERE rowid > ?', (split,)):
-            if not cache._sound(k, v, d, a):
-                if cache._untagged(k, v, d):
-                    untagged += 1
-                else:
-                    damaged += 1
+            refusal = cache._refusal(k, v, d, a)
+            if refusal is not None:
+                untagged += refusal == "untagged"
+                damaged += refusal == "damaged"
                 refused.append(k)
                 continue
             try:
@@ -994,6 +993,13 @@ class BuildCache:
             return bool(_row_digest(k, v) == d)
         return isinstance(a, bytes) and hmac.compare_digest(_row_digest(k, v, self._key), a)
 
+    def _refusal(self, k: Any, v: Any, d: Any, a: Any) -> str | None:
+        """None for a row that may be decoded (:meth:`_sound`); else why not:
+        "untagged" (:meth:`_untagged`) or "damaged"."""
+        if self._sound(k, v, d, a):
+            return None
+        return "untagged" if self._untagged(k, v, d) else "damaged"
+
     def _untagged(self, k: Any, v: Any, d: Any) -> bool:
         """Whether a row :meth:`_sound` refused is whole but not tagged with
         this build's row key: written by a build without the log key (or
@@ -1162,11 +1168,10 @@ class BuildCache:
                     else db.execute(query + " WHERE rowid <= ?", (split,))
                 )
                 for k, v, d, a in rows:
-                    if not self._sound(k, v, d, a):
-                        if self._untagged(k, v, d):
-                            untagged += 1
-                        else:
-                            damaged += 1
+                    refusal = self._refusal(k, v, d, a)
+                    if refusal is not None:
+                        untagged += refusal == "untagged"
+                        damaged += refusal == "damaged"
                         refused.append(k)
                         continue
                     try:
