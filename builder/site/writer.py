@@ -219,15 +219,12 @@ class Opening:
         if not self._background or self._lock is None or self._pending is not None:
             return
         self._background = False  # once
-        stack = contextlib.ExitStack()
-        try:
-            self._pending = stack.enter_context(
-                parallel.background(_survey, self._args, initializer=drop_locks)
-            )
-        except BaseException:
-            stack.close()
-            raise
-        self._stack = stack
+        # The Opening's before the fork, so that close() ends the process
+        # whatever line an interrupt lands on (reviews r62, r82).
+        self._stack = contextlib.ExitStack()
+        self._pending = self._stack.enter_context(
+            parallel.background(_survey, self._args, initializer=drop_locks)
+        )
         self._result = self._pending
 
     def survey(self) -> Survey:
@@ -775,6 +772,16 @@ class SiteWriter:
         if not stat.S_ISREG(os.lstat(tmp).st_mode):
             _unlink_if_there(tmp)
             raise PlanError(f"{rel}: kept, but not a plain file", hint="report this")
+        # A file taken by its bytes (no seal vouches for the live one) is read
+        # again as linked, under this build's own name: one replaced between
+        # can_keep's read and the link would otherwise be published, and
+        # sealed, under the digest read (review r82).
+        if rel in self._live_read and _holds(tmp, entry) != entry:
+            _unlink_if_there(tmp)
+            raise PlanError(
+                f"{self._live}/{rel} changed while this build ran",
+                hint="another process is writing the live site: stop it, then build again",
+            )
         _replace(tmp, f"{self._gen}/{rel}")
         # When the generation already held the live file (the same inode),
         # rename(2) did nothing and left the link: it would be published,
