@@ -1248,8 +1248,8 @@ class BuildCache:
             return None
         split = (low + high) // 2
         try:
-            pending = stack.enter_context(
-                parallel.background(_read_scan_half, (self, split), initializer=initializer)
+            pending = parallel.background_on(
+                stack, _read_scan_half, (self, split), initializer=initializer
             )
         except OSError:  # no process could be made: read in this one
             return None

@@ -166,6 +166,22 @@ class Pending(Generic[R]):
             self._abandon()
 
 
+def background_on(
+    stack: contextlib.ExitStack,
+    func: Callable[[T], R],
+    arg: T,
+    *,
+    initializer: Callable[[], None] | None = None,
+) -> Pending[R]:
+    """:func:`background`, entered on ``stack``, whose closing ends the
+    process: registered before the fork, so an interrupt landing anywhere,
+    even as the context's ``__enter__`` returns, leaves no process that
+    closing ``stack`` cannot end (reviews r62, r82, r83)."""
+    context = background(func, arg, initializer=initializer)
+    stack.callback(context.gen.close)  # the generator's finally ends the process
+    return context.__enter__()
+
+
 @contextlib.contextmanager
 def background(
     func: Callable[[T], R],

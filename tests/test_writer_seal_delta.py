@@ -318,13 +318,13 @@ def test_a_few_files_to_lend_are_read_not_vouched_for_by_the_live_seal(
     assert survey.live is not None and not survey.live.sealed
     assert survey.live.entries.keys() == {"dreams/004/index.html"}
     reads: list[str] = []
-    holds = writer._holds
+    holds = writer._holds_at
 
     def read(path: str, entry: Any) -> Any:
         reads.append(path)
         return holds(path, entry)
 
-    monkeypatch.setattr(writer, "_holds", read)
+    monkeypatch.setattr(writer, "_holds_at", read)
     with writer.SiteWriter(out, opening=opening) as w:
         for rel, data in plan_of(30, changed=4).items():
             assert w.can_keep(rel, writer.digest(data))

@@ -222,8 +222,8 @@ class Opening:
         # The Opening's before the fork, so that close() ends the process
         # whatever line an interrupt lands on (reviews r62, r82).
         self._stack = contextlib.ExitStack()
-        self._pending = self._stack.enter_context(
-            parallel.background(_survey, self._args, initializer=drop_locks)
+        self._pending = parallel.background_on(
+            self._stack, _survey, self._args, initializer=drop_locks
         )
         self._result = self._pending
 
@@ -454,6 +454,7 @@ class SiteWriter:
         self._live_sealed = True
         # The unsealed live generation's files read so far: each as it is, or None.
         self._live_read: dict[str, Entry | None] = {}
+        self._live_inodes: dict[str, int] = {}  # the inode each read there was
         # The live generation's folders looked at so far: whether each is a plain
         # folder, reached through plain folders only (see _live_way).
         self._live_folders: dict[str, bool] = {}
@@ -551,7 +552,10 @@ class SiteWriter:
         if self._live_sealed and self._live_unmoved(rel):
             return _unchanged(path, entry)
         if rel not in self._live_read:
-            self._live_read[rel] = _holds(path, entry)
+            held = _holds_at(path, entry)
+            self._live_read[rel] = None if held is None else held[0]
+            if held is not None:
+                self._live_inodes[rel] = held[1]
         return self._live_read[rel] is not None
 
     def _live_unmoved(self, rel: str) -> bool:
@@ -765,7 +769,13 @@ class SiteWriter:
             os.link(f"{self._live}/{rel}", tmp)  # the same inode: same size and mtime
         except (FileNotFoundError, NotADirectoryError):  # its folder is new here
             _make_dirs(self._gen, rel.rpartition("/")[0])
-            os.link(f"{self._live}/{rel}", tmp)
+            try:
+                os.link(f"{self._live}/{rel}", tmp)
+            except (FileNotFoundError, NotADirectoryError):  # gone since can_keep (r83)
+                raise PlanError(
+                    f"{self._live}/{rel} changed while this build ran",
+                    hint="another process is writing the live site: stop it, then build again",
+                ) from None
         # link(2) does not follow a last component that is a symlink (Python's
         # os.link on Linux, whatever follow_symlinks says): it would be a link
         # the writer made, under the seal it records.
@@ -773,10 +783,14 @@ class SiteWriter:
             _unlink_if_there(tmp)
             raise PlanError(f"{rel}: kept, but not a plain file", hint="report this")
         # A file taken by its bytes (no seal vouches for the live one) is read
-        # again as linked, under this build's own name: one replaced between
-        # can_keep's read and the link would otherwise be published, and
-        # sealed, under the digest read (review r82).
-        if rel in self._live_read and _holds(tmp, entry) != entry:
+        # again as linked, under this build's own name, and must be the very
+        # inode read: one replaced between can_keep's read and the link, or
+        # reached through a folder made a link meanwhile, would otherwise be
+        # published, and sealed, under the digest read (reviews r82, r83).
+        if rel in self._live_read and _holds_at(tmp, entry) != (
+            entry,
+            self._live_inodes.get(rel),
+        ):
             _unlink_if_there(tmp)
             raise PlanError(
                 f"{self._live}/{rel} changed while this build ran",
@@ -1068,6 +1082,12 @@ def _holds(path: str, entry: Entry) -> Entry | None:
     another size than recorded, or mostly holes, is not read: tar restores a
     sparse file of terabytes from a few bytes of archive (THREATS.md T81,
     review r33), so what is read is bounded by what the disk holds."""
+    held = _holds_at(path, entry)
+    return None if held is None else held[0]
+
+
+def _holds_at(path: str, entry: Entry) -> tuple[Entry, int] | None:
+    """:func:`_holds`, with the inode of the file read."""
     want = entry[0]
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -1086,7 +1106,7 @@ def _holds(path: str, entry: Entry) -> Entry | None:
         return None
     finally:
         os.close(fd)
-    return (want, st.st_size, st.st_mtime_ns) if h.digest() == want else None
+    return ((want, st.st_size, st.st_mtime_ns), st.st_ino) if h.digest() == want else None
 
 
 @dataclass(frozen=True)

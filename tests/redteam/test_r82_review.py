@@ -244,13 +244,13 @@ def test_a_real_build_lending_by_reading_is_the_cold_build(
     pool.add("ada", 1)
     monkeypatch.setattr(writer, "LSTATS_PER_READ", 0)
     reads: list[str] = []
-    holds = writer._holds
+    holds = writer._holds_at
 
-    def read(path: str, entry: writer.Entry) -> writer.Entry | None:
+    def read(path: str, entry: writer.Entry) -> tuple[writer.Entry, int] | None:
         reads.append(path)
         return holds(path, entry)
 
-    monkeypatch.setattr(writer, "_holds", read)
+    monkeypatch.setattr(writer, "_holds_at", read)
     monkeypatch.setattr(parallel, "workers", lambda: 1)  # the survey here, so counted
     live = str(_live(origin / "site"))
     buildmod.build(tp.content, origin / "site", signer=signer)
