@@ -174,9 +174,10 @@ def background_on(
     initializer: Callable[[], None] | None = None,
 ) -> Pending[R]:
     """:func:`background`, entered on ``stack``, whose closing ends the
-    process: registered before the fork, so an interrupt landing anywhere,
-    even as the context's ``__enter__`` returns, leaves no process that
-    closing ``stack`` cannot end (reviews r62, r82, r83)."""
+    process: registered before the fork, so an interrupt landing as the
+    context's ``__enter__`` returns (and, in the main thread, during the fork:
+    see :func:`background`) leaves no process that closing ``stack`` cannot
+    end (reviews r62, r82, r83, r84)."""
     context = background(func, arg, initializer=initializer)
     stack.callback(context.gen.close)  # the generator's finally ends the process
     return context.__enter__()
@@ -237,9 +238,17 @@ def background(
     # Started inside the try: an interrupt just after the fork still ends it
     # (review r62); the pipe's ends are closed whatever happens.
     try:
+        # No KeyboardInterrupt between the fork and Process.start() storing
+        # its Popen (process.pid None: the finally below could neither kill
+        # nor join the child); the child unblocks it first (review r84).
+        masked = threading.current_thread() is threading.main_thread()
+        if masked:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             process.start()
         finally:
+            if masked:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
             sender.close()  # the process's copy is the only one
         yield Pending(result, process.kill)
     finally:
@@ -338,6 +347,7 @@ def _start_worker(
     later build would stop at "another build is writing". On Linux the kernel
     kills it with its parent (PR_SET_PDEATHSIG); elsewhere a thread watches
     for the parent to go."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)

@@ -3,11 +3,11 @@ generation's survey starts after the store's read) and 4d130d6d (a few files
 to lend are read, not vouched for by the live seal).
 
 Two defects found: a lent page replaced between its check and its link was
-published (fixed for a file taken by its bytes: read again as linked; the
-same race on the sealed path, by size and mtime, is older than this change
-and stays open, xfail below); an interrupt in begin() could leave the survey
-running (fixed: the stack is the Opening's before the fork). The other tests
-guard what held.
+published (fixed: a file lent by its bytes is read again as linked, and,
+after r84, every lent file's folders must be unmoved since the check, which
+also closed the same race on the sealed path, older than this change); an
+interrupt in begin() could leave the survey running (fixed: the stack is the
+Opening's before the fork). The other tests guard what held.
 """
 
 from __future__ import annotations
@@ -57,21 +57,7 @@ def _replace_as_tar_does(page: Path, data: bytes) -> None:
     os.utime(page, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
-@pytest.mark.parametrize(
-    "per_read",
-    [
-        writer.LSTATS_PER_READ,
-        pytest.param(
-            10**9,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="open since before r82: a sealed live file is taken by size and "
-                "mtime, checked before the link, not after (THREATS.md T81)",
-            ),
-        ),
-    ],
-    ids=["read", "sealed"],
-)
+@pytest.mark.parametrize("per_read", [writer.LSTATS_PER_READ, 10**9], ids=["read", "sealed"])
 @pytest.mark.parametrize("how", ["file", "folder"])
 def test_a_lent_page_replaced_between_its_check_and_its_link_is_not_published(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str, per_read: int
