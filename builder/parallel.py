@@ -241,14 +241,14 @@ def background(
         # No KeyboardInterrupt between the fork and Process.start() storing
         # its Popen (process.pid None: the finally below could neither kill
         # nor join the child); the child unblocks it first (review r84).
-        masked = threading.current_thread() is threading.main_thread()
-        if masked:
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        mask = None
+        if threading.current_thread() is threading.main_thread():
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             process.start()
         finally:
-            if masked:
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+            if mask is not None:  # as it was (a SIGINT meanwhile is raised now)
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             sender.close()  # the process's copy is the only one
         yield Pending(result, process.kill)
     finally:

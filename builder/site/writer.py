@@ -566,25 +566,6 @@ class SiteWriter:
             return True
         return all(self._live_now.get(f) == known.get(f) for f in ("", *_folders_of(rel)))
 
-    def _live_still(self, rel: str) -> bool:
-        """Whether each folder of ``rel`` in the live generation is, looked at
-        again now, the plain folder :meth:`_live_way` found, with the same
-        inode and ctime: a file replaced in it (unlinked, made, renamed) or
-        the folder made a link moves one of them (reviews r82, r84). Asked
-        once a file is linked from there, so the inode linked is one that
-        was there when the build checked it, whatever it was checked by."""
-        for folder in ("", *reversed(list(_folders_of(rel)))):
-            path = f"{self._live}/{folder}" if folder else self._live
-            try:
-                st = os.lstat(path)
-            except OSError:
-                return False
-            if not stat.S_ISDIR(st.st_mode) or self._live_now.get(folder) != _SEAL_STAT.pack(
-                st.st_ino, st.st_ctime_ns
-            ):
-                return False
-        return True
-
     def _live_way(self, rel: str) -> bool:
         """Whether each folder of ``rel`` in the live generation is a plain
         folder, not a link. No build walks the live generation, and over a
@@ -801,14 +782,17 @@ class SiteWriter:
         if not stat.S_ISREG(os.lstat(tmp).st_mode):
             _unlink_if_there(tmp)
             raise PlanError(f"{rel}: kept, but not a plain file", hint="report this")
-        # The file linked must be one the live generation held as checked: its
-        # folders unmoved since (a page replaced there, or a folder made a
-        # link, between the check and the link: reviews r82, r84), and, taken
-        # by its bytes (no seal vouches for it), the very inode read, read
-        # again as linked under this build's own name (r83). Else it would be
-        # published, and sealed, under the digest checked.
-        if not self._live_still(rel) or (
-            rel in self._live_read and _holds_at(tmp, entry) != (entry, self._live_inodes.get(rel))
+        # A file taken by its bytes (no seal vouches for the live one) is read
+        # again as linked, under this build's own name, and must be the very
+        # inode read: one replaced between can_keep's read and the link would
+        # otherwise be published, and sealed, under the digest read (reviews
+        # r82, r83). A check of its folders' ctimes after the link (r84) was
+        # taken back: on overlayfs a link copies the file and its folders up,
+        # which moves them, and every lend was refused (r85). What a process
+        # writing the live site meanwhile can still do is in THREATS.md.
+        if rel in self._live_read and _holds_at(tmp, entry) != (
+            entry,
+            self._live_inodes.get(rel),
         ):
             _unlink_if_there(tmp)
             raise PlanError(
