@@ -254,13 +254,13 @@ def _sealed_build(out: Path, plan: dict[str, bytes], seals: dict[str, bytes]) ->
 def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every file the writer reads to check its bytes, by path."""
     reads: list[str] = []
-    holds = writer._holds
+    holds = writer._holds_at  # _holds reads through it too
 
-    def counted(path: str, entry: writer.Entry) -> writer.Entry | None:
+    def counted(path: str, entry: writer.Entry) -> tuple[writer.Entry, int] | None:
         reads.append(path)
         return holds(path, entry)
 
-    monkeypatch.setattr(writer, "_holds", counted)
+    monkeypatch.setattr(writer, "_holds_at", counted)
     return reads
 
 

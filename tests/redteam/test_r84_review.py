@@ -144,6 +144,10 @@ import contextlib, inspect, os, signal, sys, time
 import multiprocessing.popen_fork as pf
 from builder import parallel
 
+# A shell's background job starts with SIGINT ignored (POSIX), and Python then
+# installs no handler of its own: a Ctrl-C must raise here wherever it runs.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+
 def slow(arg):  # a survey reading a restored generation's gigabyte
     time.sleep(30)
 
