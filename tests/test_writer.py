@@ -256,9 +256,9 @@ def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     reads: list[str] = []
     holds = writer._holds_at  # _holds reads through it too
 
-    def counted(path: str, entry: writer.Entry) -> tuple[writer.Entry, int] | None:
+    def counted(path: str, entry: writer.Entry, *fd: int) -> tuple[writer.Entry, int] | None:
         reads.append(path)
-        return holds(path, entry)
+        return holds(path, entry, *fd)
 
     monkeypatch.setattr(writer, "_holds_at", counted)
     return reads

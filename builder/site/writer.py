@@ -156,7 +156,7 @@ class _LiveSurvey:
     sealed: bool
     entries: dict[str, Entry]
     # Sealed: the (inode, ctime) of each folder of ``entries``, packed
-    # (_SEAL_STAT), as the seal's check found them (SiteWriter._live_unmoved).
+    # (_SEAL_STAT), as the seal's check found them (SiteWriter._as_surveyed).
     folders: dict[str, bytes] | None = None
 
 
@@ -452,14 +452,9 @@ class SiteWriter:
         self._live = f"{self.root}/{live}"
         self._live_manifest: dict[str, Entry] = {}
         self._live_sealed = True
-        # The unsealed live generation's files read so far: each as it is, or None.
+        # The live generation's files read to lend so far (not vouched for by
+        # its seal): each as it was, or None (see _lendable).
         self._live_read: dict[str, Entry | None] = {}
-        self._live_inodes: dict[str, int] = {}  # the inode each read there was
-        # The live generation's folders looked at so far: whether each is a plain
-        # folder, reached through plain folders only (see _live_way).
-        self._live_folders: dict[str, bool] = {}
-        # The live generation's folders as _live_way found them (inode, ctime).
-        self._live_now: dict[str, bytes] = {}
         survey = opening.survey()
         # Those folders as the survey's check of the live seal found them.
         self._live_stats: dict[str, bytes] | None = None
@@ -542,57 +537,64 @@ class SiteWriter:
         return self._live_manifest
 
     def _live_holds(self, rel: str, entry: Entry) -> bool:
-        """Whether the live generation's file at ``rel`` is as its manifest
-        records it: its size and mtime if the generation is sealed, else its
-        bytes, read once (a restored generation: T81). Never through a link
-        (:meth:`_live_way`)."""
-        if not self._live_way(rel):
+        """Whether the live generation's file at ``rel`` may be lent as its
+        manifest records it (:meth:`_lendable`). Asked by :meth:`can_keep`;
+        :meth:`keep` asks again, of the file it links."""
+        if rel in self._live_read:
+            return self._live_read[rel] is not None
+        opened = _open_beneath(self._live, rel)
+        if opened is None:
             return False
-        path = f"{self._live}/{rel}"
-        if self._live_sealed and self._live_unmoved(rel):
-            return _unchanged(path, entry)
-        if rel not in self._live_read:
-            held = _holds_at(path, entry)
-            self._live_read[rel] = None if held is None else held[0]
-            if held is not None:
-                self._live_inodes[rel] = held[1]
-        return self._live_read[rel] is not None
+        fd, folders = opened
+        try:
+            return self._lendable(rel, fd, folders, entry) is not None
+        finally:
+            os.close(fd)
 
-    def _live_unmoved(self, rel: str) -> bool:
-        """Whether each folder of ``rel`` in the live generation has the inode
-        and ctime the survey's seal check found (_live_way lstat-ed them)."""
+    def _lendable(self, rel: str, fd: int, folders: Sequence[bytes], entry: Entry) -> Entry | None:
+        """The entry of the live generation's file at ``rel``, open on ``fd``
+        (:func:`_open_beneath`: reached through plain folders only, whose
+        inode and ctime after the open are ``folders``), if it holds what
+        ``entry`` records; else None.
+
+        In a sealed generation, by its size and mtime, if every folder on its
+        way is as the survey's check of the seal found it: none gained, lost
+        or replaced an entry since (that stamps the folder's ctime), so this
+        is the file the survey stat-ed (a page replaced there as tar does,
+        size and mtime kept, after the survey: review r64). Else by its
+        bytes, read on ``fd``: an unsealed generation (restored: THREATS.md
+        T81), a seal a few files to lend do not pay for (``LSTATS_PER_READ``),
+        or a folder moved since (also on overlayfs, where lending a file
+        copies its folders up, which stamps their ctimes: review r85)."""
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode) or st.st_size != entry[1]:
+            return None
+        if (
+            rel not in self._live_read
+            and self._live_sealed
+            and st.st_mtime_ns == entry[2]
+            and self._as_surveyed(rel, folders)
+        ):
+            return entry
+        held = _holds_at(f"{self._live}/{rel}", entry, fd)
+        now = None if held is None else held[0]
+        self._live_read.setdefault(rel, now)
+        return now
+
+    def _as_surveyed(self, rel: str, folders: Sequence[bytes]) -> bool:
+        """Whether the live generation's folders on the way to ``rel`` (its
+        own first) had, as ``folders`` records them, the inode and ctime the
+        survey's check of its seal found (True with no seals: write_tree)."""
         known = self._live_stats
         if known is None:
             return True
-        return all(self._live_now.get(f) == known.get(f) for f in ("", *_folders_of(rel)))
-
-    def _live_way(self, rel: str) -> bool:
-        """Whether each folder of ``rel`` in the live generation is a plain
-        folder, not a link. No build walks the live generation, and over a
-        checkout kept between runs tar can replace one of its folders by a link
-        (breaking its seal, but not the seal of the generation being written):
-        ``_holds`` opens only the last component without following it, and
-        ``os.link`` resolves the folders too, so a file outside, holding the
-        page's public bytes, was read and hard-linked into the generation the
-        signing build publishes (review r34). The generation's own folder
-        too (the build removes a link there first: derived.secure). One
-        ``lstat`` per folder, once."""
-        plain = True
-        for folder in ("", *reversed(list(_folders_of(rel)))):
-            known = self._live_folders.get(folder)
-            if known is None:
-                if plain:
-                    path = f"{self._live}/{folder}" if folder else self._live
-                    try:
-                        st = os.lstat(path)
-                        plain = stat.S_ISDIR(st.st_mode)
-                        self._live_now[folder] = _SEAL_STAT.pack(st.st_ino, st.st_ctime_ns)
-                    except OSError:
-                        plain = False
-                self._live_folders[folder] = plain
-            else:
-                plain = plain and known
-        return plain
+        ways = ("", *reversed(list(_folders_of(rel))))
+        return len(ways) == len(folders) and all(
+            known.get(f) == now for f, now in zip(ways, folders, strict=True)
+        )
 
     # --- adding files -----------------------------------------------------
 
@@ -760,45 +762,25 @@ class SiteWriter:
         entry = self.live_manifest.get(rel)
         if entry is None or entry[0] != want:
             raise PlanError(f"{rel}: kept, but no generation holds it", hint="report this")
-        if not self._live_way(rel):
-            raise PlanError(f"{rel}: kept, but a folder of it is a link", hint="report this")
-        entry = self._live_read.get(rel) or entry  # as read, if it was (unsealed)
-        tmp = self._tmp(rel)
-        _unlink_if_there(tmp)
+        # What is linked is the very file checked, on the descriptor it was
+        # checked on: reached through plain folders only, never a link
+        # (review r34), and checked again here, not by a path that another
+        # process writing the live site meanwhile may have pointed elsewhere
+        # (a file replaced, a folder made a link: reviews r82, r84, r85).
+        opened = _open_beneath(self._live, rel)
+        if opened is None:
+            raise _changed_meanwhile(self._live, rel)
+        fd, folders = opened
         try:
-            os.link(f"{self._live}/{rel}", tmp)  # the same inode: same size and mtime
-        except (FileNotFoundError, NotADirectoryError):  # its folder is new here
-            _make_dirs(self._gen, rel.rpartition("/")[0])
-            try:
-                os.link(f"{self._live}/{rel}", tmp)
-            except (FileNotFoundError, NotADirectoryError):  # gone since can_keep (r83)
-                raise PlanError(
-                    f"{self._live}/{rel} changed while this build ran",
-                    hint="another process is writing the live site: stop it, then build again",
-                ) from None
-        # link(2) does not follow a last component that is a symlink (Python's
-        # os.link on Linux, whatever follow_symlinks says): it would be a link
-        # the writer made, under the seal it records.
-        if not stat.S_ISREG(os.lstat(tmp).st_mode):
-            _unlink_if_there(tmp)
-            raise PlanError(f"{rel}: kept, but not a plain file", hint="report this")
-        # A file taken by its bytes (no seal vouches for the live one) is read
-        # again as linked, under this build's own name, and must be the very
-        # inode read: one replaced between can_keep's read and the link would
-        # otherwise be published, and sealed, under the digest read (reviews
-        # r82, r83). A check of its folders' ctimes after the link (r84) was
-        # taken back: on overlayfs a link copies the file and its folders up,
-        # which moves them, and every lend was refused (r85). What a process
-        # writing the live site meanwhile can still do is in THREATS.md.
-        if rel in self._live_read and _holds_at(tmp, entry) != (
-            entry,
-            self._live_inodes.get(rel),
-        ):
-            _unlink_if_there(tmp)
-            raise PlanError(
-                f"{self._live}/{rel} changed while this build ran",
-                hint="another process is writing the live site: stop it, then build again",
-            )
+            held = self._lendable(rel, fd, folders, entry)
+            if held is None:
+                raise _changed_meanwhile(self._live, rel)
+            tmp = self._tmp(rel)
+            entry = _link_open(fd, self._gen, rel, tmp, held)
+        finally:
+            os.close(fd)
+        if entry is None:  # unlinked since it was opened
+            raise _changed_meanwhile(self._live, rel)
         _replace(tmp, f"{self._gen}/{rel}")
         # When the generation already held the live file (the same inode),
         # rename(2) did nothing and left the link: it would be published,
@@ -1089,27 +1071,131 @@ def _holds(path: str, entry: Entry) -> Entry | None:
     return None if held is None else held[0]
 
 
-def _holds_at(path: str, entry: Entry) -> tuple[Entry, int] | None:
-    """:func:`_holds`, with the inode of the file read."""
+def _holds_at(path: str, entry: Entry, fd: int | None = None) -> tuple[Entry, int] | None:
+    """:func:`_holds`, with the inode of the file read; of the file open on
+    ``fd`` if given (the file at ``path``, opened by the caller: read from
+    its start, left open), else of the one ``path`` names, never followed."""
     want = entry[0]
+    if fd is None:
+        try:
+            opened = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            return None
+    else:
+        opened = fd
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
+        st = os.fstat(opened)
         if not stat.S_ISREG(st.st_mode) or st.st_size != entry[1]:
             return None
         if st.st_size > _SPARSE_FROM and st.st_blocks * 512 < st.st_size // 2:
             return None
         h = _checksum()
-        while chunk := os.read(fd, 1 << 20):
+        at = 0
+        while chunk := os.pread(opened, 1 << 20, at):
             h.update(chunk)
+            at += len(chunk)
     except OSError:
         return None
     finally:
-        os.close(fd)
+        if fd is None:
+            os.close(opened)
     return ((want, st.st_size, st.st_mtime_ns), st.st_ino) if h.digest() == want else None
+
+
+# Folders opened only to reach a file and fstat: O_PATH, where there is one,
+# needs no read permission and reads nothing.
+_FOLDER = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW
+
+
+def _open_beneath(root: str, rel: str) -> tuple[int, list[bytes]] | None:
+    """The plain file at ``rel`` under the folder ``root``, opened read-only
+    one name at a time, each folder relative to the one before and none
+    followed if it is a link (``O_NOFOLLOW``), nor the file; with each
+    folder's (inode, ctime) on the way, ``root``'s first, taken after the
+    file was opened (:meth:`SiteWriter._lendable`). None if any is missing,
+    a link, or not what it should be. The caller closes the descriptor."""
+    *names, name = rel.split("/")
+    folders: list[int] = []
+    try:
+        folders.append(os.open(root, _FOLDER))
+        for folder in names:
+            folders.append(os.open(folder, _FOLDER, dir_fd=folders[-1]))
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folders[-1])
+        try:
+            stats = [os.fstat(f) for f in folders]
+        except OSError:
+            os.close(fd)
+            raise
+    except OSError:
+        return None
+    finally:
+        for f in folders:
+            os.close(f)
+    return fd, [_SEAL_STAT.pack(st.st_ino, st.st_ctime_ns) for st in stats]
+
+
+@functools.cache
+def _links_by_fd() -> bool:
+    """Whether an open file can be given a name (linkat(2) of /proc/self/fd/N
+    with AT_SYMLINK_FOLLOW: Linux with /proc mounted)."""
+    return os.path.isdir("/proc/self/fd")
+
+
+def _link_open(fd: int, gen: str, rel: str, tmp: str, held: Entry) -> Entry | None:
+    """Make ``tmp`` (the temporary name of ``rel`` in generation ``gen``) the
+    file open on ``fd``, checked to hold ``held``; returns its entry, or None
+    if that file lost its last name since it was opened. A hard link of the
+    very inode checked, or, where an open file cannot be linked, a copy of
+    its bytes, checked again as they are copied."""
+    _unlink_if_there(tmp)
+    if not _links_by_fd():
+        return _copy_open(fd, gen, rel, tmp, held)
+    head, name = tmp.rsplit("/", 1)
+    try:
+        folder = os.open(head, _FOLDER)
+    except (FileNotFoundError, NotADirectoryError):  # its folder is new here
+        _make_dirs(gen, rel.rpartition("/")[0])
+        folder = os.open(head, _FOLDER)
+    try:
+        # linkat(AT_FDCWD, "/proc/self/fd/N", folder, name, AT_SYMLINK_FOLLOW):
+        # linkat(2)'s own way to name an open file; os.link passes the flag
+        # only with a dst_dir_fd (else it calls link(2), which follows nothing).
+        os.link(f"/proc/self/fd/{fd}", name, dst_dir_fd=folder)
+    except FileNotFoundError:  # unlinked since it was opened (ENOENT, nlink 0)
+        return None
+    finally:
+        os.close(folder)
+    st = os.lstat(tmp)
+    if not stat.S_ISREG(st.st_mode) or (st.st_size, st.st_mtime_ns) != held[1:]:
+        _unlink_if_there(tmp)  # edited in place since it was checked
+        return None
+    return held
+
+
+def _copy_open(fd: int, gen: str, rel: str, tmp: str, held: Entry) -> Entry | None:
+    """:func:`_link_open` by a copy: the bytes of the file open on ``fd``,
+    read once and checked against ``held``, written to ``tmp``."""
+    chunks, at = [], 0
+    while at <= held[1] and (chunk := os.pread(fd, 1 << 20, at)):
+        chunks.append(chunk)
+        at += len(chunk)
+    data = b"".join(chunks)
+    if len(data) != held[1] or digest(data) != held[0]:
+        return None
+    out = _in_folder(gen, rel, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    try:
+        _write_all(out, data)
+        st = os.fstat(out)
+    finally:
+        os.close(out)
+    return (held[0], st.st_size, st.st_mtime_ns)
+
+
+def _changed_meanwhile(live: str, rel: str) -> PlanError:
+    return PlanError(
+        f"{live}/{rel} changed while this build ran",
+        hint="another process is writing the live site: stop it, then build again",
+    )
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,9 @@ generation's survey starts after the store's read) and 4d130d6d (a few files
 to lend are read, not vouched for by the live seal).
 
 Two defects found: a lent page replaced between its check and its link was
-published (fixed for a file lent by its bytes: read again as linked; on the
-sealed path, older than this change, still open: see OPEN_RACE); an
+published (fixed for a file lent by its bytes by reading it again as linked;
+on both paths, and on the sealed one older than this change, by linking the
+very file checked, through its descriptor: r85's suggestion); an
 interrupt in begin() could leave the survey running (fixed: the stack is the
 Opening's before the fork). The other tests guard what held.
 """
@@ -56,22 +57,7 @@ def _replace_as_tar_does(page: Path, data: bytes) -> None:
     os.utime(page, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
-OPEN_RACE = (
-    "open (reviews r82-r85): a process writing the live site while a build runs "
-    "can replace a file or folder the build checked before it links it; a check "
-    "of the folders after the link (74751a2b) refused every lend on overlayfs (r85) "
-    "and was taken back"
-)
-
-
-@pytest.mark.parametrize(
-    "per_read",
-    [
-        writer.LSTATS_PER_READ,
-        pytest.param(10**9, marks=pytest.mark.xfail(strict=True, reason=OPEN_RACE)),
-    ],
-    ids=["read", "sealed"],
-)
+@pytest.mark.parametrize("per_read", [writer.LSTATS_PER_READ, 10**9], ids=["read", "sealed"])
 @pytest.mark.parametrize("how", ["file", "folder"])
 def test_a_lent_page_replaced_between_its_check_and_its_link_is_not_published(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str, per_read: int
@@ -246,9 +232,9 @@ def test_a_real_build_lending_by_reading_is_the_cold_build(
     reads: list[str] = []
     holds = writer._holds_at
 
-    def read(path: str, entry: writer.Entry) -> tuple[writer.Entry, int] | None:
+    def read(path: str, entry: writer.Entry, *fd: int) -> tuple[writer.Entry, int] | None:
         reads.append(path)
-        return holds(path, entry)
+        return holds(path, entry, *fd)
 
     monkeypatch.setattr(writer, "_holds_at", read)
     monkeypatch.setattr(parallel, "workers", lambda: 1)  # the survey here, so counted

@@ -10,12 +10,13 @@ a SIGINT taken by another live thread still lands inside Popen._launch,
 leaving a child the stack cannot end; and a caller's own block of SIGINT is
 lifted by background(). The guards hold: normal builds (+1, +n, a restored
 clone, folders restored 0o500) lend with no refusal, and a folder swapped
-out and back around the link is refused.
+out and back around the link does not lend the outside copy.
 
-What was done: the check after the link was taken back (the overlayfs test
-passes; the races it closed are open again: OPEN_RACE, xfail); the caller's
-mask is restored (SIG_SETMASK); a SIGINT taken by another thread stays open
-(xfail: the CLI forks with no other thread alive)."""
+What was done: the check after the link was taken back, and later (keep()
+linking the very file checked, through its descriptor) the races it closed
+were closed again with no check of the folders after the link; the overlayfs
+test passes. The caller's mask is restored (SIG_SETMASK); a SIGINT taken by
+another thread stays open (xfail: the CLI forks with no other thread alive)."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ from builder.site import writer
 from tests.gitrun import git
 from tests.isolated import REPO, run_isolated
 from tests.pools import make_pool
-from tests.redteam.test_r82_review import OPEN_RACE, _lending, _live
+from tests.redteam.test_r82_review import _lending, _live, _plan
 from tests.redteam.test_r84_review import _INTERRUPT_IN_THE_FORK
 
 REL = "dreams/004/index.html"
@@ -206,46 +207,40 @@ def test_guard_normal_builds_lend_with_no_refusal(tmp_path: Path) -> None:
     assert lent["read"] and lent["sealed"], lent
 
 
-@pytest.mark.parametrize(
-    "per_read",
-    [
-        writer.LSTATS_PER_READ,
-        pytest.param(10**9, marks=pytest.mark.xfail(strict=True, reason=OPEN_RACE)),
-    ],
-    ids=["read", "sealed"],
-)
-def test_guard_a_folder_swapped_out_and_back_around_the_link_is_refused(
+@pytest.mark.parametrize("per_read", [writer.LSTATS_PER_READ, 10**9], ids=["read", "sealed"])
+def test_guard_a_folder_swapped_out_and_back_around_the_link_lends_the_file_checked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, per_read: int
 ) -> None:
     """T81 (T45, guard, holds): the page's folder made a link to an outside copy
-    after can_keep, the link made through it, the folder renamed back before
-    _live_still looks: rename(2) stamps the folder's and its parent's ctime,
-    so the lend is refused and nothing goes live."""
+    (same bytes, same mtimes) once keep() has checked the page, and renamed
+    back after the link: keep() links the file open on the descriptor it
+    checked, never a path, so the generation published holds the live
+    generation's inode, not the outside copy's (r85's fix)."""
     monkeypatch.setattr(writer, "LSTATS_PER_READ", per_read)
     out, seals = _lending(tmp_path)
-    published = os.readlink(out)
     folder, aside, outside = _live(out) / "dreams/004", tmp_path / "aside", tmp_path / "out4"
+    checked = os.stat(folder / "index.html").st_ino
     real_link = os.link
+    swapped = []
 
-    def link_then_swap_back(src: str, dst: str, *a: object, **k: object) -> None:
-        real_link(src, dst, *a, **k)  # type: ignore[arg-type]
-        if src.endswith(REL) and folder.is_symlink():
-            folder.unlink()
-            aside.rename(folder)
-
-    with pytest.raises(_Stop), writer.SiteWriter(out, seals=seals, seals_tagged=True) as w:
-        assert w.can_keep(REL, writer.digest(b"edited"))
+    def swap_around_the_link(src: str, dst: str, *a: object, **k: object) -> None:
         shutil.copytree(folder, outside)
         folder.rename(aside)
         folder.symlink_to(outside, target_is_directory=True)
-        monkeypatch.setattr(os, "link", link_then_swap_back)
-        with pytest.raises(writer.PlanError, match="changed while"):
-            w.keep(REL, writer.digest(b"edited"))
+        try:
+            real_link(src, dst, *a, **k)  # type: ignore[arg-type]
+        finally:
+            folder.unlink()
+            aside.rename(folder)
+            swapped.append(src)
+
+    with writer.SiteWriter(out, seals=seals, seals_tagged=True) as w:
+        assert w.can_keep(REL, writer.digest(b"edited"))
+        monkeypatch.setattr(os, "link", swap_around_the_link)
+        w.keep(REL, writer.digest(b"edited"))
         monkeypatch.setattr(os, "link", real_link)
-        assert not folder.is_symlink() and not list(w.gen.rglob(".*.tmp"))
-        raise _Stop  # the build stops: nothing it wrote goes live
-    assert os.readlink(out) == published
+        w.add_all({r: d for r, d in _plan(changed=True).items() if r != REL})
+    assert swapped and not folder.is_symlink()
+    assert os.stat(out / REL).st_ino == checked != os.stat(outside / "index.html").st_ino
+    assert (out / REL).read_bytes() == b"edited"
 
-
-class _Stop(Exception):
-    pass
