@@ -243,4 +243,3 @@ def test_guard_a_folder_swapped_out_and_back_around_the_link_lends_the_file_chec
     assert swapped and not folder.is_symlink()
     assert os.stat(out / REL).st_ino == checked != os.stat(outside / "index.html").st_ino
     assert (out / REL).read_bytes() == b"edited"
-
