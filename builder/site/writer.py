@@ -222,9 +222,16 @@ class Opening:
         # The Opening's before the fork, so that close() ends the process
         # whatever line an interrupt lands on (reviews r62, r82).
         self._stack = contextlib.ExitStack()
-        self._pending = parallel.background_on(
-            self._stack, _survey, self._args, initializer=drop_locks
-        )
+        try:
+            self._pending = parallel.background_on(
+                self._stack, _survey, self._args, initializer=drop_locks
+            )
+        except OSError:
+            # No process to be had (fork's EAGAIN at a process limit, ENOMEM):
+            # surveyed in the build when asked for, as on one core.
+            stack, self._stack = self._stack, None
+            stack.close()
+            return
         self._result = self._pending
 
     def survey(self) -> Survey:
