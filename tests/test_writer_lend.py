@@ -6,6 +6,7 @@ are in tests/redteam/test_r82..r85_review.py; these pin the mechanism."""
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -107,3 +108,40 @@ def test_a_sealed_lend_whose_folder_moved_since_the_survey_is_read(
         w.keep(REL, WANT)
         w.add_all({r: d for r, d in _plan(changed=True).items() if r != REL})
     assert tree(out) == _plan(changed=True)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [errno.ENOENT, errno.EXDEV, errno.EPERM, errno.EMLINK],
+    ids=["proc-cannot-link", "other-mount", "protected", "link-limit"],
+)
+def test_a_file_that_cannot_be_linked_is_copied_as_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: int
+) -> None:
+    """linkat refused with the file still there (ENOENT from a /proc that
+    cannot link, as under gVisor; EXDEV, EPERM, EMLINK: review r86): the
+    file checked is copied, not refused."""
+    monkeypatch.setattr(writer, "LSTATS_PER_READ", BY_BYTES)
+    out, seals = _lending(tmp_path)
+    real_link = os.link
+
+    def refused(src: str, dst: str, *a: object, **k: object) -> None:
+        if src.startswith("/proc/self/fd/"):
+            raise OSError(error, os.strerror(error))
+        real_link(src, dst, *a, **k)  # type: ignore[arg-type]
+
+    with writer.SiteWriter(out, seals=seals, seals_tagged=True) as w:
+        assert w.can_keep(REL, WANT)
+        monkeypatch.setattr(os, "link", refused)
+        w.keep(REL, WANT)
+        monkeypatch.setattr(os, "link", real_link)
+        w.add_all({r: d for r, d in _plan(changed=True).items() if r != REL})
+    assert os.stat(out / REL).st_ino != os.stat(_live_of_other(out) / REL).st_ino
+    assert tree(out) == _plan(changed=True)
+
+
+def _live_of_other(out: Path) -> Path:
+    """The generation that is not live (the one lent from, before the commit)."""
+    live = os.readlink(out).rsplit("/", 1)[1]
+    other = writer.GENERATIONS[1] if live == writer.GENERATIONS[0] else writer.GENERATIONS[0]
+    return writer.builds_dir(out) / other

@@ -61,7 +61,15 @@ import hashlib
 import os
 import stat
 import struct
-from collections.abc import Callable, Collection, Iterable, Mapping, MutableMapping, Sequence
+from collections.abc import (
+    Callable,
+    Collection,
+    Iterable,
+    Iterator,
+    Mapping,
+    MutableMapping,
+    Sequence,
+)
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -586,7 +594,11 @@ class SiteWriter:
             and self._as_surveyed(rel, folders)
         ):
             return entry
-        held = _holds_at(f"{self._live}/{rel}", entry, fd)
+        try:
+            with _reading(fd) as readable:
+                held = _holds_at(f"{self._live}/{rel}", entry, readable)
+        except OSError:  # not ours to read
+            held = None
         now = None if held is None else held[0]
         self._live_read.setdefault(rel, now)
         return now
@@ -1085,7 +1097,7 @@ def _holds_at(path: str, entry: Entry, fd: int | None = None) -> tuple[Entry, in
     want = entry[0]
     if fd is None:
         try:
-            opened = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            opened = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _NOCTTY)
         except OSError:
             return None
     else:
@@ -1109,26 +1121,34 @@ def _holds_at(path: str, entry: Entry, fd: int | None = None) -> tuple[Entry, in
     return ((want, st.st_size, st.st_mtime_ns), st.st_ino) if h.digest() == want else None
 
 
+_NOCTTY = getattr(os, "O_NOCTTY", 0)  # a device is never opened as a terminal
+
 # Folders opened only to reach a file and fstat: O_PATH, where there is one,
 # needs no read permission and reads nothing.
 _FOLDER = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW
 
 
 def _open_beneath(root: str, rel: str) -> tuple[int, list[bytes]] | None:
-    """The plain file at ``rel`` under the folder ``root``, opened read-only
-    one name at a time, each folder relative to the one before and none
-    followed if it is a link (``O_NOFOLLOW``), nor the file; with each
-    folder's (inode, ctime) on the way, ``root``'s first, taken after the
-    file was opened (:meth:`SiteWriter._lendable`). None if any is missing,
-    a link, or not what it should be. The caller closes the descriptor."""
+    """The plain file at ``rel`` under the folder ``root``, opened one name at
+    a time, each folder relative to the one before and none followed if it
+    is a link (``O_NOFOLLOW``), nor the file; with each folder's (inode,
+    ctime) on the way, ``root``'s first, taken after the file was opened
+    (:meth:`SiteWriter._lendable`). None if any is missing, a link, or not
+    what it should be. The file is opened with ``O_PATH`` where it can be
+    read through /proc (:func:`_reading`), so that nothing but a plain file
+    is ever opened for reading: a device node in its place would have its
+    driver's open run (review r86). The caller closes the descriptor."""
     *names, name = rel.split("/")
     folders: list[int] = []
     try:
         folders.append(os.open(root, _FOLDER))
         for folder in names:
             folders.append(os.open(folder, _FOLDER, dir_fd=folders[-1]))
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folders[-1])
+        fd = os.open(name, _file_flags(), dir_fd=folders[-1])
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                return None
             stats = [os.fstat(f) for f in folders]
         except OSError:
             os.close(fd)
@@ -1143,18 +1163,43 @@ def _open_beneath(root: str, rel: str) -> tuple[int, list[bytes]] | None:
 
 @functools.cache
 def _links_by_fd() -> bool:
-    """Whether an open file can be given a name (linkat(2) of /proc/self/fd/N
-    with AT_SYMLINK_FOLLOW: Linux with /proc mounted)."""
+    """Whether an open file can be given a name, and opened again, through
+    /proc/self/fd/N (Linux with /proc mounted)."""
     return os.path.isdir("/proc/self/fd")
+
+
+def _file_flags() -> int:
+    """How :func:`_open_beneath` opens the file: ``O_PATH`` (opens nothing)
+    where /proc can open it again for reading, else for reading."""
+    if _links_by_fd() and hasattr(os, "O_PATH"):
+        return os.O_PATH | os.O_NOFOLLOW
+    return os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _NOCTTY
+
+
+@contextlib.contextmanager
+def _reading(fd: int) -> Iterator[int]:
+    """A descriptor to read the plain file open on ``fd`` (from
+    :func:`_open_beneath`): the file itself, opened again through /proc if
+    ``fd`` is an ``O_PATH`` one."""
+    if not _file_flags() & getattr(os, "O_PATH", 0):
+        yield fd
+        return
+    readable = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_NONBLOCK | _NOCTTY)
+    try:
+        yield readable
+    finally:
+        os.close(readable)
 
 
 def _link_open(fd: int, gen: str, rel: str, tmp: str, held: Entry) -> Entry | None:
     """Make ``tmp`` (the temporary name of ``rel`` in generation ``gen``) the
     file open on ``fd``, checked to hold ``held``; returns its entry, or None
-    if that file lost its last name since it was opened. A hard link of the
-    very inode checked, or, where an open file cannot be linked, a copy of
-    its bytes, checked again as they are copied."""
-    _unlink_if_there(tmp)
+    if that file lost its last name since it was opened, or was edited. A
+    hard link of the very inode checked, or, where an open file cannot be
+    linked (no /proc; a file at its file system's link limit, on another
+    mount, or one protected_hardlinks keeps: review r86), a copy of its
+    bytes, checked again as they are copied."""
+    remove_entry(Path(tmp))  # whatever a killed build, or a hand, left there
     if not _links_by_fd():
         return _copy_open(fd, gen, rel, tmp, held)
     head, name = tmp.rsplit("/", 1)
@@ -1168,8 +1213,14 @@ def _link_open(fd: int, gen: str, rel: str, tmp: str, held: Entry) -> Entry | No
         # linkat(2)'s own way to name an open file; os.link passes the flag
         # only with a dst_dir_fd (else it calls link(2), which follows nothing).
         os.link(f"/proc/self/fd/{fd}", name, dst_dir_fd=folder)
-    except FileNotFoundError:  # unlinked since it was opened (ENOENT, nlink 0)
-        return None
+    except FileNotFoundError:
+        if os.fstat(fd).st_nlink == 0:  # unlinked since it was opened
+            return None
+        return _copy_open(fd, gen, rel, tmp, held)  # /proc that cannot link (gVisor)
+    except OSError as exc:
+        if exc.errno not in (errno.EMLINK, errno.EXDEV, errno.EPERM):
+            raise
+        return _copy_open(fd, gen, rel, tmp, held)
     finally:
         os.close(folder)
     st = os.lstat(tmp)
@@ -1183,9 +1234,10 @@ def _copy_open(fd: int, gen: str, rel: str, tmp: str, held: Entry) -> Entry | No
     """:func:`_link_open` by a copy: the bytes of the file open on ``fd``,
     read once and checked against ``held``, written to ``tmp``."""
     chunks, at = [], 0
-    while at <= held[1] and (chunk := os.pread(fd, 1 << 20, at)):
-        chunks.append(chunk)
-        at += len(chunk)
+    with _reading(fd) as readable:
+        while at <= held[1] and (chunk := os.pread(readable, 1 << 20, at)):
+            chunks.append(chunk)
+            at += len(chunk)
     data = b"".join(chunks)
     if len(data) != held[1] or digest(data) != held[0]:
         return None
