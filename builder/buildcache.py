@@ -1247,12 +1247,10 @@ class BuildCache:
         if not isinstance(low, int) or not isinstance(high, int) or high - low < SCAN_SPLIT_MIN:
             return None
         split = (low + high) // 2
-        try:
-            pending = parallel.background_on(
-                stack, _read_scan_half, (self, split), initializer=initializer
-            )
-        except OSError:  # no process could be made: read in this one
-            return None
+        # No process to be had, parallel reads the rows here when asked for.
+        pending = parallel.background_on(
+            stack, _read_scan_half, (self, split), initializer=initializer
+        )
         return split, pending
 
     def _scan_half_taken(self, pending: parallel.Pending[_ScanHalf], split: int) -> _ScanHalf:

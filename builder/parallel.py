@@ -246,11 +246,16 @@ def background(
             mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             process.start()
+            forked = True
+        except OSError:
+            # No process to be had (fork's EAGAIN at a process limit, ENOMEM):
+            # computed here when asked for, as on one core (review r87).
+            forked = False
         finally:
             if mask is not None:  # as it was (a SIGINT meanwhile is raised now)
                 signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             sender.close()  # the process's copy is the only one
-        yield Pending(result, process.kill)
+        yield Pending(result, process.kill) if forked else Pending(functools.partial(func, arg))
     finally:
         try:
             if process.pid is not None:  # forked

@@ -203,25 +203,3 @@ def test_a_deferred_survey_starts_once_and_not_after_close(tmp_path: Path) -> No
     with _opening(out, {target: b"\0" * writer.SEAL_SIZE}) as opening:
         assert opening.survey().manifest
         assert opening._pending is None
-
-
-def test_a_survey_that_cannot_be_forked_is_made_in_the_build(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """No process to be had for the survey (fork's EAGAIN at a process limit,
-    ENOMEM): the build surveys the generation itself, as on one core, rather
-    than stop; the site is a cold build's."""
-    tp, clone, target = _restored(tmp_path)
-    (target / "planted.html").write_text("<p>not the build's</p>")
-    tried = []
-
-    def no_process(*args: object, **kwargs: object) -> object:
-        tried.append(args)
-        raise OSError(11, "Resource temporarily unavailable")
-
-    monkeypatch.setattr(parallel, "workers", lambda: 2)
-    monkeypatch.setattr(writer.parallel, "background_on", no_process)
-    buildmod.build(clone / "content", clone / "site", signer=parse_private_key(tp.log_key))
-    monkeypatch.undo()
-    assert tried and not (target / "planted.html").exists()
-    assert site_files(clone / "site") == _cold(clone / "content", tmp_path)

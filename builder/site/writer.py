@@ -230,16 +230,9 @@ class Opening:
         # The Opening's before the fork, so that close() ends the process
         # whatever line an interrupt lands on (reviews r62, r82).
         self._stack = contextlib.ExitStack()
-        try:
-            self._pending = parallel.background_on(
-                self._stack, _survey, self._args, initializer=drop_locks
-            )
-        except OSError:
-            # No process to be had (fork's EAGAIN at a process limit, ENOMEM):
-            # surveyed in the build when asked for, as on one core.
-            stack, self._stack = self._stack, None
-            stack.close()
-            return
+        self._pending = parallel.background_on(
+            self._stack, _survey, self._args, initializer=drop_locks
+        )
         self._result = self._pending
 
     def survey(self) -> Survey:
@@ -579,17 +572,22 @@ class SiteWriter:
         size and mtime kept, after the survey: review r64). Else by its
         bytes, read on ``fd``: an unsealed generation (restored: THREATS.md
         T81), a seal a few files to lend do not pay for (``LSTATS_PER_READ``),
-        or a folder moved since (also on overlayfs, where lending a file
-        copies its folders up, which stamps their ctimes: review r85)."""
+        a folder moved since (also on overlayfs, where lending a file
+        copies its folders up, which stamps their ctimes: review r85), or
+        where a lent file is copied, not linked (no /proc), which reads it
+        anyway: one edited in place is then rendered, not refused by every
+        build (review r87). Never a file this process may not read: lent,
+        it would be published unreadable, and copied, not read (r87)."""
         try:
             st = os.fstat(fd)
         except OSError:
             return None
-        if not stat.S_ISREG(st.st_mode) or st.st_size != entry[1]:
+        if not stat.S_ISREG(st.st_mode) or st.st_size != entry[1] or not _may_read(fd):
             return None
         if (
             rel not in self._live_read
             and self._live_sealed
+            and _links_by_fd()  # a copy reads it anyway (r87)
             and st.st_mtime_ns == entry[2]
             and self._as_surveyed(rel, folders)
         ):
@@ -795,7 +793,7 @@ class SiteWriter:
             if held is None:
                 raise _changed_meanwhile(self._live, rel)
             tmp = self._tmp(rel)
-            entry = _link_open(fd, self._gen, rel, tmp, held)
+            entry = _link_open(fd, self._gen, rel, tmp, held, f"{self._live}/{rel}")
         finally:
             os.close(fd)
         if entry is None:  # unlinked since it was opened
@@ -1176,6 +1174,16 @@ def _file_flags() -> int:
     return os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _NOCTTY
 
 
+def _may_read(fd: int) -> bool:
+    """Whether this process may read the file open on ``fd`` (from
+    :func:`_open_beneath`; one opened for reading may)."""
+    if not _file_flags() & getattr(os, "O_PATH", 0):
+        return True
+    return os.access(
+        f"/proc/self/fd/{fd}", os.R_OK, effective_ids=os.access in os.supports_effective_ids
+    )
+
+
 @contextlib.contextmanager
 def _reading(fd: int) -> Iterator[int]:
     """A descriptor to read the plain file open on ``fd`` (from
@@ -1191,17 +1199,19 @@ def _reading(fd: int) -> Iterator[int]:
         os.close(readable)
 
 
-def _link_open(fd: int, gen: str, rel: str, tmp: str, held: Entry) -> Entry | None:
+def _link_open(fd: int, gen: str, rel: str, tmp: str, held: Entry, source: str) -> Entry | None:
     """Make ``tmp`` (the temporary name of ``rel`` in generation ``gen``) the
     file open on ``fd``, checked to hold ``held``; returns its entry, or None
     if that file lost its last name since it was opened, or was edited. A
     hard link of the very inode checked, or, where an open file cannot be
     linked (no /proc; a file at its file system's link limit, on another
     mount, or one protected_hardlinks keeps: review r86), a copy of its
-    bytes, checked again as they are copied."""
-    remove_entry(Path(tmp))  # whatever a killed build, or a hand, left there
+    bytes, checked again as they are copied (``source``, the file's path,
+    names it if they are not what was checked)."""
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        remove_entry(Path(tmp))  # whatever a killed build, or a hand, left there
     if not _links_by_fd():
-        return _copy_open(fd, gen, rel, tmp, held)
+        return _copy_open(fd, gen, rel, tmp, held, source)
     head, name = tmp.rsplit("/", 1)
     try:
         folder = os.open(head, _FOLDER)
@@ -1216,11 +1226,11 @@ def _link_open(fd: int, gen: str, rel: str, tmp: str, held: Entry) -> Entry | No
     except FileNotFoundError:
         if os.fstat(fd).st_nlink == 0:  # unlinked since it was opened
             return None
-        return _copy_open(fd, gen, rel, tmp, held)  # /proc that cannot link (gVisor)
+        return _copy_open(fd, gen, rel, tmp, held, source)  # /proc that cannot link (gVisor)
     except OSError as exc:
         if exc.errno not in (errno.EMLINK, errno.EXDEV, errno.EPERM):
             raise
-        return _copy_open(fd, gen, rel, tmp, held)
+        return _copy_open(fd, gen, rel, tmp, held, source)
     finally:
         os.close(folder)
     st = os.lstat(tmp)
@@ -1230,17 +1240,27 @@ def _link_open(fd: int, gen: str, rel: str, tmp: str, held: Entry) -> Entry | No
     return held
 
 
-def _copy_open(fd: int, gen: str, rel: str, tmp: str, held: Entry) -> Entry | None:
+def _copy_open(fd: int, gen: str, rel: str, tmp: str, held: Entry, source: str) -> Entry:
     """:func:`_link_open` by a copy: the bytes of the file open on ``fd``,
     read once and checked against ``held``, written to ``tmp``."""
     chunks, at = [], 0
-    with _reading(fd) as readable:
-        while at <= held[1] and (chunk := os.pread(readable, 1 << 20, at)):
-            chunks.append(chunk)
-            at += len(chunk)
+    try:
+        with _reading(fd) as readable:
+            while at <= held[1] and (chunk := os.pread(readable, 1 << 20, at)):
+                chunks.append(chunk)
+                at += len(chunk)
+    except OSError:  # its mode changed since it was checked
+        chunks = []
     data = b"".join(chunks)
     if len(data) != held[1] or digest(data) != held[0]:
-        return None
+        # Changed since it was checked, or taken by its size and mtime (its
+        # generation sealed) and copied because linkat refused: edited in
+        # place, which every build would meet again (review r87).
+        raise PlanError(
+            f"{source} does not hold the bytes its generation's manifest records",
+            hint="it was edited in place, or is being: remove it, then build again "
+            "(the build renders it anew)",
+        )
     out = _in_folder(gen, rel, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     try:
         _write_all(out, data)
