@@ -80,7 +80,9 @@ def map_ordered(
     size = -(-len(items) // (n * 4))
     chunks = [items[i : i + size] for i in range(0, len(items), size)]
     with _frozen():
-        pool = _fork_pool(n, func)
+        pool = _started_pool(n, func)
+        if pool is None:
+            return [func(x) for x in items]
         try:
             parts = list(pool.map(_run_chunk, chunks))
         except BrokenProcessPool:
@@ -105,7 +107,10 @@ def imap_ordered(
         yield from (func(x) for x in items)
         return
     with _frozen():
-        pool = _fork_pool(n, func)
+        pool = _started_pool(n, func)
+        if pool is None:
+            yield from (func(x) for x in items)
+            return
         try:
             # Not pool.map, which submits every chunk at once: workers faster than
             # the consumer (the build writing each page) then left every result
@@ -339,6 +344,27 @@ def _fork_pool(processes: int, task: Callable[[Any], Any]) -> ProcessPoolExecuto
         initializer=_start_worker,
         initargs=(os.getpid(), None, task),
     )
+
+
+def _started_pool(processes: int, task: Callable[[Any], Any]) -> ProcessPoolExecutor | None:
+    """:func:`_fork_pool` with its workers forked now (the executor forks
+    them all on its first submit); None if a fork fails (EAGAIN at a process
+    limit, ENOMEM), the workers forked by then ended: the caller computes in
+    its own process, as on one core. Else the build ended on a bare OSError,
+    and a worker forked before the failure waited on its queue for the
+    build's end (review r88)."""
+    pool = _fork_pool(processes, task)
+    try:
+        pool.submit(_run_chunk, ())  # its result (none) is never asked for
+    except OSError:
+        forked = list(getattr(pool, "_processes", {}).values())  # the executor's own
+        for process in forked:
+            process.kill()
+        for process in forked:
+            process.join()
+        pool.shutdown(wait=False, cancel_futures=True)
+        return None
+    return pool
 
 
 def _start_worker(
