@@ -246,19 +246,17 @@ def background(
         # No KeyboardInterrupt between the fork and Process.start() storing
         # its Popen (process.pid None: the finally below could neither kill
         # nor join the child); the child unblocks it first (review r84).
-        mask = None
-        if threading.current_thread() is threading.main_thread():
-            mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        mask = _sigint_blocked()
         try:
             process.start()
             forked = True
-        except OSError:
+        except OSError as exc:
             # No process to be had (fork's EAGAIN at a process limit, ENOMEM):
             # computed here when asked for, as on one core (review r87).
+            _close_launch_pipes(exc)
             forked = False
         finally:
-            if mask is not None:  # as it was (a SIGINT meanwhile is raised now)
-                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            _sigint_restored(mask)
             sender.close()  # the process's copy is the only one
         yield Pending(result, process.kill) if forked else Pending(functools.partial(func, arg))
     finally:
@@ -347,24 +345,96 @@ def _fork_pool(processes: int, task: Callable[[Any], Any]) -> ProcessPoolExecuto
 
 
 def _started_pool(processes: int, task: Callable[[Any], Any]) -> ProcessPoolExecutor | None:
-    """:func:`_fork_pool` with its workers forked now (the executor forks
-    them all on its first submit); None if a fork fails (EAGAIN at a process
-    limit, ENOMEM), the workers forked by then ended: the caller computes in
-    its own process, as on one core. Else the build ended on a bare OSError,
-    and a worker forked before the failure waited on its queue for the
-    build's end (review r88)."""
+    """:func:`_fork_pool` with its workers forked and answering (the executor
+    forks them all on its first submit, then starts its manager thread, whose
+    first put starts the call queue's feeder thread); None if a fork or one
+    of those threads cannot be had (EAGAIN at a process limit, ENOMEM; on
+    Linux threads count against the same limits), every worker forked by
+    then ended: the caller computes in its own process, as on one core.
+    Before, the build ended on a bare OSError (review r88), or RuntimeError
+    with every worker left waiting on its queue, so the process never
+    exited, or waited forever for an answer no thread would deliver (r89)."""
     pool = _fork_pool(processes, task)
     try:
-        pool.submit(_run_chunk, ())  # its result (none) is never asked for
-    except OSError:
-        forked = list(getattr(pool, "_processes", {}).values())  # the executor's own
-        for process in forked:
-            process.kill()
-        for process in forked:
-            process.join()
-        pool.shutdown(wait=False, cancel_futures=True)
+        # No KeyboardInterrupt between two forks: the workers forked so far
+        # would be left (r89); a Ctrl-C meanwhile is raised once they all are.
+        mask = _sigint_blocked()
+        try:
+            first = pool.submit(_run_chunk, ())
+        finally:
+            _sigint_restored(mask)
+        while True:
+            try:
+                _, reports = first.result(timeout=0.05)
+                break
+            except TimeoutError:
+                manager = getattr(pool, "_executor_manager_thread", None)  # the executor's own
+                if manager is not None and not manager.is_alive():
+                    _end_pool(pool)  # its feeder thread could not start
+                    return None
+        _absorb(reports)
+    except BrokenProcessPool:
+        _end_pool(pool)
+        raise _died() from None
+    except (OSError, RuntimeError) as exc:
+        _close_launch_pipes(exc)
+        _end_pool(pool)
         return None
+    except BaseException:
+        _end_pool(pool)
+        raise
     return pool
+
+
+def _end_pool(pool: ProcessPoolExecutor) -> None:
+    """Kill and reap the workers ``pool`` forked, and shut it down without
+    waiting for its threads (which may never have started)."""
+    forked = list((getattr(pool, "_processes", None) or {}).values())  # the executor's own
+    for process in forked:
+        with contextlib.suppress(OSError, ValueError):
+            process.kill()
+    for process in forked:
+        with contextlib.suppress(OSError, ValueError):
+            process.join()
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _close_launch_pipes(exc: BaseException) -> None:
+    """Close the two pipes CPython's ``Popen._launch`` (multiprocessing.popen_fork,
+    3.11) opens before a fork that then fails: it leaves them open, four
+    descriptors a failure, and the agents' server, which goes on, ran out
+    (review r89). Only a launch whose fork returned nothing (its ``pid``
+    unset): no descriptor of it was closed, so none was given to another."""
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        tb = tb.tb_next
+        if frame.f_code.co_name != "_launch" or not frame.f_globals.get("__name__", "").startswith(
+            "multiprocessing.popen_fork"
+        ):
+            continue
+        local = frame.f_locals
+        if getattr(local.get("self"), "pid", None) is not None:
+            continue
+        for name in ("parent_r", "child_w", "child_r", "parent_w"):
+            fd = local.get(name)
+            if isinstance(fd, int):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+
+def _sigint_blocked() -> Any:
+    """SIGINT blocked in the main thread (the mask before, to restore); None
+    in any other thread, which a signal is not delivered to in Python."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
+def _sigint_restored(mask: Any) -> None:
+    """The mask as it was (a SIGINT meanwhile is raised now)."""
+    if mask is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def _start_worker(
