@@ -321,6 +321,7 @@ def test_an_imap_that_fell_back_closes_early(monkeypatch: pytest.MonkeyPatch) ->
         seen.append(x)
         return -x
 
+    gc.unfreeze()  # as a caller that froze nothing: another test's freeze (background()) stays
     frozen = gc.get_freeze_count()
     with _no_children_left():
         with contextlib.closing(parallel.imap_ordered(task, list(range(300)))) as results:
