@@ -118,7 +118,7 @@ import unicodedata
 import urllib.parse
 import weakref
 from collections.abc import Callable, Collection, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
@@ -340,17 +340,37 @@ def _scan_head(data: bytes) -> ScanHead:
 SCAN_SPLIT_MIN = 20_000
 
 
+@dataclass(slots=True)
+class _Refusals:
+    """The rows a read of a section refused: their keys, and how many were
+    damaged or whole but not tagged with the row key (:meth:`BuildCache._refusal`)."""
+
+    keys: list[Any] = field(default_factory=list)
+    damaged: int = 0
+    untagged: int = 0
+
+    def refuse(self, k: Any, why: str) -> None:
+        """Row ``k`` refused: "untagged", or anything else ("damaged")."""
+        self.keys.append(k)
+        if why == "untagged":
+            self.untagged += 1
+        else:
+            self.damaged += 1
+
+    def add(self, other: _Refusals) -> None:
+        self.keys += other.keys
+        self.damaged += other.damaged
+        self.untagged += other.untagged
+
+
 @dataclass(frozen=True, slots=True)
 class _ScanHalf:
     """The scan rows past a rowid, read and checked (:func:`_read_scan_half`):
     each row's key, its head's parts (:func:`_scan_head`), tag and public
-    digest; the keys of the rows refused, and how many were damaged or not
-    tagged with the row key."""
+    digest; and the rows refused."""
 
     rows: list[tuple[str, ScanHead, Any, Any]]  # key, head, tag, digest
-    refused: list[Any]
-    damaged: int
-    untagged: int
+    refused: _Refusals
 
 
 def _read_scan_half(arg: tuple[BuildCache, int]) -> _ScanHalf:
@@ -362,29 +382,25 @@ def _read_scan_half(arg: tuple[BuildCache, int]) -> _ScanHalf:
     cache, split = arg
     memo: dict[Any, Any] = {}  # shared values travel once through the pipe
     rows: list[tuple[str, ScanHead, Any, Any]] = []
-    refused: list[Any] = []
-    damaged = untagged = 0
+    refused = _Refusals()
     key_in = CODECS["scan"].key_in
     with cache._connect() as db:
         for k, v, d, a in db.execute('SELECT k, v, d, a FROM "scan" WHERE rowid > ?', (split,)):
             refusal = cache._refusal(k, v, d, a)
             if refusal is not None:
-                untagged += refusal == "untagged"
-                damaged += refusal == "damaged"
-                refused.append(k)
+                refused.refuse(k, refusal)
                 continue
             try:
                 key_in(k)
                 parts = _scan_head(v)
             except Exception:  # any damage is a miss, never an error or a wrong entry
-                damaged += 1
-                refused.append(k)
+                refused.refuse(k, "damaged")
                 continue
             digest, dream_id, key_id, key, head, entry_types = parts
             key_id, key = memo.setdefault(key_id, key_id), memo.setdefault(key, key)
             _share(head, memo)
             rows.append((k, (digest, dream_id, key_id, key, head, entry_types), a, d))
-    return _ScanHalf(rows, refused, damaged, untagged)
+    return _ScanHalf(rows, refused)
 
 
 def _stored_dream(
@@ -1144,8 +1160,8 @@ class BuildCache:
             return {}
         key_in, value_in = CODECS[name].key_in, CODECS[name].value_in
         section: dict[Any, Any] = {}
-        damaged = untagged = 0
-        refused = self._refused[name] = []
+        refused = _Refusals()
+        self._refused[name] = refused.keys
         # A dream's body is read from its row again when first asked for (by
         # the build: a StoreReader keeps them, see there).
         bodies = self._bodies if name == "scan" and self.REREAD else None
@@ -1170,9 +1186,7 @@ class BuildCache:
                 for k, v, d, a in rows:
                     refusal = self._refusal(k, v, d, a)
                     if refusal is not None:
-                        untagged += refusal == "untagged"
-                        damaged += refusal == "damaged"
-                        refused.append(k)
+                        refused.refuse(k, refusal)
                         continue
                     try:
                         if bodies is None:
@@ -1180,8 +1194,7 @@ class BuildCache:
                         else:
                             section[key_in(k)] = _scan_in(v, (bodies, k), self._memo)
                     except Exception:  # any damage is a miss, never an error or a wrong entry
-                        damaged += 1
-                        refused.append(k)
+                        refused.refuse(k, "damaged")
                         continue
                     if scan:  # the one _sound verified (review r76: d is not, under a key)
                         digests[k] = a if keyed else d
@@ -1198,16 +1211,16 @@ class BuildCache:
                     digests[k] = a if keyed else d
                     if keyed:
                         public[k] = d
-                refused += half.refused
-                damaged += half.damaged
-                untagged += half.untagged
+                refused.add(half.refused)
         except sqlite3.Error as exc:
             self._damaged(exc, "read this build")
             return {}
-        if damaged:
-            self.notes.append(f"the build store's {name} had {damaged} damaged row(s); ignored")
-        if untagged:
-            self.notes.append(_untagged_note(name, untagged))
+        if refused.damaged:
+            self.notes.append(
+                f"the build store's {name} had {refused.damaged} damaged row(s); ignored"
+            )
+        if refused.untagged:
+            self.notes.append(_untagged_note(name, refused.untagged))
         return section
 
     @contextlib.contextmanager
