@@ -245,8 +245,9 @@ def background(
     try:
         # No KeyboardInterrupt between the fork and Process.start() storing
         # its Popen (process.pid None: the finally below could neither kill
-        # nor join the child); the child unblocks it first (review r84).
-        mask = _sigint_blocked()
+        # nor join the child), whichever thread takes a Ctrl-C (reviews r84,
+        # r85); the child gives back the handler and unblocks it first.
+        held = _sigint_held()
         try:
             process.start()
             forked = True
@@ -256,8 +257,8 @@ def background(
             _close_launch_pipes(exc)
             forked = False
         finally:
-            _sigint_restored(mask)
             sender.close()  # the process's copy is the only one
+            _sigint_given_back(held)
         yield Pending(result, process.kill) if forked else Pending(functools.partial(func, arg))
     finally:
         try:
@@ -358,11 +359,11 @@ def _started_pool(processes: int, task: Callable[[Any], Any]) -> ProcessPoolExec
     try:
         # No KeyboardInterrupt between two forks: the workers forked so far
         # would be left (r89); a Ctrl-C meanwhile is raised once they all are.
-        mask = _sigint_blocked()
+        held = _sigint_held()
         try:
             first = pool.submit(_run_chunk, ())
         finally:
-            _sigint_restored(mask)
+            _sigint_given_back(held)
         while True:
             try:
                 _, reports = first.result(timeout=0.05)
@@ -423,18 +424,58 @@ def _close_launch_pipes(exc: BaseException) -> None:
                     os.close(fd)
 
 
-def _sigint_blocked() -> Any:
-    """SIGINT blocked in the main thread (the mask before, to restore); None
-    in any other thread, which a signal is not delivered to in Python."""
+class _SigintHeld:
+    """SIGINT held off in the main thread across a fork (:func:`_sigint_held`):
+    blocked there, and taken, should another thread take it meanwhile, by
+    this handler, which only notes it; ``before`` is the handler it stands
+    in for."""
+
+    def __init__(self, before: Any) -> None:
+        self.before = before
+        self.taken = False
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        self.taken = True
+
+
+def _sigint_held() -> tuple[Any, _SigintHeld] | None:
+    """Hold off SIGINT in the main thread (the mask and the handler before, to
+    give back to :func:`_sigint_given_back`); None in any other thread, which
+    a Python handler never runs in.
+
+    Blocking it is not enough where another thread lives (a thread of the
+    agents' server, an embedding program's): the kernel hands a Ctrl-C to a
+    thread that does not block it, CPython's C handler runs there, and the
+    Python handler then raises KeyboardInterrupt in the main thread at its
+    next bytecode, inside ``Popen._launch`` after the fork, leaving a child
+    nothing can end (review r85). So the Python handler is this one's while
+    it is held."""
     if threading.current_thread() is not threading.main_thread():
         return None
-    return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-
-
-def _sigint_restored(mask: Any) -> None:
-    """The mask as it was (a SIGINT meanwhile is raised now)."""
-    if mask is not None:
+    held = _SigintHeld(signal.getsignal(signal.SIGINT))
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        signal.signal(signal.SIGINT, held)
+    except BaseException:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        raise
+    return mask, held
+
+
+def _sigint_given_back(state: tuple[Any, _SigintHeld] | None) -> None:
+    """The handler and the mask as they were; a SIGINT another thread took
+    meanwhile is raised again now, to be handled as it would have been (a
+    KeyboardInterrupt here, nothing if it was ignored). One still pending in
+    the main thread is delivered as the mask lifts."""
+    if state is None:
+        return
+    mask, held = state
+    before = held.before
+    # None: a handler not installed from Python; the default is the nearest.
+    signal.signal(signal.SIGINT, signal.SIG_DFL if before is None else before)
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    if held.taken:
+        signal.raise_signal(signal.SIGINT)
 
 
 def _start_worker(
@@ -448,6 +489,11 @@ def _start_worker(
     later build would stop at "another build is writing". On Linux the kernel
     kills it with its parent (PR_SET_PDEATHSIG); elsewhere a thread watches
     for the parent to go."""
+    # Forked while the parent held SIGINT off (_sigint_held): its handler
+    # first, then the signal, pending or not, as a process of its own.
+    handler = signal.getsignal(signal.SIGINT)
+    if isinstance(handler, _SigintHeld):
+        signal.signal(signal.SIGINT, signal.SIG_DFL if handler.before is None else handler.before)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):

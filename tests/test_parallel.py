@@ -6,12 +6,15 @@ waiting forever on a pipe, holding memory and the build lock.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -170,3 +173,81 @@ def test_imap_ordered_computes_only_a_window_ahead_of_its_consumer(tmp_path: Pat
         assert list(done) == items[1:]  # the rest, in order, all of them
     finally:
         done.close()
+
+
+def _handler_name(_: object) -> str:
+    handler = signal.getsignal(signal.SIGINT)
+    return getattr(handler, "__name__", type(handler).__name__)
+
+
+@contextlib.contextmanager
+def _another_thread() -> Iterator[Callable[[], None]]:
+    """A thread that does not block SIGINT (started before any window: a
+    thread inherits its creator's mask), and a way to send it one: CPython's
+    C handler runs in that thread and the main thread's Python handler at
+    its next bytecode, as with a Ctrl-C the kernel gave that thread."""
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+
+    def interrupt() -> None:
+        assert other.ident is not None
+        signal.pthread_kill(other.ident, signal.SIGINT)
+        time.sleep(0.05)  # the main thread passes bytecodes meanwhile
+
+    try:
+        yield interrupt
+    finally:
+        stop.set()
+        other.join()
+
+
+def test_an_interrupt_held_off_across_a_fork_reaches_the_callers_own_handler() -> None:
+    """T40 (review r85): while SIGINT is held off in the main thread, one taken
+    by another thread is noted, not raised there; given back, the caller's
+    own handler gets it once, and is the handler again."""
+    calls: list[int] = []
+
+    def own(signum: int, frame: object) -> None:
+        calls.append(signum)
+
+    before = signal.signal(signal.SIGINT, own)
+    try:
+        with _another_thread() as interrupt:
+            held = parallel._sigint_held()
+            interrupt()
+            assert calls == [], "the caller's handler ran inside the window"
+            parallel._sigint_given_back(held)
+        time.sleep(0.01)
+        assert calls == [signal.SIGINT]
+        assert signal.getsignal(signal.SIGINT) is own
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def test_an_ignored_interrupt_stays_ignored_across_a_fork() -> None:
+    """T40: a process that ignores SIGINT (a shell's background job) still
+    ignores it after a window in which another thread took one."""
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with _another_thread() as interrupt:
+            held = parallel._sigint_held()
+            interrupt()
+            parallel._sigint_given_back(held)
+        time.sleep(0.01)  # nothing raised
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def test_a_process_forked_while_sigint_is_held_off_has_the_callers_handler() -> None:
+    """T40 (guard): the forked process (a background one, a pool's worker)
+    runs with the handler its parent had before the window, not the one
+    that notes."""
+    with parallel.background(_handler_name, None) as pending:
+        assert pending() == "default_int_handler"
+    assert (
+        parallel.map_ordered(_handler_name, list(range(400)), min_items=1)
+        == ["default_int_handler"] * 400
+    )
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
