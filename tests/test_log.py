@@ -317,6 +317,23 @@ def test_lost_dream_file_is_caught(tp: PoolFixture, tmp_path: Path) -> None:
     assert "dreampool erase" in (info.value.hint or "")
 
 
+def test_a_logged_dream_refused_for_its_key_file_is_not_called_missing(
+    tp: PoolFixture, tmp_path: Path, run: Any
+) -> None:
+    """`dreampool check` names every problem: a logged dream whose key file a
+    change broke is there, refused with it, and was said to be missing, with
+    a hint to erase it; its own line did not say the key file was there."""
+    (dream_id,) = tp.add("ada", 1)
+    do_build(tp, tmp_path / "site")
+    (key_file,) = (tp.content / "keys").glob("*.yaml")
+    key_file.write_text(key_file.read_text().replace("tier: ", "tier: x"))
+    result = run("check", "--content", tp.content)
+    assert result.code == 1
+    assert f"{dream_id}.json was refused" in result.err
+    assert f"its file {key_file} was refused" in result.err
+    assert "missing" not in result.err and "erase" not in result.err
+
+
 def test_wrong_log_key_refused(tp: PoolFixture, tmp_path: Path) -> None:
     from builder.formats.note import generate_key
 

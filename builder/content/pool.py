@@ -674,6 +674,21 @@ def settle_forks(
     return kept_problems + directory_problems(content, directory), out
 
 
+def unknown_key_rule(content: Path, key_id: str) -> str:
+    """Why a dream's key is not in the key directory, and what to do: its key
+    file was refused (named with its own problem), or there is none."""
+    key_file = content / "keys" / f"{key_id.removeprefix('sha256:')}.yaml"
+    if os.path.lexists(key_file):
+        return (
+            f"key {key_id} is not in the key directory: its file {key_file} was refused "
+            "(its problem is named with it); fix that file"
+        )
+    return (
+        f"key {key_id} is not in the key directory (content/keys): submit the dream with "
+        "`dreampool submit`, which adds its author's key file beside it"
+    )
+
+
 def retired_keys(directory: KeyDirectory) -> dict[str, KeyEntry]:
     """docs/protocol.md §7: a rotation retires its old key at once. Each key
     another key was rotated from (its ``rotatedFrom``), mapped to the key that
@@ -989,11 +1004,7 @@ def scan_dreams(
             )
             continue
         if d.key_id not in directory.keys:
-            problems.append(
-                Problem(
-                    file, "/sig/keyId", f"key {d.key_id} is not in the key directory (content/keys)"
-                )
-            )
+            problems.append(Problem(file, "/sig/keyId", unknown_key_rule(content, d.key_id)))
             continue
         rule = check_key_rules(d, file, directory)
         if rule:

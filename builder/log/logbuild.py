@@ -817,6 +817,16 @@ def _check_logged(
         found = present.get(dream_id)
         if found is None:
             reason = _erasure_reason(content, dream_id)
+            if reason is None and os.path.lexists(content / "dreams" / f"{dream_id}.json"):
+                # There, but refused by the scan (its key file broken, the file
+                # edited): the cause is named with the file, and erasing the
+                # dream is not the fix (a new user's audit, 23rd session).
+                raise LogError(
+                    f"leaf {index} logs dream {dream_id}, but content/dreams/{dream_id}.json "
+                    "was refused (its problem is named with the file or its key)",
+                    hint="fix that problem: restore the file or its key file from git history "
+                    "if either was edited; a logged dream must stay publishable",
+                )
             if reason is None:
                 raise LogError(
                     f"leaf {index} logs dream {dream_id}, but content/dreams/{dream_id}.json "
