@@ -87,7 +87,7 @@ def judge(changes: list[Change], content: str) -> tuple[list[Problem], Contribut
             continue
         kind = _contributor_kind(path, content)
         if kind is None:
-            problems.append(Problem(path, "", _outside(path, content) + _MAINTAINERS))
+            problems.append(Problem(path, "", _outside(path, content, change.status)))
             continue
         if change.status != "A":
             verb = {"D": "deletes", "M": "changes", "T": "changes the type of"}.get(
@@ -125,17 +125,28 @@ def _contributor_kind(path: str, content: str) -> str | None:
     return folder if pattern is not None and pattern.fullmatch(name) else None
 
 
-def _outside(path: str, content: str) -> str:
-    """Why ``path`` is not a contributor path, in the words a contributor needs."""
+def _outside(path: str, content: str, status: str) -> str:
+    """Why ``path``, which the pull request changes as git's ``status`` letter
+    says, is not a contributor path, and what to do, in the words a
+    contributor needs."""
     inside = path.startswith(content.rstrip("/") + "/") if content != "." else True
     rel = path[len(content.rstrip("/")) + 1 :] if inside and content != "." else path
     if inside and rel.startswith("dreams/") and rel.endswith(".salt"):
-        return "salts are written only by the build, when it logs a dream; remove this file. "
+        if status != "A":  # a logged dream's: "remove this file" was the wrong advice
+            verb = "deletes" if status == "D" else "changes"
+            return (
+                f"the pull request {verb} the salt of a logged dream, which its record needs; "
+                f"restore it from the base branch (git checkout <base> -- {path})"
+            )
+        return (
+            "salts are written only by the build, when it logs a dream; remove this file. "
+            + _MAINTAINERS
+        )
     if inside and rel.startswith("log/"):
-        return "the log state is written only by the build; "
+        return "the log state is written only by the build; " + _MAINTAINERS
     if is_build_state(PurePosixPath(path).parts[0]):
-        return "the build's own state is never committed (git rm -r --cached it); "
-    return "is outside the contributor paths: " + _WHAT
+        return "the build's own state is never committed (git rm -r --cached it); " + _MAINTAINERS
+    return "is outside the contributor paths: " + _WHAT + _MAINTAINERS
 
 
 def check_pull_request(
@@ -155,7 +166,19 @@ def check_pull_request(
             hint="run check without --base to check the whole pool",
         )
     rel = content.resolve().relative_to(root.resolve()).as_posix()
-    problems, added = judge(gitrepo.changes(root, base), rel)
+    changes = gitrepo.changes(root, base)
+    problems, added = judge(changes, rel)
+    # What the commits do not hold is neither judged nor read: said, never
+    # passed as if checked (a new user's audit, 23rd session).
+    problems += [
+        Problem(
+            path,
+            "",
+            f"is not committed: `check --base` checks the commits {base}..HEAD; commit it, "
+            "or run check without --base to check the work tree as it is",
+        )
+        for path in gitrepo.uncommitted(root, rel)
+    ]
     problems = [dataclasses.replace(p, file=_shown(root, p.file)) for p in problems]
     try:
         pool.load_config(content)
@@ -163,7 +186,8 @@ def check_pull_request(
         problems.extend(exc.problems)
     directory, key_problems = pool.load_keys(content)
     new_keys = {"sha256:" + PurePosixPath(path).stem: path for path in added.keys}
-    ours, theirs = _blame(content, root, directory, key_problems, added, new_keys)
+    changed = {(root / c.path).resolve() for c in changes}
+    ours, theirs = _blame(content, directory, key_problems, changed, new_keys)
     problems.extend(ours)
     if notes is not None:
         notes.extend(theirs)
@@ -263,12 +287,7 @@ def check_pull_request(
             continue
         if result.key_id not in directory.keys:
             problems.append(
-                Problem(
-                    str(file),
-                    "/sig/keyId",
-                    f"key {result.key_id} is not in the key directory (content/keys); "
-                    "`dreampool submit` adds it",
-                )
+                Problem(str(file), "/sig/keyId", pool.unknown_key_rule(content, result.key_id))
             )
             continue
         rule = pool.check_key_rules(result, str(file), directory)
@@ -355,15 +374,16 @@ def _retires_pending(
 
 def _blame(
     content: Path,
-    root: Path,
     directory: pool.KeyDirectory,
     key_problems: list[Problem],
-    added: Contribution,
+    changed: set[Path],
     new_keys: dict[str, str],
 ) -> tuple[list[Problem], list[Problem]]:
-    """``key_problems`` split into the pull request's (in a file it adds, or
-    between keys only with the keys it adds) and those already on the base."""
-    mine = {(root / path).resolve() for path in added.keys + added.rotations}
+    """``key_problems`` split into the pull request's (in a file it adds or
+    changes, or between keys only with the keys it adds) and those already on
+    the base. A key file the pull request changed was said to be broken "on
+    the base branch already" (a new user's audit, 23rd session)."""
+    mine = changed
     between = pool.directory_problems(content, directory)
     before = pool.KeyDirectory({k: v for k, v in directory.keys.items() if k not in new_keys})
     already = set(pool.directory_problems(content, before))

@@ -177,6 +177,27 @@ def changes(root: Path, base: str, head: str = "HEAD") -> list[Change]:
     return parse_raw(result.stdout)
 
 
+def uncommitted(root: Path, folder: str) -> list[str]:
+    """The paths under ``folder`` (relative to the work tree's root ``root``)
+    whose work tree differs from HEAD: changed, staged, untracked or ignored
+    (a build reads them all), as ``git status --porcelain -z`` names them."""
+    result = _git(
+        root,
+        "status",
+        "--porcelain=v1",
+        "-z",
+        "--untracked-files=all",
+        "--ignored=matching",
+        "--no-renames",
+        "--",
+        folder,
+    )
+    if result.returncode != 0:
+        raise GitError(f"git status failed: {result.stderr.decode(errors='replace')}")
+    # git-status(1), "Porcelain Format Version 1": "XY PATH", NUL-terminated.
+    return [os.fsdecode(entry[3:]) for entry in result.stdout.split(b"\0") if entry]
+
+
 def parse_raw(out: bytes) -> list[Change]:
     """``git diff --raw -z`` output: ``:<old mode> <new mode> <old> <new> <status>``
     NUL ``<path>`` NUL, repeated (git-diff(1), "Raw output format")."""

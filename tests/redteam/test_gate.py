@@ -139,6 +139,59 @@ def test_every_change_outside_the_contributor_paths_is_named(repo: PoolFixture, 
     assert f"content/dreams/{dream_id}.json" not in plain.err + github.out  # the dream is fine
 
 
+def test_what_a_pull_request_breaks_in_a_key_file_or_salt_is_its_own(
+    repo: PoolFixture, run: Run
+) -> None:
+    """T49 (a new user's audit, 23rd session): a key file the pull request
+    changed into an invalid one was named, besides the change itself, as a
+    problem "on the base branch already" for a maintainer to fix there; and
+    a logged dream's salt it deleted or changed was to be "removed". Both are
+    the pull request's own, with the fix: restore them."""
+    root = repo.content.parent
+    key_file = next((repo.content / "keys").glob("*.yaml"))
+    key_file.write_text(key_file.read_text().replace("tier: guest", "tier: memeber"))
+    deleted, changed = sorted((repo.content / "dreams").glob("*.salt"))
+    deleted.unlink()
+    changed.write_text(changed.read_text() + "x")
+    _commit(root, "pull request")
+    result = _check(run)
+    assert result.code == 1
+    assert "on the base branch already" not in result.err, result.err
+    assert f"error: {key_file.relative_to(root)}: /tier: must be one of" in result.err
+    for salt, verb in ((deleted, "deletes"), (changed, "changes")):
+        rel = salt.relative_to(root)
+        assert (
+            f"error: {rel}: the pull request {verb} the salt of a logged dream, which its "
+            f"record needs; restore it from the base branch (git checkout <base> -- {rel})"
+        ) in result.err, result.err
+    assert "remove this file" not in result.err
+
+
+def test_what_the_commits_do_not_hold_is_named_not_passed(repo: PoolFixture, run: Run) -> None:
+    """T49 (a new user's audit, 23rd session): `check --base` judges the
+    commits, and said "ok" with a broken dream file beside them, untracked or
+    staged but not committed, which a build would read."""
+    root = repo.content.parent
+    _commit(root, "pull request")
+    untracked = repo.content / "dreams" / "1111111111111111.json"
+    untracked.write_text("{bad")
+    staged = repo.content / "dreams" / "2222222222222222.json"
+    staged.write_text("{bad")
+    _git(root, "add", str(staged))
+    result = _check(run)
+    assert result.code == 1, result.err
+    for path in (untracked, staged):
+        rel = path.relative_to(root)
+        assert (
+            f"error: {rel}: is not committed: `check --base` checks the commits HEAD^1..HEAD"
+            in (result.err)
+        ), result.err
+    untracked.unlink()
+    _git(root, "rm", "-q", "--cached", str(staged.relative_to(root)))
+    staged.unlink()
+    assert _check(run).code == 0
+
+
 def test_a_new_key_file_comes_in_as_a_guest(repo: PoolFixture, run: Run) -> None:
     """T37, T49: a key file written by hand with `tier: member` in a pull request."""
     submit(repo, signed("carol", title="Wants a tier"))
