@@ -179,15 +179,17 @@ def changes(root: Path, base: str, head: str = "HEAD") -> list[Change]:
 
 def uncommitted(root: Path, folder: str) -> list[str]:
     """The paths under ``folder`` (relative to the work tree's root ``root``)
-    whose work tree differs from HEAD: changed, staged, untracked or ignored
-    (a build reads them all), as ``git status --porcelain -z`` names them."""
+    whose work tree differs from HEAD: changed, staged or untracked (a build
+    reads them all), as ``git status --porcelain -z`` names them. Ignored
+    files are not named: a virtual environment or a key file a checkout
+    ignores is no pull request's."""
     result = _git(
         root,
         "status",
         "--porcelain=v1",
         "-z",
         "--untracked-files=all",
-        "--ignored=matching",
+        "--ignored=no",
         "--no-renames",
         "--",
         folder,
