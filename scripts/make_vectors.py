@@ -25,6 +25,7 @@ byte and that they verify with builder.readers.lightclient.
 
 from __future__ import annotations
 
+import base64
 import copy
 import datetime as dt
 import hashlib
@@ -324,6 +325,14 @@ def _negative(a: dict[str, Any]) -> tuple[dict[str, bytes], dict[str, Any]]:
     dream_a = a["dream"]
 
     def forged(public_key: bytes) -> dict[str, Any]:
+        """Dream A under ``public_key`` with the universal signature, its title
+        given a suffix `` (n)`` for the first n (if any, up to 63) at which the
+        signature verifies by the bare equation, with no key rule: for a key
+        of small order that is when [k]A is the identity, k = SHA-512(R ‖ A ‖
+        M) mod L, one message in at most 8. So each such dream is a forgery
+        a verifier without §1's key rules (plain OpenSSL) accepts (a
+        stranger's audit, 23rd session: on one message OpenSSL accepted 5 of
+        the 48)."""
         body = {k: dream_a[k] for k in dreamfmt.SIGNED_FIELDS if k in dream_a}
         body["sig"] = {
             "alg": "ed25519",
@@ -331,6 +340,10 @@ def _negative(a: dict[str, Any]) -> tuple[dict[str, bytes], dict[str, Any]]:
             "publicKey": b64url_encode(public_key),
             "value": b64url_encode(UNIVERSAL_SIGNATURE),
         }
+        for n in range(64):
+            tried = {**body, "title": f"{dream_a['title']} ({n})" if n else dream_a["title"]}
+            if _bare_equation_holds(public_key, dreamfmt.signed_bytes(tried)):
+                return tried
         return body
 
     with_field = dreamfmt.sign(
@@ -364,6 +377,31 @@ def _negative(a: dict[str, Any]) -> tuple[dict[str, bytes], dict[str, Any]]:
                 {},
             )
         )
+    # A valid key whose signature fails: dream A with its title changed after
+    # signing, and (below) dream A under a checkpoint whose log signature has
+    # one bit flipped. A verifier that never runs the Ed25519 equation passes
+    # every other vector (a stranger's audit, 23rd session).
+    edited = {**dream_a, "title": dream_a["title"] + "!"}
+    cases.append(
+        (
+            "dream-bad-signature",
+            "dream A with its title changed after signing: the author key is valid, its "
+            "signature does not verify (§1)",
+            4,
+            edited,
+            {},
+        )
+    )
+    cases.append(
+        (
+            "checkpoint-bad-signature",
+            "dream A under a checkpoint whose log-key signature has its last bit flipped "
+            "(§4.1: a trusted key's signature that fails)",
+            1,
+            dream_a,
+            {},
+        )
+    )
     leaves = []
     records = []
     for index, (_, _, _, dream, extra_members) in enumerate(cases):
@@ -389,11 +427,18 @@ def _negative(a: dict[str, Any]) -> tuple[dict[str, bytes], dict[str, Any]]:
     listed = []
     for index, (name, what, step, _, _) in enumerate(cases):
         files[f"negative/{name}/record.json"] = records[index]
+        carried = _flip_last_signature_bit(note) if name == "checkpoint-bad-signature" else note
         files[f"negative/{name}/proof.tlog-proof"] = format_tlog_proof(
-            TlogProof(index, leaves[index], tuple(tree.inclusion_proof(index, tree.size)), note)
+            TlogProof(index, leaves[index], tuple(tree.inclusion_proof(index, tree.size)), carried)
         )
         listed.append({"name": name, "what": what, "refusedAtStep": step})
-    forgeries = [{"publicKeyHex": key.hex(), "dream": forged(key)} for key in REFUSED_KEYS]
+    forgeries = []
+    for key in REFUSED_KEYS:
+        dream = forged(key)
+        verifies = _bare_equation_holds(key, dreamfmt.signed_bytes(dream))
+        forgeries.append(
+            {"publicKeyHex": key.hex(), "verifiesWithoutKeyRules": verifies, "dream": dream}
+        )
     files["negative/universal-forgery.json"] = _json(forgeries)
     summary = {
         "origin": NEGATIVE_ORIGIN,
@@ -403,8 +448,35 @@ def _negative(a: dict[str, Any]) -> tuple[dict[str, bytes], dict[str, Any]]:
         "universalSignatureHex": UNIVERSAL_SIGNATURE.hex(),
         "cases": listed,
         "refusedPublicKeysHex": [key.hex() for key in REFUSED_KEYS],
+        "forgedWithoutKeyRulesHex": [
+            f["publicKeyHex"] for f in forgeries if f["verifiesWithoutKeyRules"]
+        ],
     }
     return files, summary
+
+
+def _bare_equation_holds(public_key: bytes, message: bytes) -> bool:
+    """Whether the universal signature verifies on ``message`` under
+    ``public_key`` by OpenSSL's Ed25519 (through ``cryptography``), which
+    applies none of §1's key rules: what a verifier that skips them accepts."""
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    try:
+        Ed25519PublicKey.from_public_bytes(public_key).verify(UNIVERSAL_SIGNATURE, message)
+    except (InvalidSignature, ValueError):
+        return False
+    return True
+
+
+def _flip_last_signature_bit(note: bytes) -> bytes:
+    """``note`` (one signature line) with the last bit of its Ed25519 signature
+    flipped: the key ID and every other byte as signed."""
+    text, sep, line = note.rstrip(b"\n").rpartition(b"\n")
+    dash, name, sig = line.split(b" ")
+    raw = bytearray(base64.b64decode(sig, validate=True))
+    raw[-1] ^= 0x01
+    return text + sep + b" ".join((dash, name, base64.b64encode(bytes(raw)))) + b"\n"
 
 
 # docs/protocol.md §1.1: (name, what, field, JSON pointer, text). Each hides
@@ -840,8 +912,16 @@ and a verifier MUST refuse the case at that step.
 refuses ({len(n["refusedPublicKeysHex"])} encodings: each y ≥ p and each of the 8 small-order points, in
 both signs), each in a copy of dream A whose `sig.value` is the universal
 signature R = `01` followed by 31 zero bytes, S = 0 (hex `{n["universalSignatureHex"][:8]}…`).
-Plain OpenSSL accepts that signature on any message under the keys that
-decode; a verifier MUST refuse every one of these dreams.
+That signature verifies by the bare equation (SB = R + [k]A, cofactorless,
+as plain OpenSSL checks it, with none of §1's key rules) exactly when [k]A
+is the identity, k = SHA-512(R ‖ A ‖ M) mod L: on every message for the
+encodings of the identity itself, on about one message in 2, 4 or 8 for the
+other points of small order, and never for a point of large order. So each
+dream's title carries a suffix ` (n)` chosen to make it verify where one
+can; `verifiesWithoutKeyRules` says for which {len(n["forgedWithoutKeyRulesHex"])} of the {len(n["refusedPublicKeysHex"])} it does
+(checked with OpenSSL through `cryptography`): a verifier that accepts any
+of these has no small-order or canonical-encoding rule. A verifier MUST
+refuse every one of these dreams.
 
 `negative/unicode.json` lists dreams signed by the author key above whose
 signatures verify, each with one text field (`pointer`) holding a code point

@@ -106,6 +106,42 @@ def test_both_verifiers_refuse_every_universal_forgery(forgery: dict[str, Any]) 
         iv.verify_dream_signature(dream, "forgery")
 
 
+def test_the_forgeries_marked_so_verify_without_the_key_rules() -> None:
+    """A stranger's audit (23rd session): on one message, OpenSSL's bare
+    equation accepted the universal signature under 5 of the 48 refused keys,
+    so a verifier with no small-order rule passed every vector. Each dream
+    now verifies that way where any message can (the identity and the other
+    points of small order), and only the key rules refuse it."""
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    sig = bytes.fromhex(VALUES["negative"]["universalSignatureHex"])
+    forged = set()
+    for f in FORGERIES:
+        key = Ed25519PublicKey.from_public_bytes(bytes.fromhex(f["publicKeyHex"]))
+        try:
+            key.verify(sig, dreamfmt.signed_bytes(f["dream"]))
+        except InvalidSignature:
+            assert not f["verifiesWithoutKeyRules"], f["publicKeyHex"]
+            continue
+        assert f["verifiesWithoutKeyRules"], f["publicKeyHex"]
+        forged.add(f["publicKeyHex"])
+    assert forged == set(VALUES["negative"]["forgedWithoutKeyRulesHex"])
+    # The 8 points of small order have 5 y values (1, p - 1, 0 and two of
+    # order 8); with y = p and y = p + 1 (0 and 1 again), each under both sign
+    # bits: 14 encodings, and every one forges.
+    assert len(forged) == 14
+
+
+@pytest.mark.parametrize("name", ["dream-bad-signature", "checkpoint-bad-signature"])
+def test_a_valid_key_whose_signature_fails_is_a_negative_case(name: str) -> None:
+    """A stranger's audit (23rd session): every negative case was refused by a
+    key, field or Unicode rule, so a verifier that never ran the Ed25519
+    equation passed them all. These two are refused by the equation alone."""
+    (case,) = [c for c in CASES if c["name"] == name]
+    assert case["refusedAtStep"] == (4 if name.startswith("dream") else 1)
+
+
 LARGE = VECTORS / "large"
 
 
