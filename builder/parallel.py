@@ -449,33 +449,45 @@ def _sigint_held() -> tuple[Any, _SigintHeld] | None:
     Python handler then raises KeyboardInterrupt in the main thread at its
     next bytecode, inside ``Popen._launch`` after the fork, leaving a child
     nothing can end (review r85). So the Python handler is this one's while
-    it is held."""
+    it is held, installed before the block (a Ctrl-C between the two is
+    noted, never raised with SIGINT left blocked: review r90). A handler
+    installed from C (``getsignal`` None: an embedding program's) is left as
+    it is, and the signal only blocked: it cannot be given back from Python."""
     if threading.current_thread() is not threading.main_thread():
         return None
     held = _SigintHeld(signal.getsignal(signal.SIGINT))
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
+    if held.before is not None:
         signal.signal(signal.SIGINT, held)
+    try:
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     except BaseException:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        if held.before is not None:
+            signal.signal(signal.SIGINT, held.before)
         raise
     return mask, held
 
 
 def _sigint_given_back(state: tuple[Any, _SigintHeld] | None) -> None:
-    """The handler and the mask as they were; a SIGINT another thread took
-    meanwhile is raised again now, to be handled as it would have been (a
-    KeyboardInterrupt here, nothing if it was ignored). One still pending in
-    the main thread is delivered as the mask lifts."""
+    """The mask and the handler as they were, in that order (one pending in
+    the main thread is delivered as the mask lifts, and noted: a Ctrl-C
+    between the two never leaves SIGINT blocked, review r90); a SIGINT noted
+    meanwhile is then handled as it would have been: the caller's handler is
+    called (not the signal raised again, which would write it to a wakeup
+    fd, asyncio's, a second time), the default ends the process, an ignored
+    one is ignored."""
     if state is None:
         return
     mask, held = state
     before = held.before
-    # None: a handler not installed from Python; the default is the nearest.
-    signal.signal(signal.SIGINT, signal.SIG_DFL if before is None else before)
     signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    if before is None:
+        return
+    signal.signal(signal.SIGINT, before)
     if held.taken:
-        signal.raise_signal(signal.SIGINT)
+        if before == signal.SIG_DFL:
+            signal.raise_signal(signal.SIGINT)
+        elif callable(before):
+            before(signal.SIGINT, sys._getframe())
 
 
 def _start_worker(
@@ -493,7 +505,9 @@ def _start_worker(
     # first, then the signal, pending or not, as a process of its own.
     handler = signal.getsignal(signal.SIGINT)
     if isinstance(handler, _SigintHeld):
-        signal.signal(signal.SIGINT, signal.SIG_DFL if handler.before is None else handler.before)
+        while isinstance(handler, _SigintHeld):
+            handler = handler.before
+        signal.signal(signal.SIGINT, signal.SIG_DFL if handler is None else handler)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
