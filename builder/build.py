@@ -363,5 +363,5 @@ def _build_with(
         rendered=rendered,
         site_bytes=w.total_bytes,
         pages_fit=hosting.pages_fit(w.total_bytes),
-        notes=notes + cache.notes + log.notes,
+        notes=buildcache.merged_notes(notes + cache.notes + log.notes),
     )

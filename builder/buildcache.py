@@ -117,7 +117,7 @@ import threading
 import unicodedata
 import urllib.parse
 import weakref
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata, resources
 from pathlib import Path
@@ -1515,10 +1515,36 @@ class StoreReader(BuildCache):
 
 
 def _untagged_note(name: str, count: int) -> str:
-    return (
-        f"the build store's {name} had {count} row(s) not tagged with this log key "
-        "(written by a build without it, or planted: THREATS.md T81); ignored"
-    )
+    return f"the build store's {name} had {count} row(s) not tagged with this log key; ignored"
+
+
+_UNTAGGED = re.compile(
+    r"the build store's (\S+) had (\d+) row\(s\) not tagged with this log key; ignored"
+)
+
+
+def merged_notes(notes: Sequence[str]) -> list[str]:
+    """``notes`` with the store's rows not tagged with the log key, one note
+    a section, said once, and what they most likely are: a build without
+    the key (a local preview) writes rows a build with it does not trust
+    (THREATS.md T81), and said so in three lines that read like an alarm in
+    ordinary use (a new user's audit, 23rd session)."""
+    kept: list[str] = []
+    untagged: list[str] = []
+    for n in notes:
+        m = _UNTAGGED.fullmatch(n)
+        if m is None:
+            kept.append(n)
+        else:
+            untagged.append(f"{m[1]} {m[2]}")
+    if untagged:
+        kept.append(
+            "the build store held rows not tagged with this log key ("
+            + ", ".join(untagged)
+            + "): most likely written by a build without the key, else by another hand "
+            "(THREATS.md T81); not trusted, and written again"
+        )
+    return kept
 
 
 def _in_wal_mode(path: Path) -> bool:

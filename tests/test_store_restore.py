@@ -665,3 +665,20 @@ def test_git_is_asked_beside_other_work_and_done_when_it_returns(
     with pytest.raises(OSError, match="no git"):
         filekeys.load_beside(content, work)
     assert not [t for t in threading.enumerate() if t.name.startswith("dreampool-filekeys")]
+
+
+def test_a_build_with_the_key_after_a_preview_without_it_says_so_once(tmp_path: Path) -> None:
+    """A new user's audit (23rd session): a build without the log key (the
+    local preview operators.md suggests) and then one with it printed three
+    notes that its rows were "written by a build without it, or planted",
+    one a section: one note now, naming the sections and the likely cause."""
+    tp = make_pool(tmp_path)
+    tp.add("ada", 2)
+    signer = parse_private_key(tp.log_key)
+    buildmod.build(tp.content, tmp_path / "site", signer=signer)
+    buildmod.build(tp.content, tmp_path / "site", signer=None)
+    report = buildmod.build(tp.content, tmp_path / "site", signer=signer)
+    untagged = [n for n in report.notes if "not tagged with this log key" in n]
+    assert len(untagged) == 1, report.notes
+    assert "most likely written by a build without the key" in untagged[0]
+    assert untagged[0].count(" row") <= 1
