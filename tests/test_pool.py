@@ -303,6 +303,27 @@ def test_dream_by_unknown_key_is_a_problem(content: Path, tmp_path: Path, run: A
     assert result.code == 1 and "is not in the key directory" in result.err
 
 
+def test_check_says_what_to_do_about_a_dream_edited_after_signing_or_empty(
+    content: Path, tmp_path: Path, run: Any
+) -> None:
+    """A new user's audit (23rd session): `check` said "/sig: signature does
+    not verify" with no fix (`verify` had one), and an empty file was "not
+    valid JSON: Expecting value (column 1)"."""
+    src = signed_file(tmp_path, ADA)
+    d = dreamfmt.parse(src.read_bytes(), "x")
+    edited = json.loads(src.read_bytes())
+    edited["title"] += "!"
+    (content / "dreams" / f"{d.id}.json").write_text(json.dumps(edited))
+    (content / "dreams" / "0123456789abcdef.json").write_bytes(b"")
+    result = run("check", "--content", content)
+    assert result.code == 1
+    assert "/sig: signature does not verify (hint: the dream was changed after signing" in (
+        result.err
+    )
+    assert "sign the draft again with `dreampool sign`" in result.err
+    assert "0123456789abcdef.json:1: the file is empty (hint: " in result.err
+
+
 def test_check_on_missing_pool(run: Any, tmp_path: Path) -> None:
     result = run("check", "--content", tmp_path / "nope")
     assert result.code == 1 and "is not a pool" in result.err and "hint:" in result.err

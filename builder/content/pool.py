@@ -737,11 +737,19 @@ def problems_of(exc: DreampoolError, file: str) -> list[Problem]:
 
 
 def _problems_of(exc: DreampoolError, file: str) -> list[Problem]:
+    # What to do goes with the one problem it is about, as `check` prints a
+    # log error's (a contributor saw "signature does not verify" and no fix:
+    # a new user's audit, 23rd session); a list of schema problems keeps its
+    # one hint for the command that prints it.
+    suffix = f" (hint: {exc.hint})" if exc.hint else ""
     if isinstance(exc, InputError):
-        return exc.problems
+        if len(exc.problems) != 1:
+            return exc.problems
+        (only,) = exc.problems
+        return [dataclasses.replace(only, rule=only.rule + suffix)]
     text = exc.message.removeprefix(f"{file}: ")
     pointer, _, rule = text.partition(": ") if text.startswith("/") else ("", "", text)
-    return [Problem(file, pointer, rule)]
+    return [Problem(file, pointer, rule + suffix)]
 
 
 def _scan(

@@ -282,6 +282,8 @@ _LOAD_HINT = "dreams are strict UTF-8 JSON of at most 64 KiB; fix the file and t
 
 def load_json(data: bytes, file: str, *, max_bytes: int = MAX_BYTES) -> Any:
     """Strict JSON (see :mod:`builder.formats.strictjson`), errors as :class:`InputError`."""
+    if not data.strip():
+        raise InputError([Problem(file, "", "the file is empty", 1)], hint=_LOAD_HINT)
     try:
         return strictjson.loads(data, max_bytes=max_bytes)
     except strictjson.JSONError as exc:
