@@ -557,9 +557,13 @@ def _large() -> tuple[dict[str, bytes], dict[str, Any]]:
     for index in range(size):
         if index == LARGE_ERASURE:
             erased_id = dreams[LARGE_ERASED]["id"]
+            # After the rotation (leaf LARGE_ROTATION) the dream's key is
+            # retired: the author's current key signs the request (§7). It was
+            # the old key's, which the pool refuses (a stranger's audit, 23rd
+            # session).
             request = statement.sign(
                 {"type": statement.ERASE, "id": erased_id, "reason": "author-request"},
-                author_seed,
+                new_seed if index > LARGE_ROTATION else author_seed,
             )
             leaves.append(leaffmt.encode(leaffmt.ErasureLeaf(erased_id, request["reason"])))
             continue
@@ -852,7 +856,8 @@ Dream `{e["id"]}` is erased: leaf {e["index"]} is
 `{e["leafData"]}`,
 and `{e["request"]}` is the author's signed `dreampool.erase/v1` request
 (docs/protocol.md §7; the pool keeps it as `content/erasures/{e["id"]}.json`,
-never on the site), signed by the dream's key over
+never on the site), signed by the author's current key (the dream's key is
+retired by the rotation below, which comes first in the log) over
 `{e["requestSignedBytes"]}`.
 Its folder keeps `proof.tlog-proof` and has no `record.json` (§3, §5): only
 §5 steps 1 and 3 can be run on it, with the proof's `extra` as the leaf data.

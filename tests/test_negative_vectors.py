@@ -233,7 +233,10 @@ def test_the_erased_dream_keeps_its_proof_and_has_no_record() -> None:
     assert ERASURE["leafData"].encode() in entries
 
 
-def test_the_erase_request_is_signed_by_the_dream_key() -> None:
+def test_the_erase_request_is_signed_by_the_authors_current_key() -> None:
+    """§7: once a rotation retired the dream's key, the author's current key
+    signs the request (a stranger's audit, 23rd session: the vector's was the
+    retired key's, which `dreampool erase` refuses)."""
     data = (VECTORS / ERASURE["request"]).read_bytes()
     request = json.loads(data)
     leaf = json.loads(ERASURE["leafData"])
@@ -246,14 +249,15 @@ def test_the_erase_request_is_signed_by_the_dream_key() -> None:
         )
     )
     # builder.formats.statement, as `dreampool erase --request` checks it.
-    assert statement.verify(request, "request", statement.ERASE) == VALUES["author"]["keyId"]
+    current = VALUES["large"]["rotation"]["newKeyId"]
+    assert statement.verify(request, "request", statement.ERASE) == current
     # Independently: Ed25519 over JCS of all but sig, keyId that of publicKey.
     body = {k: v for k, v in request.items() if k != "sig"}
     assert iv.jcs(body).decode() == ERASURE["requestSignedBytes"]
     pub = iv.b64url_decode_strict(request["sig"]["publicKey"], "publicKey")
     signature = iv.b64url_decode_strict(request["sig"]["value"], "sig")
     iv.ed25519_verify(pub, signature, iv.jcs(body), "request")
-    assert iv.key_id_of(pub) == request["sig"]["keyId"] == VALUES["author"]["keyId"]
+    assert iv.key_id_of(pub) == request["sig"]["keyId"] == current
 
 
 def test_a_changed_erase_request_is_refused() -> None:
