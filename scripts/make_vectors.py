@@ -29,6 +29,7 @@ import base64
 import copy
 import datetime as dt
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -194,6 +195,7 @@ def make(out: Path) -> None:
         witnessed_files, witnessed = _witnessed(files, signer, b)
         files.update(witnessed_files)
         values["witnessed"] = witnessed
+        files["unicode-tables.json"] = _unicode_tables()
         files["vectors.json"] = _json(values)
         files["README.md"] = _readme(json.loads(files["vectors.json"])).encode("utf-8")
     if out.exists():
@@ -202,6 +204,18 @@ def make(out: Path) -> None:
         path = out / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
+
+
+def _unicode_tables() -> bytes:
+    """docs/vectors/unicode-tables.json, as scripts/make_unicode_tables.py --json
+    writes it (the one module that knows the tables' format)."""
+    spec = importlib.util.spec_from_file_location(
+        "make_unicode_tables", Path(__file__).resolve().parent / "make_unicode_tables.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return str(module.render_json()).encode("utf-8")
 
 
 def _admit(
@@ -815,6 +829,7 @@ commitment hashes (`commitmentInput`).
 | `statements/erase-<id>.json` | a signed `dreampool.erase/v1` request (§7) for an erased dream of `large/` |
 | `negative/…` | what a verifier must refuse (below) |
 | `witnessed/policy`, `witnessed/checkpoint`, `witnessed/proof.tlog-proof` | a checkpoint cosigned by a witness, and a policy whose quorum is that witness (below) |
+| `unicode-tables.json` | §1.1's code point tables (Unicode 15.0.0, each source's SHA-256), as `scripts/make_unicode_tables.py --json` writes them |
 | `vectors.json` | every value above, for both dreams |
 
 ## Checking an implementation

@@ -236,3 +236,100 @@ def test_every_unicode_negative_vector_is_refused_by_both_verifiers() -> None:
         dreamfmt.verify(case["dream"], "v.json")  # the signature itself holds
         with pytest.raises(iv.VerificationError, match=r"§1\.1"):
             iv.check_dream(case["dream"], case["name"])
+
+
+def _load_tables_script() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "make_unicode_tables", REPO / "scripts" / "make_unicode_tables.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["make_unicode_tables"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+TABLES_JSON = REPO / "docs" / "vectors" / "unicode-tables.json"
+
+
+def test_the_vectors_tables_are_generated_from_the_tables() -> None:
+    """A stranger's audit (23rd session): §1.1's tables lived only in the
+    project's code; docs/vectors/unicode-tables.json carries them."""
+    module = _load_tables_script()
+    assert TABLES_JSON.read_text(encoding="utf-8") == module.render_json(), (
+        "run python scripts/make_unicode_tables.py --json"
+    )
+
+
+def _first_refused_from_json(text: str, newline: bool, tables: dict[str, Any]) -> int | None:
+    """§1.1 written from docs/protocol.md and the JSON tables alone (no
+    builder module): the index of the first refused code point, or None."""
+    import bisect
+
+    starts = {name: [lo for lo, _ in r] for name, r in tables.items()}
+
+    def inside(name: str, cp: int) -> bool:
+        i = bisect.bisect_right(starts[name], cp) - 1
+        return i >= 0 and tables[name][i][1] >= cp
+
+    cps = [ord(c) for c in text]
+
+    def allowed(i: int) -> bool:
+        cp = cps[i]
+        before = cps[i - 1] if i else -1
+        after = cps[i + 1] if i + 1 < len(cps) else -1
+        if cp == 0x0A:
+            return newline
+        if cp in (0xFE0E, 0xFE0F):
+            bases = "text_style_bases" if cp == 0xFE0E else "emoji_style_bases"
+            return inside(bases, before)
+        if cp == 0x200D:
+            if inside("virama", before):
+                return True
+            emoji = (
+                inside("extended_pictographic", before)
+                or inside("emoji_modifier", before)
+                or (before == 0xFE0F and allowed(i - 1))
+            )
+            return emoji and inside("extended_pictographic", after)
+        if cp == 0x200C:
+            if inside("virama", before):
+                return True
+            j = i - 1
+            while j >= 0 and inside("joining_transparent", cps[j]):
+                j -= 1
+            k = i + 1
+            while k < len(cps) and inside("joining_transparent", cps[k]):
+                k += 1
+            return (
+                j >= 0
+                and inside("joining_left", cps[j])
+                and k < len(cps)
+                and (inside("joining_right", cps[k]))
+            )
+        return False
+
+    for i, cp in enumerate(cps):
+        if inside("refused", cp) and not allowed(i):
+            return i
+    return None
+
+
+def test_a_verifier_from_the_vectors_tables_alone_agrees_with_the_pool() -> None:
+    """The JSON tables suffice: a checker built from them and §1.1 refuses
+    every negative vector's field and gives the pool's verdict on a spread of
+    sequences §1.1 allows or refuses (emoji, ZWJ, ZWNJ, selectors, new in 15.0)."""
+    tables = json.loads(TABLES_JSON.read_text(encoding="utf-8"))["tables"]
+    for case in json.loads((REPO / "docs" / "vectors" / "negative" / "unicode.json").read_text()):
+        obj: Any = case["dream"]
+        for part in case["pointer"].strip("/").split("/"):
+            obj = obj[int(part)] if isinstance(obj, list) else obj[part]
+        assert _first_refused_from_json(obj, False, tables) is not None, case["name"]
+    samples = [
+        "👩‍💻", "👩🏽‍💻", "🏳️‍🌈", "❤️", "#️⃣", "می‌خواهم", "क्‍ष", "\U0001fae8",
+        "a\u200db", "x\ufe0f", "Deploy\U000e0100", "\ue000", "\u0378", "line\nbreak",
+    ]  # fmt: skip
+    for text in samples:
+        want = up.first_refused(text, newline=False)
+        got = _first_refused_from_json(text, False, tables)
+        assert (got is None) == (want is None), (text, got, want)
