@@ -230,7 +230,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         problems, scanned = pool.check(content)
         named = {p.file for p in problems}
         problems += [p for p in gate.special_files(content) if p.file not in named]
-        problems += gate.tracked_problems(content)
+        # A tracked symlink under content/ is also a file the scan named
+        # (each names it as the user gave --content, or from the current folder).
+        named = {os.path.abspath(p.file) for p in problems}
+        problems += [
+            p for p in gate.tracked_problems(content) if os.path.abspath(p.file) not in named
+        ]
         try:
             logbuild.verify_state(content, scanned)
             problems.extend(logbuild.unlogged_problems(content, scanned))

@@ -767,7 +767,11 @@ def _scan(
     for entry in entries:
         if entry.is_symlink():
             problems.append(
-                Problem(_shown(folder, entry), "", "is a symlink; the pool holds plain files only")
+                Problem(
+                    _shown(folder, entry),
+                    "",
+                    "is a symlink; the pool holds plain files only: replace it by the file itself",
+                )
             )
             continue
         match = pattern.fullmatch(entry.name)

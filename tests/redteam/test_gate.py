@@ -268,6 +268,26 @@ def test_check_of_the_whole_pool_names_tracked_build_state_and_special_files(
     assert f"{key.relative_to(root)}: is a hard link" in result.err
 
 
+@pytest.mark.parametrize("given", ["content", "absolute"])
+def test_a_tracked_symlinked_dream_is_one_problem_with_its_fix(
+    repo: PoolFixture, run: Run, given: str
+) -> None:
+    """T49 (a new user's audit, 23rd session): without --base, a dream file
+    that is a symlink git tracks was named twice, by the scan and as a
+    tracked symlink, and neither line said what to do."""
+    root = repo.content.parent
+    link = repo.content / "dreams" / "b296e901a488ede7.json"
+    link.symlink_to("/tmp/elsewhere.json")
+    _commit(root, "a symlinked dream")
+    content = "content" if given == "content" else str(repo.content)
+    result = run("check", "--content", content)
+    assert result.code == 1
+    lines = [ln for ln in result.err.splitlines() if "b296e901a488ede7.json" in ln]
+    assert len(lines) == 1, result.err
+    assert "replace it by the file itself" in lines[0]
+    assert "1 problem(s)" in result.err
+
+
 @pytest.mark.parametrize(
     "path", ["Site/index.html", "SITE/x", "\u017fite/x", ".Site.BUILDS/cache/store.sqlite"]
 )
