@@ -277,6 +277,26 @@ def test_keygen_refuses_bad_author_names(author: str, run: Any, home: Path) -> N
     assert not (home / "keys").exists() or not list((home / "keys").iterdir())
 
 
+@pytest.mark.parametrize("author", ["anonymous", "Anonymous", "ANONYMOUS"])
+def test_keygen_refuses_the_reserved_name(author: str, run: Any, home: Path) -> None:
+    """A new user's audit (23rd session): `keygen --author anonymous` made a
+    key whose every dream `submit` then refused."""
+    result = run("keygen", "--author", author)
+    assert result.code == 1 and "is reserved for anonymized dreams" in result.err
+    assert "--anonymize" in result.err
+    assert not (home / "keys").exists() or not list((home / "keys").iterdir())
+
+
+def test_rotate_refuses_a_key_to_itself(run: Any, home: Path, tmp_path: Path) -> None:
+    """A new user's audit (23rd session): a rotation from a key to itself was
+    written (and announced as retiring the key), and `submit` refused it."""
+    key_id = run("keygen", "--author", "ada").out.split("keyId")[1].split()[0]
+    out = tmp_path / "r.json"
+    result = run("rotate", "--old", key_id, "--new", key_id, "-o", out)
+    assert result.code == 1 and f"is the old key {key_id} itself" in result.err
+    assert not out.exists()
+
+
 def test_sign_refuses_a_draft_for_another_author(run: Any, home: Path, tmp_path: Path) -> None:
     key_id = run("keygen", "--author", "ada").out.split("keyId")[1].split()[0]
     src = tmp_path / "draft.json"

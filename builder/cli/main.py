@@ -62,6 +62,14 @@ def cmd_keygen(args: argparse.Namespace) -> int:
     problems = dreamfmt.validate_author(args.author, "--author")
     if problems:
         raise InputError(problems, hint="an author name is a public pseudonym of 1–64 characters")
+    if pool.name_skeleton(args.author) == pool.name_skeleton(anonymity.NAME):
+        # A pool refuses a dream signed under it by a lasting key; `sign` makes
+        # the one-time key an anonymized dream needs (a new user's audit).
+        raise InputError(
+            [Problem("--author", "", f"{anonymity.NAME!r} is reserved for anonymized dreams")],
+            hint="choose your own pseudonym; to publish a dream without it, sign the draft "
+            "with `dreampool sign --anonymize`, which makes a one-time key",
+        )
     key = keystore.create_author_key(args.author)
     note(
         f"private key written to {keystore.key_dir(create=False)}/{key.key_id[7:]}.key (mode 0600)"
@@ -150,6 +158,11 @@ def cmd_sign(args: argparse.Namespace) -> int:
 def cmd_rotate(args: argparse.Namespace) -> int:
     old = keystore.load_author_key(args.old)
     new = keystore.load_author_key(args.new)
+    if old.key_id == new.key_id:
+        raise InputError(
+            [Problem("--new", "", f"is the old key {old.key_id} itself")],
+            hint="make the new key first with `dreampool keygen --author` and the same name",
+        )
     if old.author != new.author:
         raise InputError(
             [Problem("--new", "", f"key {new.key_id} is for {new.author!r}, not {old.author!r}")],
