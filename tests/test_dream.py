@@ -360,7 +360,7 @@ def test_key_store_messages_name_the_folder_dreampool_home_chose(
     result = run("sign", src, "--key", "sha256:0123456789abcdef")
     assert result.code == 1
     keys = tmp_path / "elsewhere" / "keys"
-    assert f"no key sha256:0123456789abcdef in {keys}" in result.err
+    assert f"no key sha256:0123456789abcdef in your key store {keys}" in result.err
     assert f"hint: your key store is {keys} (from DREAMPOOL_HOME)" in result.err
     assert ".config" not in result.err
 

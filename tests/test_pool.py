@@ -324,6 +324,21 @@ def test_check_says_what_to_do_about_a_dream_edited_after_signing_or_empty(
     assert "0123456789abcdef.json:1: the file is empty (hint: " in result.err
 
 
+def test_a_content_folder_that_is_a_file_or_the_repository_root_says_where_the_pool_is(
+    run: Any, content: Path, tmp_path: Path
+) -> None:
+    """A new user's audit (23rd session): `--content README.md` gave "README.md/
+    pool.yaml: Not a directory" with no hint, and `--content .` at a pool's
+    repository root suggested `dreampool init`."""
+    readme = tmp_path / "README.md"
+    readme.write_text("x")
+    result = run("build", "--content", readme, "--out", tmp_path / "site")
+    assert result.code == 1 and "is not a pool (it is not a folder)" in result.err, result.err
+    assert "hint:" in result.err
+    result = run("check", "--content", content.parent)
+    assert result.code == 1 and f"hint: pass --content {content}: the pool is there" in result.err
+
+
 def test_check_on_missing_pool(run: Any, tmp_path: Path) -> None:
     result = run("check", "--content", tmp_path / "nope")
     assert result.code == 1 and "is not a pool" in result.err and "hint:" in result.err

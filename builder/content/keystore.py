@@ -118,7 +118,9 @@ def load_author_key(ref: str) -> AuthorKey:
         data = path.read_bytes()
     except FileNotFoundError:
         raise KeyStoreError(
-            f"no key {ref} in {path.parent}",
+            f"no key {ref} in your key store {path.parent}"
+            if match
+            else f"no key file {ref} (not a keyId: sha256: and 16 hex digits)",
             hint=f"your key store is {where()}; make a key with `dreampool keygen --author NAME`"
             if match
             else "give a keyId (sha256:…) from your key store or the path of a key file",

@@ -234,10 +234,15 @@ def load_config(content: Path) -> PoolConfig:
     file = str(content / "pool.yaml")
     try:
         data = read_regular(content / "pool.yaml")
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
+        # A pool's repository holds its pool in content/: say so where it is.
+        inside = content / "content" / "pool.yaml"
         raise PoolError(
-            f"{file} not found: {content} is not a pool",
-            hint="pass --content DIR pointing at a pool, or start one with `dreampool init`",
+            f"{file} not found: {content} is not a pool"
+            + (" (it is not a folder)" if content.exists() and not content.is_dir() else ""),
+            hint=f"pass --content {content / 'content'}: the pool is there"
+            if inside.is_file()
+            else "pass --content DIR pointing at a pool, or start one with `dreampool init`",
         ) from None
     layout = check_layout(content)
     if layout:
