@@ -334,6 +334,29 @@ def test_a_logged_dream_refused_for_its_key_file_is_not_called_missing(
     assert "missing" not in result.err and "erase" not in result.err
 
 
+def test_a_changed_origin_is_named_by_check_with_the_way_back(
+    tp: PoolFixture, tmp_path: Path, run: Any
+) -> None:
+    """A new user's audit (23rd session): an origin changed in pool.yaml after
+    the log began passed `check`; every build then stopped on "content/log/
+    policy: no log key named …", with no hint."""
+    tp.add("ada", 1)
+    do_build(tp, tmp_path / "site")
+    config = tp.content / "pool.yaml"
+    before = config.read_text()
+    origin = next(
+        ln.split(":", 1)[1].strip() for ln in before.splitlines() if ln.startswith("origin:")
+    )
+    config.write_text(before.replace(f"origin: {origin}", "origin: elsewhere.example/pool"))
+    result = run("check", "--content", tp.content)
+    assert result.code == 1
+    assert "pool.yaml: /origin: is 'elsewhere.example/pool', but the log's policy" in result.err
+    assert f"set origin back to {origin!r}" in result.err
+    with pytest.raises(LogError, match=r"/origin: is") as info:
+        do_build(tp, tmp_path / "site")
+    assert f"set origin back to {origin!r}" in (info.value.hint or "")
+
+
 def test_wrong_log_key_refused(tp: PoolFixture, tmp_path: Path) -> None:
     from builder.formats.note import generate_key
 

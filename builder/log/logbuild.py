@@ -46,10 +46,11 @@ from builder.content.pool import (
     ScannedDream,
     atomic_write,
     check_file,
+    load_config,
     make_durable,
     read_regular,
 )
-from builder.errors import InputError, LogError, Problem
+from builder.errors import DreampoolError, InputError, LogError, Problem
 from builder.formats import leaf as leaffmt
 from builder.formats import merkle, strictjson, tiles
 from builder.formats.b64 import b64_encode, b64url_decode, b64url_encode
@@ -655,6 +656,14 @@ def verify_state(content: Path, scanned: Iterable[ScannedDream]) -> int:
             raise LogError("content/log/policy is missing but checkpoints were signed")
         return 0
     policy = parse_policy(state.policy.encode())
+    try:
+        origin = load_config(content).origin
+    except DreampoolError:
+        origin = None  # its problems are the config check's to name
+    if origin is not None:
+        # A changed origin passed `check` and stopped every build (a new
+        # user's audit, 23rd session).
+        _stored_policy(content, state.policy, origin)
     tree = merkle.MerkleTree.from_leaf_hashes(merkle.leaf_hash(leaf) for leaf in state.leaves)
     _prove_append_only(state, tree, policy)
     present = {s.dream.id: s for s in scanned}
@@ -1308,7 +1317,15 @@ def _stored_policy(content: Path, text: str, origin: str) -> Policy:
     policy = parse_policy(text.encode())
     if not any(v.name == origin for v in policy.log_verifiers):
         path = logstate.log_dir(content) / "policy"
-        raise LogError(f"{path}: no log key named {origin!r}, the origin in pool.yaml")
+        names = sorted({v.name for v in policy.log_verifiers})
+        raise LogError(
+            f"{content / 'pool.yaml'}: /origin: is {origin!r}, but the log's policy ({path}) "
+            f"names its log {', '.join(map(repr, names))}",
+            hint="a pool's origin never changes once its log has begun (every checkpoint is "
+            f"signed under it): set origin back to {names[0]!r}"
+            if names
+            else None,
+        )
     return policy
 
 
