@@ -41,8 +41,8 @@ from typing import Any
 from builder import build
 from builder.content import pool
 from builder.formats import dream as dreamfmt
+from builder.formats import ed25519, merkle, statement, strictjson, tiles
 from builder.formats import leaf as leaffmt
-from builder.formats import merkle, statement, strictjson, tiles
 from builder.formats.b64 import b64_encode, b64url_decode, b64url_encode
 from builder.formats.checkpoint import (
     Checkpoint,
@@ -416,10 +416,50 @@ def _negative(a: dict[str, Any]) -> tuple[dict[str, bytes], dict[str, Any]]:
             {},
         )
     )
+    # §1's binding rules, each broken alone on dream A (the signature over
+    # the signed fields still verifies where it can: sig is not signed).
+    a_sig = dream_a["sig"]
+    raw = b64url_decode(a_sig["value"])
+    s_plus_l = raw[:32] + (int.from_bytes(raw[32:], "little") + ed25519.L).to_bytes(32, "little")
+    other_key_id = dreamfmt.key_id(public_key_of(label_bytes("negative log seed")))
+    for name, what, sig in (
+        (
+            "dream-keyid-mismatch",
+            "sig.keyId is not the keyId of sig.publicKey; the signature verifies (§1)",
+            {**a_sig, "keyId": other_key_id},
+        ),
+        (
+            "dream-s-not-reduced",
+            "dream A's signature with S + L in place of S: the equation holds mod L, and "
+            "§1 (RFC 8032 §5.1.7) refuses S >= L",
+            {**a_sig, "value": b64url_encode(s_plus_l)},
+        ),
+        (
+            "dream-alg-not-ed25519",
+            'sig.alg is "EdDSA", not "ed25519"; the signature verifies (§1)',
+            {**a_sig, "alg": "EdDSA"},
+        ),
+    ):
+        cases.append((name, what, 4, {**dream_a, "sig": sig}, {}))
+    cases.append(
+        (
+            "record-id-not-the-signatures",
+            "record.id (and the leaf's id) is not the first 16 hex of H(signature) (§1, §2)",
+            4,
+            dream_a,
+            {"id": "0123456789abcdef"},
+        )
+    )
+    # §1's strict reading of record.json, each rule broken alone in dream A's
+    # record, byte for byte (a JSON library's writer cannot make these).
+    for name, what in RECORD_BYTE_CASES:
+        cases.append((name, what, 2, dream_a, {}))
     leaves = []
     records = []
-    for index, (_, _, _, dream, extra_members) in enumerate(cases):
-        dream_id = dreamfmt.dream_id(b64url_decode(dream["sig"]["value"]))
+    for index, (name, _, _, dream, extra_members) in enumerate(cases):
+        dream_id = extra_members.get("id") or dreamfmt.dream_id(
+            b64url_decode(dream["sig"]["value"])
+        )
         leaves.append(leaffmt.encode(leaffmt.DreamLeaf(dream_id, logbuild.commitment(dream, salt))))
         record = {
             "format": "dreampool-record/v1",
@@ -429,7 +469,8 @@ def _negative(a: dict[str, Any]) -> tuple[dict[str, bytes], dict[str, Any]]:
             "dream": dream,
             **extra_members,
         }
-        records.append((json.dumps(record, ensure_ascii=False, indent=2) + "\n").encode("utf-8"))
+        data = (json.dumps(record, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+        records.append(_broken_record(name, data, index))
     tree = merkle.MerkleTree.from_leaf_hashes(merkle.leaf_hash(leaf) for leaf in leaves)
     note = sign_checkpoint(Checkpoint(NEGATIVE_ORIGIN, tree.size, tree.root()), signer)
     files: dict[str, bytes] = {
@@ -481,6 +522,51 @@ def _bare_equation_holds(public_key: bytes, message: bytes) -> bool:
     except (InvalidSignature, ValueError):
         return False
     return True
+
+
+# (case, what §1's strict reading refuses): record.json bytes a verifier MUST
+# refuse at §5 step 2, made from dream A's record by _broken_record.
+RECORD_BYTE_CASES = (
+    ("record-byte-order-mark", "record.json begins with a UTF-8 byte order mark (§1)"),
+    ("record-duplicate-member", "record.json holds the member format twice (§1)"),
+    (
+        "record-lone-surrogate",
+        "the dream's title begins with the escape \\ud800, a lone surrogate (§1)",
+    ),
+    ("record-invalid-utf8", "the dream's title holds the byte 0xFF, not UTF-8 (§1)"),
+    ("record-nan", "record.json's index is NaN (§1)"),
+    ("record-integer-too-large", "record.json's index is 2^53, beyond ±(2^53 − 1) (§1)"),
+    ("record-index-not-an-integer", "record.json's index is written with a fraction, as 1.0 (§1)"),
+    ("record-nested-too-deep", "record.json nests arrays 33 deep, one past §1's 32"),
+)
+
+
+def _broken_record(name: str, data: bytes, index: int) -> bytes:
+    """``data`` (a record.json as a build writes it) broken as RECORD_BYTE_CASES's
+    ``name`` says; any other case's as it is."""
+    index_member = f'"index": {index},'.encode()
+    title = b'"title": "'
+    assert data.count(index_member) == 1 and data.count(title) == 1
+    broken = {
+        "record-byte-order-mark": lambda: b"\xef\xbb\xbf" + data,
+        "record-duplicate-member": lambda: data.replace(
+            b'"format": "dreampool-record/v1",',
+            b'"format": "dreampool-record/v1",\n  "format": "dreampool-record/v1",',
+        ),
+        "record-lone-surrogate": lambda: data.replace(title, title + b"\\ud800"),
+        "record-invalid-utf8": lambda: data.replace(title, title + b"\xff"),
+        "record-nan": lambda: data.replace(index_member, b'"index": NaN,'),
+        "record-integer-too-large": lambda: data.replace(
+            index_member, f'"index": {2**53},'.encode()
+        ),
+        "record-index-not-an-integer": lambda: data.replace(
+            index_member, f'"index": {index}.0,'.encode()
+        ),
+        "record-nested-too-deep": lambda: data.replace(
+            index_member, index_member + b' "deep": ' + b"[" * 33 + b"]" * 33 + b","
+        ),
+    }.get(name)
+    return data if broken is None else broken()
 
 
 def _flip_last_signature_bit(note: bytes) -> bytes:

@@ -50,7 +50,7 @@ def independent_record(record: bytes, proof: bytes, policy: bytes) -> str:
     rec = iv.load_json_strict(record, "record")
     iv._keys(rec, {"format", "id", "index", "salt", "dream"}, set(), "record")
     iv._check(rec["format"] == "dreampool-record/v1", "record: format")
-    iv._check(rec["index"] == index, "record: index")
+    iv._check(type(rec["index"]) is int and rec["index"] == index, "record: index")
     commitment = iv.sha256(iv.jcs({"dream": rec["dream"], "salt": rec["salt"]})).hex()
     leaf = iv.jcs({"v": 1, "kind": "dream", "id": rec["id"], "commitment": commitment})
     iv._check(leaf == extra, "record: leaf data")
