@@ -206,13 +206,7 @@ def test_the_independent_verifier_refuses_the_same_code_points() -> None:
 
 
 def test_the_browser_copy_is_generated_from_the_tables() -> None:
-    spec = importlib.util.spec_from_file_location(
-        "make_unicode_tables", REPO / "scripts" / "make_unicode_tables.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["make_unicode_tables"] = module
-    spec.loader.exec_module(module)
+    module = _load_tables_script()
     js = (REPO / "templates" / "static" / "unicodepolicy.js").read_text(encoding="utf-8")
     assert js == module.render_js(), "run python scripts/make_unicode_tables.py --js"
 
