@@ -1220,7 +1220,7 @@ class BuildCache:
                 f"the build store's {name} had {refused.damaged} damaged row(s); ignored"
             )
         if refused.untagged:
-            self.notes.append(_untagged_note(name, refused.untagged))
+            self.notes.append(untagged_note(name, refused.untagged))
         return section
 
     @contextlib.contextmanager
@@ -1514,7 +1514,9 @@ class StoreReader(BuildCache):
         raise TypeError("a StoreReader reads whole sections only")
 
 
-def _untagged_note(name: str, count: int) -> str:
+def untagged_note(name: str, count: int) -> str:
+    """The note for ``count`` rows of section ``name`` not tagged with the log key
+    (:func:`merged_notes` says them once, for every section)."""
     return f"the build store's {name} had {count} row(s) not tagged with this log key; ignored"
 
 

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import unicodedata
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -177,10 +178,11 @@ def changes(root: Path, base: str, head: str = "HEAD") -> list[Change]:
     return parse_raw(result.stdout)
 
 
-def uncommitted(root: Path, folder: str) -> list[str]:
+def uncommitted(root: Path, folder: str, read: Iterable[str] = ()) -> list[str]:
     """The paths under ``folder`` (relative to the work tree's root ``root``)
-    whose work tree differs from HEAD: changed, staged or untracked (a build
-    reads them all), as ``git status --porcelain -z`` names them. Ignored
+    whose work tree differs from HEAD: changed, staged or untracked, and the
+    ignored ones under ``read`` (paths relative to ``folder``: what a build
+    reads there), as ``git status --porcelain -z`` names them. Other ignored
     files are not named: a virtual environment or a key file a checkout
     ignores is no pull request's."""
     result = _git(
@@ -189,15 +191,28 @@ def uncommitted(root: Path, folder: str) -> list[str]:
         "--porcelain=v1",
         "-z",
         "--untracked-files=all",
-        "--ignored=no",
+        "--ignored=matching",
         "--no-renames",
         "--",
         folder,
     )
     if result.returncode != 0:
         raise GitError(f"git status failed: {result.stderr.decode(errors='replace')}")
-    # git-status(1), "Porcelain Format Version 1": "XY PATH", NUL-terminated.
-    return [os.fsdecode(entry[3:]) for entry in result.stdout.split(b"\0") if entry]
+    prefix = "" if folder in ("", ".") else folder.rstrip("/") + "/"
+    reads = tuple(prefix + r for r in read)
+    found = []
+    # git-status(1), "Porcelain Format Version 1": "XY PATH", NUL-terminated;
+    # "!!" for an ignored path (a folder of them ends in "/").
+    for entry in result.stdout.split(b"\0"):
+        if not entry:
+            continue
+        path = os.fsdecode(entry[3:])
+        if entry[:2] == b"!!" and not any(
+            path == r or path.startswith(r + "/") or r.startswith(path) for r in reads
+        ):
+            continue
+        found.append(path)
+    return found
 
 
 def parse_raw(out: bytes) -> list[Change]:

@@ -679,14 +679,29 @@ def settle_forks(
     return kept_problems + directory_problems(content, directory), out
 
 
-def unknown_key_rule(content: Path, key_id: str) -> str:
+def unknown_key_rule(
+    content: Path, key_id: str, *, logged: bool = False, base_broken: bool = False
+) -> str:
     """Why a dream's key is not in the key directory, and what to do: its key
-    file was refused (named with its own problem), or there is none."""
+    file was refused (named with its own problem; ``base_broken``: already
+    on a pull request's base branch, which only a maintainer may change),
+    or there is none (for a ``logged`` dream, one that was there: restore it;
+    `submit` would register the key anew, as a guest, losing its tier)."""
     key_file = content / "keys" / f"{key_id.removeprefix('sha256:')}.yaml"
+    if base_broken:
+        return (
+            f"key {key_id} is not in the key directory: its file {key_file} is refused on the "
+            "base branch already; a maintainer must fix it there before this dream can pass"
+        )
     if os.path.lexists(key_file):
         return (
             f"key {key_id} is not in the key directory: its file {key_file} was refused "
             "(its problem is named with it); fix that file"
+        )
+    if logged:
+        return (
+            f"key {key_id} is not in the key directory: its file {key_file}, which this "
+            "logged dream needs, is gone; restore it from git history"
         )
     return (
         f"key {key_id} is not in the key directory (content/keys): submit the dream with "
@@ -737,23 +752,21 @@ def retired_rule(key_id: str, retired: Mapping[str, KeyEntry]) -> str | None:
 
 def problems_of(exc: DreampoolError, file: str) -> list[Problem]:
     """The rows of a refused dream file: an :class:`InputError`'s problems, or
-    a :class:`SignatureError` as one row (its pointer taken from its message)."""
-    return _problems_of(exc, file)
+    a :class:`SignatureError` as one row (its pointer taken from its message),
+    with no hint: what to do with a logged dream is the caller's to say."""
+    return _problems_of(exc, file, new=False)
 
 
-def _problems_of(exc: DreampoolError, file: str) -> list[Problem]:
-    # What to do goes with the one problem it is about, as `check` prints a
-    # log error's (a contributor saw "signature does not verify" and no fix:
-    # a new user's audit, 23rd session); a list of schema problems keeps its
-    # one hint for the command that prints it.
-    suffix = f" (hint: {exc.hint})" if exc.hint else ""
+def _problems_of(exc: DreampoolError, file: str, *, new: bool = True) -> list[Problem]:
     if isinstance(exc, InputError):
-        if len(exc.problems) != 1:
-            return exc.problems
-        (only,) = exc.problems
-        return [dataclasses.replace(only, rule=only.rule + suffix)]
+        return exc.problems
     text = exc.message.removeprefix(f"{file}: ")
     pointer, _, rule = text.partition(": ") if text.startswith("/") else ("", "", text)
+    # A signature error's fix goes with it, as `check` prints a log error's (a
+    # contributor saw "signature does not verify" and no fix: a new user's
+    # audit, 23rd session); never for a logged dream (recheck: it was not
+    # changed, its commitment holds, and the fix is not to sign it again).
+    suffix = f" (hint: {exc.hint})" if exc.hint and new else ""
     return [Problem(file, pointer, rule + suffix)]
 
 
@@ -1021,7 +1034,10 @@ def scan_dreams(
             )
             continue
         if d.key_id not in directory.keys:
-            problems.append(Problem(file, "/sig/keyId", unknown_key_rule(content, d.key_id)))
+            salted = os.path.lexists(path[: -len(".json")] + ".salt")  # logged
+            problems.append(
+                Problem(file, "/sig/keyId", unknown_key_rule(content, d.key_id, logged=salted))
+            )
             continue
         rule = check_key_rules(d, file, directory)
         if rule:

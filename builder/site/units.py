@@ -62,7 +62,7 @@ from dataclasses import dataclass
 from markupsafe import Markup
 
 from builder import parallel
-from builder.buildcache import BuildCache, Findings
+from builder.buildcache import BuildCache, Findings, untagged_note
 from builder.log import logbuild
 from builder.site import feeds, render, unitbasis
 from builder.site.model import DreamView, SiteModel
@@ -395,11 +395,8 @@ class Units:
                 "rendered them again"
             )
         if self._rows.untagged:
-            self.cache.notes.append(
-                f"the build store's fragments had {self._rows.untagged} row(s) not tagged "
-                "with this log key (written by a build without it, or planted: THREATS.md "
-                "T81); rendered them again"
-            )
+            # Said once with the other sections' (buildcache.merged_notes).
+            self.cache.notes.append(untagged_note("fragments", self._rows.untagged))
 
     def close(self) -> None:
         """Close the store's reading connection (before the build forks again)."""
