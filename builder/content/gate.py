@@ -43,7 +43,7 @@ from pathlib import Path, PurePosixPath
 
 from builder.content import anonymity, gitrepo, pool
 from builder.content.gitrepo import MODE_FILE, MODE_GITLINK, MODE_SYMLINK, Change
-from builder.errors import InputError, Problem
+from builder.errors import DreampoolError, InputError, Problem
 
 _ADDABLE = {
     "dreams": re.compile(r"[0-9a-f]{16}\.json"),
@@ -363,7 +363,7 @@ def _retires_pending(
         try:
             obj = json.loads(pool.read_regular(path))
             key_id = obj["sig"]["keyId"]
-        except (OSError, ValueError, TypeError, KeyError):
+        except (DreampoolError, OSError, ValueError, TypeError, KeyError):
             continue  # `check` names it; not this pull request's
         new_id = retiring.get(key_id) if isinstance(key_id, str) else None
         if new_id is not None:

@@ -207,8 +207,14 @@ def uncommitted(root: Path, folder: str, read: Iterable[str] = ()) -> list[str]:
         if not entry:
             continue
         path = os.fsdecode(entry[3:])
-        if entry[:2] == b"!!" and not any(
-            path == r or path.startswith(r + "/") or r.startswith(path) for r in reads
+        if entry[:2] == b"!!" and (
+            # A dotfile is never read (a killed write's .tmp-*, .DS_Store, an
+            # editor's swap file: review r92), nor what lies where no build reads.
+            path.rstrip("/").rsplit("/", 1)[-1].startswith(".")
+            or not any(
+                path == r or path.startswith(r + "/") or (path.endswith("/") and r.startswith(path))
+                for r in reads
+            )
         ):
             continue
         found.append(path)
