@@ -289,6 +289,16 @@ def test_check_github_format(run: Any, content: Path) -> None:
     assert result.code == 1 and "::error file=" in result.out and ",line=5::" in result.out
 
 
+@pytest.mark.parametrize("k", ["0", "three", "1e3"])
+def test_config_k_out_of_range_says_what_it_found(run: Any, content: Path, k: str) -> None:
+    """A new user's audit (23rd session): "/k: must be a whole number between
+    1 and 1000" did not say what the file held."""
+    (content / "pool.yaml").write_text(POOL_YAML.replace("k: 3", f"k: {k}"))
+    result = run("check", "--content", content)
+    assert result.code == 1
+    assert f"/k: must be a whole number between 1 and 1000, is {k!r}" in result.err
+
+
 def test_config_needs_origin(run: Any, content: Path) -> None:
     (content / "pool.yaml").write_text("title: x\n")
     result = run("check", "--content", content)
