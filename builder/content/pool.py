@@ -287,8 +287,8 @@ def check_config(obj: Mapping[str, Any], file: str) -> tuple[PoolConfig | None, 
     if "k" in obj:
         number = _whole_number(obj["k"], 1, 1000)
         if number is None:
-            found = obj["k"] if isinstance(obj["k"], str) else "not a plain value"
-            shown = found if len(found) <= 20 else found[:20] + "…"
+            held = obj["k"] if isinstance(obj["k"], str) else "not a plain value"
+            shown = held if len(held) <= 20 else held[:20] + "…"
             problems.append(
                 Problem(file, "/k", f"must be a whole number between 1 and 1000, is {shown!r}")
             )
