@@ -780,7 +780,7 @@ def test_a_build_with_a_row_key_takes_only_rows_tagged_with_it(tmp_path: Path) -
     assert buildcache.StoreReader(tmp_path)["units"] == want
     other = _keyed(tmp_path, OTHER_SEED)
     assert other["units"] == {}
-    assert other.notes == [buildcache._untagged_note("units", 3)]
+    assert other.notes == [buildcache.untagged_note("units", 3)]
 
 
 def test_a_row_with_a_valid_digest_but_no_tag_is_a_miss_with_a_row_key(tmp_path: Path) -> None:
@@ -795,7 +795,7 @@ def test_a_row_with_a_valid_digest_but_no_tag_is_a_miss_with_a_row_key(tmp_path:
     planted.save()
     keyed = _keyed(tmp_path)
     assert keyed["units"] == {"id0": _unit(0)}
-    assert keyed.notes == [buildcache._untagged_note("units", 1)]
+    assert keyed.notes == [buildcache.untagged_note("units", 1)]
     # A tag moved from another row does not fit this one.
     db = _db(tmp_path)
     (tag,) = db.execute('SELECT a FROM "units" WHERE k = ?', ("id0",)).fetchone()

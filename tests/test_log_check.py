@@ -130,7 +130,7 @@ def test_a_logged_file_changed_since_is_checked_and_refused(
     if committed:  # git then vouches for the new bytes
         git(tp.content.parent, "commit", "-q", "-am", "edit")
     before = tree(site)
-    with pytest.raises(LogError, match=f"{ids[2]}.json is missing and no erasure"):
+    with pytest.raises(LogError, match=f"{ids[2]}.json was refused"):
         buildmod.build(tp.content, site, signer=signer)
     assert tree(site) == before
 

@@ -106,7 +106,7 @@ def test_a_changed_logged_file_is_not_taken_as_it_is(
     path.write_text(json.dumps(obj), encoding="utf-8")
     calls = Calls(monkeypatch)
     before = tree(logged.content / "log")
-    with pytest.raises(LogError, match=f"{path.stem}.json is missing and no erasure"):
+    with pytest.raises(LogError, match=f"{path.stem}.json was refused"):
         buildmod.build(logged.content, tmp_path / "cold", signer=parse_private_key(logged.log_key))
     assert calls.verify == 1  # the changed file, checked in full
     assert tree(logged.content / "log") == before

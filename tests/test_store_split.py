@@ -96,7 +96,7 @@ def test_the_rows_past_the_split_are_read_by_the_forked_process(
     monkeypatch.setattr(buildcache, "_read_scan_half", marked)
     entries, *_, notes, _ = _read(out, tp)
     assert len(entries) == 12
-    assert notes == [buildcache._untagged_note("scan", 1)]
+    assert notes == [buildcache.untagged_note("scan", 1)]
 
 
 def _corrupt(store: Path, which: list[int], *, untag: list[int] = ()) -> None:  # type: ignore[assignment]
