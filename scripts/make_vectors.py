@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from builder import build
-from builder.content import pool
+from builder.content import anonymity, pool
 from builder.formats import dream as dreamfmt
 from builder.formats import ed25519, merkle, statement, strictjson, tiles
 from builder.formats import leaf as leaffmt
@@ -187,6 +187,7 @@ def make(out: Path) -> None:
         negative_files, negative = _negative(a)
         files.update(negative_files)
         files["negative/unicode.json"] = _json(_unicode_negatives())
+        files["accepted.json"] = _json(_accepted())
         large_files, large = _large()
         files.update(large_files)
         values = _values(content, signer, author_seed, [a, b])
@@ -625,6 +626,78 @@ def _unicode_negatives() -> list[dict[str, Any]]:
     return out
 
 
+# (name, what, title): signed dreams §1.1 allows, each a title a verifier that
+# refuses every ZWJ, ZWNJ or selector (or judges by an older Unicode) refuses.
+ACCEPTED_TITLES = (
+    ("zwj-emoji", "an emoji ZWJ sequence (§1.1 exception 3)",
+     "Pair programming \U0001f469\u200d\U0001f4bb"),
+    ("zwj-emoji-skin-tone", "a ZWJ sequence after a skin tone (exception 3)",
+     "Late night \U0001f469\U0001f3fd\u200d\U0001f4bb"),
+    ("zwj-flag", "the rainbow flag: U+FE0F then ZWJ (exceptions 2 and 3)",
+     "Pride \U0001f3f3\ufe0f\u200d\U0001f308"),
+    ("emoji-selector", "U+FE0F after a base that takes it (exception 2)",
+     "Kindness \u2764\ufe0f"),
+    ("keycap", "a keycap: #, U+FE0F, U+20E3 (exception 2)",
+     "Issue #\ufe0f\u20e3"),
+    ("zwnj-persian", "ZWNJ in Persian between joining letters (exception 5)",
+     "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645 ship it"),
+    ("zwj-after-virama", "ZWJ after a Devanagari virama (exception 4)",
+     "Sanskrit \u0915\u094d\u200d\u0937"),
+    ("new-in-15", "U+1FAE8 SHAKING FACE, assigned in Unicode 15.0.0 (§1.1: 15.0.0's tables)",
+     "Earthquake drill \U0001fae8"),
+)  # fmt: skip
+
+
+def _accepted() -> list[dict[str, Any]]:
+    """Signed dreams a verifier MUST accept (``accepted.json``): the positive
+    side of the negative vectors (a stranger's audit, 23rd session: no
+    vector had a dream without ``consent.derivatives``, an anonymous dream,
+    or the sequences §1.1 allows, so a verifier that refused them passed)."""
+    author = label_bytes("author seed")
+    out = []
+    no_derivatives = copy.deepcopy(DRAFT_A)
+    del no_derivatives["consent"]["derivatives"]
+    no_derivatives["title"] = "A dream whose consent leaves derivatives out"
+    out.append(
+        {
+            "name": "derivatives-absent",
+            "what": "consent without derivatives (§1: optional, absent means false)",
+            "dream": dreamfmt.sign(no_derivatives, author),
+        }
+    )
+    minimal = {
+        "author": DRAFT_A["author"],
+        "title": "Only what §1 requires",
+        "entries": [{"text": "One entry.", "type": "fact", "confidence": "confirmed"}],
+        "consent": {"share": True, "anonymize": False},
+    }
+    out.append(
+        {
+            "name": "minimal",
+            "what": "no summary, tags or lineage, no entry source (§1: optional)",
+            "dream": dreamfmt.sign(minimal, author),
+        }
+    )
+    one_time = hashlib.sha256(b"dreampool test vectors: one-time key of the anonymous dream")
+    anonymous = anonymity.anonymous_draft({**DRAFT_A, "title": "A dream signed by no one"})
+    out.append(
+        {
+            "name": "anonymous",
+            "what": "author anonymous, anonymize true, signed by a one-time key (§1.2)",
+            "dream": dreamfmt.sign(anonymous, one_time.digest()),
+        }
+    )
+    for name, what, title in ACCEPTED_TITLES:
+        out.append(
+            {
+                "name": name,
+                "what": what,
+                "dream": dreamfmt.sign({**DRAFT_A, "title": title}, author),
+            }
+        )
+    return out
+
+
 def _large() -> tuple[dict[str, bytes], dict[str, Any]]:
     """A second positive log, ``large/`` (a site's ``log/`` and ``dreams/``), past one tile.
 
@@ -915,6 +988,7 @@ commitment hashes (`commitmentInput`).
 | `statements/erase-<id>.json` | a signed `dreampool.erase/v1` request (§7) for an erased dream of `large/` |
 | `negative/…` | what a verifier must refuse (below) |
 | `witnessed/policy`, `witnessed/checkpoint`, `witnessed/proof.tlog-proof` | a checkpoint cosigned by a witness, and a policy whose quorum is that witness (below) |
+| `accepted.json` | signed dreams a verifier MUST accept: without `consent.derivatives`, with no optional field, anonymous (a one-time key), and titles holding each sequence §1.1 allows (ZWJ emoji, a keycap, ZWNJ, ZWJ after a virama, a code point new in 15.0) |
 | `unicode-tables.json` | §1.1's code point tables (Unicode 15.0.0, each source's SHA-256), as `scripts/make_unicode_tables.py --json` writes them |
 | `vectors.json` | every value above, for both dreams |
 

@@ -142,6 +142,34 @@ def test_a_valid_key_whose_signature_fails_is_a_negative_case(name: str) -> None
     assert case["refusedAtStep"] == (4 if name.startswith("dream") else 1)
 
 
+ACCEPTED = json.loads((VECTORS / "accepted.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("case", ACCEPTED, ids=lambda c: c["name"])
+def test_both_verifiers_accept_every_accepted_dream(case: dict[str, Any]) -> None:
+    """A stranger's audit (23rd session): no vector had a dream without
+    consent.derivatives, an anonymous one, or the sequences §1.1 allows, so a
+    verifier that refused them (or added derivatives: false before checking
+    the signature) passed every vector. The pool's parser takes each, with
+    its id; so does the independent verifier, but for a code point new in
+    Unicode 15.0, which it judges by the running Python's Unicode data."""
+    dream = case["dream"]
+    data = json.dumps(dream, ensure_ascii=False).encode()
+    parsed = dreamfmt.parse(data, case["name"])
+    assert parsed.id == dreamfmt.dream_id(base64.urlsafe_b64decode(dream["sig"]["value"] + "=="))
+    if case["name"] == "new-in-15" and unicodedata_version() < (15, 0):
+        return
+    iv.check_dream(dream, case["name"])
+    got_id, _ = iv.verify_dream_signature(dream, case["name"])
+    assert got_id == parsed.id
+
+
+def unicodedata_version() -> tuple[int, ...]:
+    import unicodedata
+
+    return tuple(int(x) for x in unicodedata.unidata_version.split("."))
+
+
 LARGE = VECTORS / "large"
 
 

@@ -1099,6 +1099,12 @@ def test_the_browser_refuses_what_the_unicode_policy_refuses(module_page: Any) -
     )
     for case, problems in zip(cases, got, strict=True):
         assert [p.split(":")[0] for p in problems] == [case["pointer"]], (case["name"], problems)
+    # docs/vectors/accepted.json: what §1 and §1.1 allow, the browser allows.
+    accepted = json.loads((REPO / "docs" / "vectors" / "accepted.json").read_text())
+    got = module_page.evaluate(
+        "(dreams) => dreams.map((d) => m.lc.validateDream(d))", [c["dream"] for c in accepted]
+    )
+    assert {c["name"]: p for c, p in zip(accepted, got, strict=True) if p} == {}
     texts = [t for t, _ in ACCEPTED] + [t for t, _ in REFUSED_TEXT]
     texts += [f"a{chr(cp)}" for lo, hi in unicodepolicy.REFUSED for cp in (lo, hi)]
     texts += ["a\U000e0100\u180b\U0001bca0", "\u0915\u094d\u200c\u0937"]
