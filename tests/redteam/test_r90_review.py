@@ -365,12 +365,17 @@ def test_a_process_forked_in_a_nested_window_has_the_callers_handler() -> None:
     with a handler that only notes SIGINT: Ctrl-C never stops it.
     Fix: in _start_worker, ``while isinstance(handler, _SigintHeld):
     handler = handler.before``, then give back what is left."""
-    outer = parallel._sigint_held()
+    # A background job (CI's, run under nohup) starts with SIGINT ignored.
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        with parallel.background(_handler, None) as pending:
-            seen = pending()
+        outer = parallel._sigint_held()
+        try:
+            with parallel.background(_handler, None) as pending:
+                seen = pending()
+        finally:
+            parallel._sigint_given_back(outer)
     finally:
-        parallel._sigint_given_back(outer)
+        signal.signal(signal.SIGINT, before)
     assert seen == repr(signal.default_int_handler), seen
 
 
@@ -456,6 +461,9 @@ _CLI = textwrap.dedent(
     from tests.pools import make_pool
     from tests.redteam.test_r60_review import _lock_is_free
 
+    # A shell's background job (CI's) starts with SIGINT ignored; a user's
+    # terminal gives Python its default handler.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     tmp, offset = Path(sys.argv[1]), int(sys.argv[2])
     tp = make_pool(tmp)
     tp.add("ada", 3)
@@ -617,8 +625,9 @@ def test_guard_a_fork_from_another_thread_holds_nothing() -> None:
         with parallel.background(abs, -3) as pending:
             seen.append(pending())
 
+    before = signal.getsignal(signal.SIGINT)  # SIG_IGN in a background job (CI's)
     thread = threading.Thread(target=work)
     thread.start()
     thread.join(30)
     assert seen == [None, [abs(x) for x in range(-20, 20)], 3]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is before
