@@ -120,3 +120,23 @@ def test_keys_outside_the_bmp_sort_by_utf16() -> None:
     value = {"\uff61": 1, "\U0001f600": 2}
     assert strictjson.canonical(value) == '{"\U0001f600":2,"\uff61":1}'.encode()
     assert strictjson.canonical({"a": 1.5}) == b'{"a":1.5}'
+
+
+@pytest.mark.parametrize(
+    ("data", "line"),
+    [
+        (b'{\n"a": "NaN in a string",\n"b": NaN}', 3),
+        (b'{"x":\n\n1e999}', 3),
+        (b'{"t": "12345678901234567890",\n"n":\n12345678901234567890}', 3),
+        (b"[\n-Infinity]", 2),
+        (b'{"s": "a \\" NaN \\\\", "ok": 1,\n"bad": 9007199254740992}', 2),
+    ],
+)
+def test_a_refused_number_or_constant_is_named_by_its_line(data: bytes, line: int) -> None:
+    """A new user's audit (23rd session): "NaN is not JSON" and "number
+    overflows to infinity" named no line (the parser's hooks see the token,
+    not where it is), where a syntax error names one. Tokens inside strings,
+    escapes included, are not taken for it."""
+    with pytest.raises(strictjson.JSONError) as info:
+        strictjson.loads(data)
+    assert info.value.line == line, info.value.message
