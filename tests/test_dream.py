@@ -287,6 +287,23 @@ def test_keygen_refuses_the_reserved_name(author: str, run: Any, home: Path) -> 
     assert not (home / "keys").exists() or not list((home / "keys").iterdir())
 
 
+def test_sign_names_an_overlong_field_of_a_large_draft(
+    run: Any, home: Path, tmp_path: Path
+) -> None:
+    """A new user's audit (23rd session): a draft with a 100 KB title was
+    refused as "file is 103036 bytes, the limit is 65536", naming no field;
+    a draft may be larger than the dream it signs, so the field is named."""
+    key_id = run("keygen", "--author", "ada").out.split("keyId")[1].split()[0]
+    src = tmp_path / "draft.json"
+    src.write_text(json.dumps(draft(author="ada", title="x" * 102_400)), encoding="utf-8")
+    out = tmp_path / "signed.json"
+    result = run("sign", src, "--key", key_id, "-o", out)
+    assert result.code == 1
+    assert "/title: must be 1–120 characters, is 102400" in result.err, result.err
+    assert "the limit is 65536" not in result.err
+    assert not out.exists()
+
+
 def test_rotate_refuses_a_key_to_itself(run: Any, home: Path, tmp_path: Path) -> None:
     """A new user's audit (23rd session): a rotation from a key to itself was
     written (and announced as retiring the key), and `submit` refused it."""

@@ -90,9 +90,16 @@ def read_dream(path: Path) -> bytes:
     return data
 
 
+# A draft may be larger than the dream it signs: its fields are checked first,
+# so an overlong field is named (/title: …, is 102400) rather than the file's
+# size (a new user's audit, 23rd session); what is signed keeps the limit.
+DRAFT_MAX_BYTES = 16 * dreamfmt.MAX_BYTES
+
+
 def cmd_sign(args: argparse.Namespace) -> int:
     file = str(args.draft)
-    draft = dreamfmt.load_json(read_dream(args.draft), file)
+    raw = pool.read_regular(args.draft, max_bytes=DRAFT_MAX_BYTES)
+    draft = dreamfmt.load_json(raw, file, max_bytes=DRAFT_MAX_BYTES)
     if not isinstance(draft, dict):
         raise InputError([Problem(file, "", "must be a JSON object")])
     draft.pop("sig", None)
@@ -142,6 +149,18 @@ def cmd_sign(args: argparse.Namespace) -> int:
     signed = dreamfmt.sign(redacted, seed)
     del seed  # the one-time key is not kept (it never left this process)
     data = (json.dumps(signed, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+    if len(data) > dreamfmt.MAX_BYTES:
+        raise InputError(
+            [
+                Problem(
+                    file,
+                    "",
+                    f"the signed dream would be {len(data)} bytes, the limit is "
+                    f"{dreamfmt.MAX_BYTES}",
+                )
+            ],
+            hint="shorten its longest texts (summary, entries) and sign again",
+        )
     d = dreamfmt.parse(data, file)
     if args.output:
         pool.atomic_write(Path(args.output), data)

@@ -142,11 +142,12 @@ class KeyDirectory:
 # --- reading ---------------------------------------------------------------
 
 
-def read_regular(path: Path) -> bytes:
+def read_regular(path: Path, *, max_bytes: int = dreamfmt.MAX_BYTES) -> bytes:
     """Read a plain file, refusing symlinks and anything that is not a regular file.
 
     Raises FileNotFoundError when there is no file, and :class:`InputError` for
-    a symlink (never followed: it could lead out of the pool) or a special file.
+    a symlink (never followed: it could lead out of the pool), a special file,
+    or a file over ``max_bytes`` (a signed dream's limit unless said otherwise).
     """
     try:
         # O_NONBLOCK: opening a FIFO would otherwise wait for a writer for ever.
@@ -160,8 +161,18 @@ def read_regular(path: Path) -> bytes:
         if not stat.S_ISREG(st.st_mode):
             raise InputError([Problem(str(path), "", "is not a regular file")])
         with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read(dreamfmt.MAX_BYTES + 1)
-        if len(data) > dreamfmt.MAX_BYTES:  # say its real size, not what was read
+            data = f.read(max_bytes + 1)
+        if len(data) > max_bytes:  # say its real size, not what was read
+            if max_bytes != dreamfmt.MAX_BYTES:
+                raise InputError(
+                    [
+                        Problem(
+                            str(path),
+                            "",
+                            f"file is {max(st.st_size, len(data))} bytes, the limit is {max_bytes}",
+                        )
+                    ]
+                )
             raise dreamfmt.too_big(str(path), max(st.st_size, len(data)))
         return data
     finally:
