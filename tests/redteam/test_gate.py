@@ -44,10 +44,10 @@ def _commit(root: Path, message: str, *force: str) -> None:
     _git(root, "commit", "-q", "--allow-empty", "-m", message)
 
 
-@pytest.fixture
-def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> PoolFixture:
+def published_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> PoolFixture:
     """A published pool (two logged dreams) committed as the target branch; the
-    current folder is the repository's root, as in the check workflow."""
+    current folder is the repository's root, as in the check workflow (the
+    ``repo`` fixture of tests/redteam/conftest.py)."""
     tp = make_pool(tmp_path)
     (tmp_path / ".gitignore").write_text("/site\n/.site.builds/\n")
     submit(tp, signed("ada", title="Logged one"), signed("bob", title="Logged two"))

@@ -25,7 +25,7 @@ import pytest
 from builder.content import gate, gitrepo
 from builder.site import derived
 from tests.pools import PoolFixture
-from tests.redteam.test_gate import Run, _check, _commit, repo  # noqa: F401
+from tests.redteam.test_gate import Run, _check, _commit
 
 _ENV = {
     **os.environ,
@@ -38,7 +38,7 @@ _ENV = {
 
 @pytest.mark.parametrize("path", ["Site/x", "\u017fite/x", ".SITE.builds/cache/store.sqlite"])
 def test_a_pull_request_adding_build_state_under_another_case_fails_check(
-    repo: PoolFixture,  # noqa: F811
+    repo: PoolFixture,
     run: Run,
     path: str,
 ) -> None:
@@ -64,7 +64,7 @@ def test_a_pull_request_adding_build_state_under_another_case_fails_check(
     ],
 )
 def test_build_state_behind_an_ignorable_code_point_is_named(
-    repo: PoolFixture,  # noqa: F811
+    repo: PoolFixture,
     run: Run,
     path: str,
 ) -> None:
@@ -127,7 +127,7 @@ def test_the_build_trusts_no_state_git_tracks_under_a_folded_name(
 
 
 def test_a_pull_request_adding_a_name_that_is_not_utf8_fails_check_without_a_traceback(
-    repo: PoolFixture,  # noqa: F811
+    repo: PoolFixture,
     run: Run,
 ) -> None:
     """T110/T49: git holds names as bytes; a top-level name that is not UTF-8

@@ -47,21 +47,6 @@ from tests.redteam.test_gate import _check, _commit, _git
 Run = Callable[..., Any]
 
 
-@pytest.fixture
-def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> PoolFixture:
-    """test_gate's: a published pool (two logged dreams) committed as the
-    target branch; the current folder is the repository's root."""
-    tp = make_pool(tmp_path)
-    (tmp_path / ".gitignore").write_text("/site\n/.site.builds/\n")
-    submit(tp, signed("ada", title="Logged one"), signed("bob", title="Logged two"))
-    buildmod.build(tp.content, tmp_path / "site", signer=parse_private_key(tp.log_key))
-    _drop_drafts(tmp_path)
-    _git(tmp_path, "init", "-q", "-b", "main")
-    _commit(tmp_path, "base")
-    monkeypatch.chdir(tmp_path)
-    return tp
-
-
 def _drop_drafts(root: Path) -> None:
     for path in root.glob("in-*.json"):
         path.unlink()

@@ -34,11 +34,9 @@ from typing import Any
 
 import pytest
 
-from builder import build as buildmod
 from builder.content import gitrepo, init
 from builder.formats import dream as dreamfmt
 from builder.formats import ed25519
-from builder.formats.note import parse_private_key
 from tests.gitrun import git
 from tests.pools import PoolFixture, make_pool
 from tests.redteam import seed_of, signed, submit
@@ -49,21 +47,6 @@ from tests.redteam.test_rotation import NEW, OLD, kid, rotation, submit_files
 Run = Callable[..., Any]
 
 _BASE_NOTE = "on the base branch already"
-
-
-@pytest.fixture
-def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> PoolFixture:
-    """test_gate's: a published pool (two logged dreams) committed as the
-    target branch; the current folder is the repository's root."""
-    tp = make_pool(tmp_path)
-    (tmp_path / ".gitignore").write_text("/site\n/.site.builds/\n")
-    submit(tp, signed("ada", title="Logged one"), signed("bob", title="Logged two"))
-    buildmod.build(tp.content, tmp_path / "site", signer=parse_private_key(tp.log_key))
-    _drop_drafts(tmp_path)
-    _git(tmp_path, "init", "-q", "-b", "main")
-    _commit(tmp_path, "base")
-    monkeypatch.chdir(tmp_path)
-    return tp
 
 
 def _errors(text: str) -> list[str]:

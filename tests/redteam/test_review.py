@@ -15,7 +15,7 @@ from builder.errors import InputError
 from builder.formats.note import parse_private_key
 from tests.pools import PoolFixture
 from tests.redteam import signed, submit
-from tests.redteam.test_gate import Run, _check, _commit, repo  # noqa: F401 (fixture)
+from tests.redteam.test_gate import Run, _check, _commit
 from tests.test_publish_flow import World, contributor_dream, world  # noqa: F401 (fixture)
 
 
