@@ -455,6 +455,21 @@ def _negative(a: dict[str, Any]) -> tuple[dict[str, bytes], dict[str, Any]]:
     # record, byte for byte (a JSON library's writer cannot make these).
     for name, what in RECORD_BYTE_CASES:
         cases.append((name, what, 2, dream_a, {}))
+    # Dream A signed again by its author with R moved by a point of order 8
+    # (_torsion_signature): valid by the cofactored equation only. A verifier
+    # that checks [8][S]B = [8]R + [8][k]A passed every other vector.
+    torsion = _torsion_signature(label_bytes("author seed"), dreamfmt.signed_bytes(dream_a))
+    cases.append(
+        (
+            "dream-r-torsion",
+            "dream A signed by its author with R = [r]B + T, T of order 8: the cofactored "
+            "equation [8][S]B = [8]R + [8][k]A holds, the cofactorless one §1 requires "
+            "does not",
+            4,
+            {**dream_a, "sig": {**a_sig, "value": b64url_encode(torsion)}},
+            {},
+        )
+    )
     leaves = []
     records = []
     for index, (name, _, _, dream, extra_members) in enumerate(cases):
@@ -523,6 +538,75 @@ def _bare_equation_holds(public_key: bytes, message: bytes) -> bool:
     except (InvalidSignature, ValueError):
         return False
     return True
+
+
+# Edwards25519 arithmetic for the one vector no library signs
+# (:func:`_torsion_signature`): RFC 8032 §5.1's curve, extended coordinates.
+_D = -121665 * pow(121666, _P - 2, _P) % _P
+_Point = tuple[int, int, int, int]  # (X, Y, Z, T), x = X/Z, y = Y/Z, xy = T/Z
+
+
+def _add(a: _Point, b: _Point) -> _Point:
+    """RFC 8032 §5.1.4's unified addition (it doubles too)."""
+    aa = (a[1] - a[0]) * (b[1] - b[0]) % _P
+    bb = (a[1] + a[0]) * (b[1] + b[0]) % _P
+    cc = 2 * a[3] * b[3] * _D % _P
+    dd = 2 * a[2] * b[2] % _P
+    e, f, g, h = bb - aa, dd - cc, dd + cc, bb + aa
+    return (e * f % _P, g * h % _P, f * g % _P, e * h % _P)
+
+
+def _times(n: int, a: _Point) -> _Point:
+    out: _Point = (0, 1, 1, 0)  # the identity
+    while n:
+        if n & 1:
+            out = _add(out, a)
+        a, n = _add(a, a), n >> 1
+    return out
+
+
+def _point(y: int, sign: int) -> _Point:
+    """RFC 8032 §5.1.3's decoding of a y that is on the curve."""
+    x2 = (y * y - 1) * pow(_D * y * y + 1, _P - 2, _P) % _P
+    x = pow(x2, (_P + 3) // 8, _P)
+    if (x * x - x2) % _P:
+        x = x * pow(2, (_P - 1) // 4, _P) % _P
+    assert (x * x - x2) % _P == 0, "y is not on the curve"
+    if x & 1 != sign:
+        x = _P - x
+    return (x, y, 1, x * y % _P)
+
+
+def _encode(a: _Point) -> bytes:
+    """RFC 8032 §5.1.2: y, with the sign of x in bit 255."""
+    inv = pow(a[2], _P - 2, _P)
+    x, y = a[0] * inv % _P, a[1] * inv % _P
+    return (y | (x & 1) << 255).to_bytes(32, "little")
+
+
+_BASE = _point(4 * pow(5, _P - 2, _P) % _P, 0)  # B, RFC 8032 §5.1
+_ORDER_8 = _point(_SMALL_ORDER_Y[3], 0)  # a point T of order 8
+
+
+def _torsion_signature(seed: bytes, message: bytes) -> bytes:
+    """RFC 8032 §5.1.6's signature of ``message`` by ``seed``, but for R, moved
+    by a point T of order 8: R' = [r]B + T, k = SHA-512(R' ‖ A ‖ M) mod L,
+    S = r + k·s mod L. Then [S]B = R' − T + [k]A: the cofactorless equation
+    §1 requires, [S]B = R' + [k]A, fails (OpenSSL, BoringSSL, WebCrypto,
+    Go and libsodium refuse it), while the cofactored one,
+    [8][S]B = [8]R' + [8][k]A, holds (ZIP-215 verifiers, such as
+    ed25519-zebra, accept it). Only the key's holder can make one: a
+    verifier that accepts it lets an author show one dream differently to
+    readers whose verifiers differ."""
+    h = hashlib.sha512(seed).digest()
+    s = int.from_bytes(h[:32], "little")
+    s = (s & ~7 & ((1 << 254) - 1)) | (1 << 254)  # RFC 8032 §5.1.5 step 2
+    public = _encode(_times(s, _BASE))
+    assert public == public_key_of(seed)
+    r = int.from_bytes(hashlib.sha512(h[32:] + message).digest(), "little") % ed25519.L
+    moved = _encode(_add(_times(r, _BASE), _ORDER_8))
+    k = int.from_bytes(hashlib.sha512(moved + public + message).digest(), "little") % ed25519.L
+    return moved + ((r + k * s) % ed25519.L).to_bytes(32, "little")
 
 
 # (case, what §1's strict reading refuses): record.json bytes a verifier MUST

@@ -408,3 +408,56 @@ def test_a_cosignature_with_another_timestamp_is_refused() -> None:
     changed = f"— {name} {base64.b64encode(bytes(raw)).decode()}\n"
     assert proof.count(line.encode()) == 1
     _refused_at_step_1(proof.replace(line.encode(), changed.encode()))
+
+
+def _times(n: int, a: Any) -> Any:
+    out = (0, 1, 1, 0)  # the identity
+    while n:
+        if n & 1:
+            out = iv._point_add(out, a)
+        a, n = iv._point_add(a, a), n >> 1
+    return out
+
+
+def _same_point(a: Any, b: Any) -> bool:
+    p = iv._P
+    return (a[0] * b[2] - b[0] * a[2]) % p == 0 and (a[1] * b[2] - b[1] * a[2]) % p == 0
+
+
+def test_the_torsion_case_holds_by_the_cofactored_equation_only() -> None:
+    """A verifier that checks RFC 8032's cofactored equation, [8][S]B =
+    [8]R + [8][k]A (ZIP-215's, ed25519-zebra's), where §1 requires the
+    cofactorless [S]B = R + [k]A, passed every vector (a stranger's audit,
+    23rd session: left open then). `dream-r-torsion` is dream A signed by
+    its author's key with R moved by a point of order 8; computed here
+    with the independent verifier's own point arithmetic, the cofactored
+    equation holds, the cofactorless one does not, and OpenSSL (through
+    ``cryptography``) refuses it."""
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    record = json.loads((NEGATIVE / "dream-r-torsion" / "record.json").read_bytes())
+    dream = record["dream"]
+    public = base64.urlsafe_b64decode(dream["sig"]["publicKey"] + "=")
+    sig = base64.urlsafe_b64decode(dream["sig"]["value"] + "==")
+    message = dreamfmt.signed_bytes(dream)
+    # Dream A's statement, under dream A's key: only R and S differ.
+    a = VALUES["dreams"][0]
+    assert message == a["signedBytes"].encode() and sig != base64.urlsafe_b64decode(
+        a["signature"] + "=="
+    )
+    site_a = json.loads((VECTORS / "site" / "dreams" / a["id"] / "record.json").read_bytes())
+    assert site_a["dream"]["sig"]["publicKey"] == dream["sig"]["publicKey"]
+    big_r, big_a = iv._decode_point(sig[:32]), iv._decode_point(public)
+    assert big_r is not None and big_a is not None
+    s = int.from_bytes(sig[32:], "little")
+    assert s < iv._L
+    k = int.from_bytes(hashlib.sha512(sig[:32] + public + message).digest(), "little") % iv._L
+    base = iv._decode_point((4 * pow(5, iv._P - 2, iv._P) % iv._P).to_bytes(32, "little"))
+    assert base is not None
+    left, right = _times(s, base), iv._point_add(big_r, _times(k, big_a))
+    assert not _same_point(left, right)  # cofactorless: refused
+    assert _same_point(_times(8, left), _times(8, right))  # cofactored: accepted
+    assert not iv.is_small_order(sig[:32])  # R is of mixed order, not small
+    with pytest.raises(InvalidSignature):
+        Ed25519PublicKey.from_public_bytes(public).verify(sig, message)
