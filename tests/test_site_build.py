@@ -818,3 +818,51 @@ def test_dreams_are_counted_for_a_progress_bar_only(
 
     buildmod.build(built.content, tmp_path / "drawn", signer=signer, progress=meter)
     assert len(counted) == 1 and totals == counted and counted[0] >= 9  # built's nine dreams
+
+
+def test_list_pages_read_each_fragment_row_once_and_hold_few(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dream is on many of the list pages a build renders again (home,
+    archive, its author's and its tags' pages, feeds, search, the API):
+    a +100 at 10k dreams read 9,956 fragment rows, 2,583 of them distinct,
+    each checked over all its bytes (benchmarks/PROFILE.md, twenty-fourth
+    session). Units.prefetch keeps the last rows it read, at most
+    units.RECENT of them: with room for all, no row is read twice; with
+    room for two, rows are read again, never more than two are held, and
+    neither changes a byte of the site."""
+    tp = make_pool(tmp_path)
+    signer = parse_private_key(tp.log_key)
+    for author in ("ada", "bob"):
+        tp.add(author, 6, tags=["shared", f"only-{author}"])
+    site = tmp_path / "site"
+    buildmod.build(tp.content, site, signer=signer)
+    asked: list[str] = []
+    held: list[int] = []
+    real_get_many = buildcache.Rows.get_many
+    real_prefetch = units.Units.prefetch
+
+    def counting(self: buildcache.Rows, keys: Any) -> Any:
+        asked.extend(keys)
+        return real_get_many(self, keys)
+
+    def prefetch(self: units.Units, dreams: Any) -> None:
+        real_prefetch(self, dreams)
+        held.append(len(self._recent))
+
+    monkeypatch.setattr(buildcache.Rows, "get_many", counting)
+    monkeypatch.setattr(units.Units, "prefetch", prefetch)
+    tp.add("ada", 2, tags=["shared"])
+    buildmod.build(tp.content, site, signer=signer)
+    assert asked and len(asked) == len(set(asked))
+    first = tree(site)
+    asked.clear()
+    held.clear()
+    monkeypatch.setattr(units, "RECENT", 2)
+    tp.add("bob", 2, tags=["shared"])
+    buildmod.build(tp.content, site, signer=signer)
+    assert len(asked) > len(set(asked)) and max(held) <= 2
+    cold = tmp_path / "cold"
+    monkeypatch.undo()
+    buildmod.build(tp.content, cold, signer=None)
+    assert tree(site) == tree(cold) and first != tree(site)
