@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Two builder trees, one after the other, on consecutive builds after one new dream.
 
-    benchmarks/ab.py --work DIR --size N [--runs 7] OLD_TREE NEW_TREE ...
+    benchmarks/ab.py --work DIR --size N [--runs 7] [--admit 1] OLD_TREE NEW_TREE ...
 
 What a pool's CI does merge after merge, and how benchmarks/PROFILE.md
 compares a change with the code before it: each tree (a checkout of this
@@ -10,8 +10,9 @@ repository, put first on ``PYTHONPATH``) gets its own clone of the pool
 log key ``DIR/log.key``), built three times untimed so that both site
 generations and the store are that tree's own (a store of other code is
 void: builder.buildcache.code_digest). Then, run after run, the trees take
-turns: one new dream committed to the tree's clone as a merged pull request
-would be, then built and timed as ``benchmarks/run`` times a build (wall;
+turns: one new dream (``--admit N``: N of them) committed to the tree's
+clone as a merged pull request would be, then built and timed as
+``benchmarks/run`` times a build (wall;
 user + system of the build and its workers; peak resident memory). Taking
 turns spreads whatever else the machine does over every tree alike.
 
@@ -38,6 +39,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--size", type=int, required=True)
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--admit", type=int, default=1, help="new dreams a run builds")
     parser.add_argument("trees", nargs="+", type=Path)
     args = parser.parse_args()
     origin = args.work / f"pool-{args.size}"
@@ -71,8 +73,8 @@ def main() -> None:
     for run in range(args.runs):
         for tree, checkout in zip(args.trees, checkouts, strict=True):
             have = bb.count_dreams(checkout / "content")
-            genpool.generate(checkout, have + 1, start=have)
-            bb.commit_content(checkout, "merge: 1 new dream")
+            genpool.generate(checkout, have + args.admit, start=have)
+            bb.commit_content(checkout, f"merge: {args.admit} new dream(s)")
             sample = build(tree, checkout)
             samples[tree].append(sample)
             print(
