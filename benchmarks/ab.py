@@ -12,9 +12,9 @@ generations and the store are that tree's own (a store of other code is
 void: builder.buildcache.code_digest). Then, run after run, the trees take
 turns: one new dream (``--admit N``: N of them) committed to the tree's
 clone as a merged pull request would be, then built and timed as
-``benchmarks/run`` times a build (wall;
-user + system of the build and its workers; peak resident memory). Taking
-turns spreads whatever else the machine does over every tree alike.
+``benchmarks/run`` times a build (wall; user + system of the build and its
+workers; peak resident memory). Taking turns spreads whatever else the
+machine does over every tree alike.
 
 A tree needs ``builder/templates`` reachable from its ``builder`` package
 (a link to ``../templates`` in a plain clone). The clones are
