@@ -114,7 +114,10 @@ REFUSED_KEYS = sorted(
     {(y | (s << 255)).to_bytes(32, "little") for y in range(_P, 2**255) for s in (0, 1)}
     | {(y | (s << 255)).to_bytes(32, "little") for y in _SMALL_ORDER_Y for s in (0, 1)}
 )
-UNIVERSAL_SIGNATURE = bytes([1]) + bytes(63)  # R = the identity 01 00…00, S = 0
+# R = B (the base point, 58 66…66) and S = 1: [S]B = R, so it verifies every
+# message for which [k]A is the identity. R is of prime order, so only §1's
+# key rules refuse it (R = the identity, S = 0 would be refused by rule 4 too).
+UNIVERSAL_SIGNATURE = bytes.fromhex("58" + "66" * 31) + (1).to_bytes(32, "little")
 # Three of them get a record and a proof in the negative log (step 4 must refuse).
 LOGGED_BAD_KEYS = {
     "key-non-canonical": (_P + 1).to_bytes(32, "little"),  # eeff…ff7f, y = p + 1
@@ -470,6 +473,28 @@ def _negative(a: dict[str, Any]) -> tuple[dict[str, bytes], dict[str, Any]]:
             {},
         )
     )
+    # R = the identity, S = k·s: the equation holds, and only §1's rule on R
+    # refuses it, by its small order or by its non-canonical encoding.
+    for name, encoded_r, what in (
+        (
+            "dream-r-small-order",
+            (1).to_bytes(32, "little"),
+            "R = 01 00…00 (the identity, of small order) and S = k·s: the equation holds "
+            "(OpenSSL accepts it, libsodium refuses it); §1 refuses an R of small order",
+        ),
+        (
+            "dream-r-non-canonical",
+            (_P + 1).to_bytes(32, "little"),
+            "R = ee ff…ff 7f (y = p + 1, a non-canonical encoding of the identity) and "
+            "S = k·s: a verifier that reduces y mod p accepts it; §1 refuses y >= p",
+        ),
+    ):
+        value = _identity_r_signature(
+            label_bytes("author seed"), dreamfmt.signed_bytes(dream_a), encoded_r
+        )
+        cases.append(
+            (name, what, 4, {**dream_a, "sig": {**a_sig, "value": b64url_encode(value)}}, {})
+        )
     leaves = []
     records = []
     for index, (name, _, _, dream, extra_members) in enumerate(cases):
@@ -588,25 +613,43 @@ _BASE = _point(4 * pow(5, _P - 2, _P) % _P, 0)  # B, RFC 8032 §5.1
 _ORDER_8 = _point(_SMALL_ORDER_Y[3], 0)  # a point T of order 8
 
 
-def _torsion_signature(seed: bytes, message: bytes) -> bytes:
-    """RFC 8032 §5.1.6's signature of ``message`` by ``seed``, but for R, moved
-    by a point T of order 8: R' = [r]B + T, k = SHA-512(R' ‖ A ‖ M) mod L,
-    S = r + k·s mod L. Then [S]B = R' − T + [k]A: the cofactorless equation
-    §1 requires, [S]B = R' + [k]A, fails (OpenSSL, BoringSSL, WebCrypto,
-    Go and libsodium refuse it), while the cofactored one,
-    [8][S]B = [8]R' + [8][k]A, holds (ZIP-215 verifiers, such as
-    ed25519-zebra, accept it). Only the key's holder can make one: a
-    verifier that accepts it lets an author show one dream differently to
-    readers whose verifiers differ."""
+def _signed_with_r(seed: bytes, message: bytes, r: int, encoded_r: bytes) -> bytes:
+    """RFC 8032 §5.1.6's signature of ``message`` by ``seed``, with the nonce
+    ``r`` and ``encoded_r`` written for R: k = SHA-512(R ‖ A ‖ M) mod L,
+    S = r + k·s mod L. Where ``encoded_r`` is [r]B that is an honest
+    signature; the vectors write other points for R (see the callers).
+
+    Never use it with a real key: two signatures with one r and two k give
+    away the key (s = (S1 − S2)/(k1 − k2) mod L). The vectors' seeds are
+    public (their labels are in vectors.json)."""
     h = hashlib.sha512(seed).digest()
     s = int.from_bytes(h[:32], "little")
     s = (s & ~7 & ((1 << 254) - 1)) | (1 << 254)  # RFC 8032 §5.1.5 step 2
     public = _encode(_times(s, _BASE))
     assert public == public_key_of(seed)
-    r = int.from_bytes(hashlib.sha512(h[32:] + message).digest(), "little") % ed25519.L
-    moved = _encode(_add(_times(r, _BASE), _ORDER_8))
-    k = int.from_bytes(hashlib.sha512(moved + public + message).digest(), "little") % ed25519.L
-    return moved + ((r + k * s) % ed25519.L).to_bytes(32, "little")
+    k = int.from_bytes(hashlib.sha512(encoded_r + public + message).digest(), "little") % ed25519.L
+    return encoded_r + ((r + k * s) % ed25519.L).to_bytes(32, "little")
+
+
+def _torsion_signature(seed: bytes, message: bytes) -> bytes:
+    """A signature whose R is moved by a point T of order 8: R' = [r]B + T
+    (r from the message and a label, not the honest signature's nonce). Then
+    [S]B = R' − T + [k]A: the cofactorless equation §1 requires,
+    [S]B = R' + [k]A, fails (OpenSSL, BoringSSL, Go and libsodium refuse it),
+    while the cofactored one, [8][S]B = [8]R' + [8][k]A, holds (ZIP-215
+    verifiers, such as ed25519-zebra, accept it)."""
+    nonce = hashlib.sha512(b"dreampool test vectors: torsion nonce" + message).digest()
+    r = int.from_bytes(nonce, "little") % ed25519.L
+    return _signed_with_r(seed, message, r, _encode(_add(_times(r, _BASE), _ORDER_8)))
+
+
+def _identity_r_signature(seed: bytes, message: bytes, encoded_r: bytes) -> bytes:
+    """A signature whose R is an encoding of the identity and S = k·s: then
+    [S]B = [k]A = R + [k]A, so the bare equation holds. With ``01 00…00``,
+    a point of small order, OpenSSL and WebCrypto in Chromium accept it and
+    libsodium refuses it; with ``ee ff…ff 7f`` (y = p + 1), a verifier that
+    reduces y mod p accepts it. §1 refuses both."""
+    return _signed_with_r(seed, message, 0, encoded_r)
 
 
 # (case, what §1's strict reading refuses): record.json bytes a verifier MUST
@@ -1175,7 +1218,9 @@ and a verifier MUST refuse the case at that step.
 `negative/universal-forgery.json` lists every public key docs/protocol.md §1
 refuses ({len(n["refusedPublicKeysHex"])} encodings: each y ≥ p and each of the 8 small-order points, in
 both signs), each in a copy of dream A whose `sig.value` is the universal
-signature R = `01` followed by 31 zero bytes, S = 0 (hex `{n["universalSignatureHex"][:8]}…`).
+signature R = B, the base point (`58` followed by 31 bytes `66`), S = 1 (hex
+`{n["universalSignatureHex"][:8]}…`), so [S]B = R; R is of prime order, so
+only the key rules refuse it.
 That signature verifies by the bare equation (SB = R + [k]A, cofactorless,
 as plain OpenSSL checks it, with none of §1's key rules) exactly when [k]A
 is the identity, k = SHA-512(R ‖ A ‖ M) mod L: on every message for the

@@ -234,6 +234,9 @@ def ed25519_verify(pub: bytes, sig: bytes, msg: bytes, where: str) -> None:
     _check(len(sig) == 64, f"{where}: Ed25519 signature is {len(sig)} bytes, want 64")
     _check(_decode_point(pub) is not None, f"{where}: public key is not a curve point")
     _check(not is_small_order(pub), f"{where}: public key has small order")
+    r_y = int.from_bytes(sig[:32], "little") & ((1 << 255) - 1)
+    _check(r_y < _P, f"{where}: non-canonical R (y >= p)")
+    _check(not is_small_order(sig[:32]), f"{where}: R has small order")
     _check(int.from_bytes(sig[32:], "little") < _L, f"{where}: non-canonical S (S >= L)")
     try:
         Ed25519PublicKey.from_public_bytes(pub).verify(sig, msg)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 
 from builder.errors import SignatureError
 from builder.formats import ed25519
+from tests import independent_verifier as iv
 from tests.conftest import vector_files
 
 (RFC8032_FILE,) = vector_files("ed25519")
@@ -97,3 +99,32 @@ def test_flipping_any_message_bit_fails(message: bytes, data: st.DataObject) -> 
     changed[bit // 8] ^= 1 << (bit % 8)
     with pytest.raises(SignatureError):
         ed25519.verify(PUB, bytes(changed), sig)
+
+
+def test_a_signature_whose_r_is_small_order_or_non_canonical_is_refused() -> None:
+    """T05 (review r93): R = the identity and S = k·s verify by the bare
+    equation under an honest key (OpenSSL and WebCrypto in Chromium accept
+    it, libsodium refuses it), and any R written with y >= p is one a lax
+    decoder reduces. docs/protocol.md §1's rule 4 refuses both, before the
+    library: every R of small order in either sign, every y >= p."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    seed = bytes(range(32))
+    public, message = ed25519.public_key_of(seed), b"a message"
+    h = hashlib.sha512(seed).digest()
+    s = (int.from_bytes(h[:32], "little") & ~7 & ((1 << 254) - 1)) | (1 << 254)
+    identity = (1).to_bytes(32, "little")
+    k = int.from_bytes(hashlib.sha512(identity + public + message).digest(), "little")
+    forged = identity + (k % ed25519.L * s % ed25519.L).to_bytes(32, "little")
+    Ed25519PublicKey.from_public_bytes(public).verify(forged, message)  # OpenSSL: fine
+    with pytest.raises(SignatureError, match="R is a point of small order"):
+        ed25519.verify(public, message, forged)
+    with pytest.raises(iv.VerificationError):
+        iv.ed25519_verify(public, forged, message, "test")
+    good = ed25519.sign(seed, message)
+    for y in sorted(ed25519.SMALL_ORDER_Y) + list(range(ed25519.P, 2**255)):
+        for sign in (0, 1):
+            r = (y | sign << 255).to_bytes(32, "little")
+            with pytest.raises(SignatureError, match="R"):
+                ed25519.verify(public, message, r + good[32:])
+    ed25519.verify(public, message, good)

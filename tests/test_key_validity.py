@@ -40,7 +40,9 @@ SMALL_ORDER_Y = [
         bytes.fromhex("26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05"), "little"
     ),
 ]
-UNIVERSAL = bytes([1]) + bytes(63)  # R = the identity, S = 0
+# R = B, the base point, and S = 1 ([S]B = R): refused by the key rules alone
+# (R = the identity would be refused by the rule on R too, docs/protocol.md §1).
+UNIVERSAL = bytes.fromhex("58" + "66" * 31) + (1).to_bytes(32, "little")
 MESSAGE = b"any message at all"
 # The published negative vectors (scripts/make_vectors.py): what a stranger's
 # verifier is tested with, and what this test runs the project's three through.
@@ -93,7 +95,7 @@ def test_the_python_verifiers_refuse_every_encoding(key: bytes) -> None:
 _NODE = """
 import { ed25519Verify } from %s;
 const keys = JSON.parse(process.argv[1]);
-const sig = new Uint8Array(64); sig[0] = 1;
+const sig = new Uint8Array(64); sig.fill(0x66, 1, 32); sig[0] = 0x58; sig[32] = 1;
 const message = new TextEncoder().encode(%s);
 const out = [];
 for (const hex of keys) {

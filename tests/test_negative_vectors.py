@@ -3,7 +3,7 @@
 docs/vectors/negative/ (written by scripts/make_vectors.py) holds inputs a
 verifier MUST refuse: a record with an unknown member, a dream with an
 unknown field whose signature verifies, and dreams signed with the universal
-signature (R = 01 00…00, S = 0) under every public key docs/protocol.md §1
+signature (R = B, S = 1) under every public key docs/protocol.md §1
 refuses. Both ``builder.readers.lightclient`` and ``tests/independent_verifier.py``
 run over each: if either accepts a negative vector, or refuses a positive
 one, this fails. Each logged case must also pass the steps before the one
@@ -419,6 +419,10 @@ def _times(n: int, a: Any) -> Any:
     return out
 
 
+def _neg(a: Any) -> Any:
+    return ((-a[0]) % iv._P, a[1], a[2], (-a[3]) % iv._P)
+
+
 def _same_point(a: Any, b: Any) -> bool:
     p = iv._P
     return (a[0] * b[2] - b[0] * a[2]) % p == 0 and (a[1] * b[2] - b[1] * a[2]) % p == 0
@@ -459,5 +463,48 @@ def test_the_torsion_case_holds_by_the_cofactored_equation_only() -> None:
     assert not _same_point(left, right)  # cofactorless: refused
     assert _same_point(_times(8, left), _times(8, right))  # cofactored: accepted
     assert not iv.is_small_order(sig[:32])  # R is of mixed order, not small
+    # T = R − ([S]B − [k]A) is of order 8, as the case says, not 2 or 4 (review r93).
+    t = iv._point_add(big_r, _neg(iv._point_add(left, _neg(_times(k, big_a)))))
+    identity = (0, 1, 1, 0)
+    assert _same_point(_times(8, t), identity) and not _same_point(_times(4, t), identity)
     with pytest.raises(InvalidSignature):
         Ed25519PublicKey.from_public_bytes(public).verify(sig, message)
+
+
+@pytest.mark.parametrize("name", ["dream-r-small-order", "dream-r-non-canonical"])
+def test_the_r_cases_hold_by_the_bare_equation(name: str) -> None:
+    """T05 (review r93): an author can sign with R = the identity and S = k·s.
+    The equation holds: OpenSSL (through ``cryptography``) accepts
+    `dream-r-small-order`, and a verifier that reduces R's y mod p finds it
+    in `dream-r-non-canonical` (y = p + 1). Only §1's rule 4 refuses them, so
+    a verifier without it (or one on libsodium, which refuses the first)
+    fails a vector, where before every verifier passed them all and disagreed
+    on a dream the pool published."""
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    record = json.loads((NEGATIVE / name / "record.json").read_bytes())
+    dream = record["dream"]
+    public = base64.urlsafe_b64decode(dream["sig"]["publicKey"] + "=")
+    sig = base64.urlsafe_b64decode(dream["sig"]["value"] + "==")
+    message = dreamfmt.signed_bytes(dream)
+    assert message == VALUES["dreams"][0]["signedBytes"].encode()
+    y = int.from_bytes(sig[:32], "little") % (1 << 255)
+    big_r = iv._decode_point((y % iv._P).to_bytes(32, "little"))  # reduced: lax
+    big_a = iv._decode_point(public)
+    assert big_r is not None and big_a is not None
+    assert _same_point(big_r, (0, 1, 1, 0))  # the identity
+    k = int.from_bytes(hashlib.sha512(sig[:32] + public + message).digest(), "little") % iv._L
+    base = iv._decode_point((4 * pow(5, iv._P - 2, iv._P) % iv._P).to_bytes(32, "little"))
+    assert base is not None
+    s = int.from_bytes(sig[32:], "little")
+    assert s < iv._L
+    assert _same_point(_times(s, base), iv._point_add(big_r, _times(k, big_a)))
+    key = Ed25519PublicKey.from_public_bytes(public)
+    if name == "dream-r-small-order":
+        key.verify(sig, message)  # plain OpenSSL accepts it
+    else:
+        with pytest.raises(InvalidSignature):  # OpenSSL decodes R strictly
+            key.verify(sig, message)
+    with pytest.raises(SignatureError):
+        dreamfmt.parse(json.dumps(dream).encode(), f"{name}.json")

@@ -9,7 +9,12 @@ OpenSSL does not make them:
   y coordinates (1, p-1, 0 and the two order-8 values); a key is refused when
   its y (sign bit cleared) is one of them, whatever its sign bit, and also when
   y >= p (a non-canonical encoding).
-* a non-canonical S (S >= L), which would make signatures malleable.
+* a non-canonical S (S >= L), which would make signatures malleable;
+* an R (the signature's first half) that is non-canonical or of small order,
+  by the same test as a key: an author can sign with R = the identity and
+  S = k·s, which OpenSSL and WebCrypto in Chromium accept and libsodium
+  refuses, or write the identity as y = p + 1, which a verifier that reduces
+  y mod p accepts. Refused here, every verifier agrees (docs/protocol.md §1).
 
 ``verify`` raises :class:`SignatureError` and returns ``None``; it never
 returns a bool a caller could forget to check.
@@ -67,6 +72,12 @@ def verify(public_key: bytes, message: bytes, signature: bytes) -> None:
     check_public_key(public_key)
     if len(signature) != SIGNATURE_SIZE:
         raise SignatureError(f"signature is {len(signature)} bytes, want {SIGNATURE_SIZE}")
+    # docs/protocol.md §1: R canonical and not of small order, as a key.
+    r = int.from_bytes(signature[:32], "little") & ((1 << 255) - 1)
+    if r >= P:
+        raise SignatureError("signature is not canonical (its R has y >= p)")
+    if r in SMALL_ORDER_Y:
+        raise SignatureError("signature's R is a point of small order (docs/protocol.md §1)")
     # RFC 8032 §5.1.7 step 1: S must be in [0, L).
     if int.from_bytes(signature[32:], "little") >= L:
         raise SignatureError("signature is not canonical (S >= L)")

@@ -211,14 +211,20 @@ export async function requireEd25519() {
 }
 
 /**
- * RFC 8032 §5.1.7 verification with the docs/protocol.md §1 refusals: small-order keys and
- * S >= L are refused here, before WebCrypto sees them. Throws VerificationError.
+ * RFC 8032 §5.1.7 verification with the docs/protocol.md §1 refusals: small-order or
+ * non-canonical keys and R, and S >= L, are refused here, before WebCrypto sees them.
+ * Throws VerificationError.
  */
 export async function ed25519Verify(publicKey, message, signature) {
   checkPublicKey(publicKey);
   if (signature.length !== SIGNATURE_SIZE) {
     fail(`signature is ${signature.length} bytes, want ${SIGNATURE_SIZE}`);
   }
+  // docs/protocol.md §1: R canonical and not of small order, as a key (R = the identity
+  // and S = k·s verify in WebCrypto here and fail in libsodium: every verifier must agree).
+  const r = leInt(signature.subarray(0, 32)) & ((1n << 255n) - 1n);
+  if (r >= P) fail("signature is not canonical (its R has y >= p)");
+  if (SMALL_ORDER_Y.has(r)) fail("signature's R is a point of small order (docs/protocol.md §1)");
   // RFC 8032 §5.1.7 step 1: S must be in [0, L), or signatures are malleable.
   if (leInt(signature.subarray(32)) >= L) fail("signature is not canonical (S >= L)");
   await requireEd25519();
