@@ -3,8 +3,9 @@
 // docs/protocol.md §1 adds (builder/formats/b64.py and builder/formats/ed25519.py are the Python twins).
 //
 // WebCrypto, like plain OpenSSL, accepts an Ed25519 public key of small order (with
-// which one signature verifies every message) and may accept a non-canonical S; both
-// are refused here before WebCrypto sees them. A browser without Ed25519 in WebCrypto
+// which one signature verifies every message), an R of small order (R = the identity,
+// S = k·s, which libsodium refuses) and may accept a non-canonical S; all are refused
+// here before WebCrypto sees them. A browser without Ed25519 in WebCrypto
 // raises CryptoUnavailableError, which is no property of the input: the page says so
 // and points to `dreampool verify-proof`.
 //
