@@ -565,8 +565,10 @@ def _bare_equation_holds(public_key: bytes, message: bytes) -> bool:
     return True
 
 
-# Edwards25519 arithmetic for the one vector no library signs
-# (:func:`_torsion_signature`): RFC 8032 §5.1's curve, extended coordinates.
+# Edwards25519 arithmetic for the vectors no library signs (:func:`_signed_with_r`):
+# RFC 8032 §5.1's curve, extended coordinates. Written again here on purpose, not
+# taken from tests/independent_verifier.py: the tests check these vectors with that
+# module's arithmetic, which must stay a witness independent of the generator.
 _D = -121665 * pow(121666, _P - 2, _P) % _P
 _Point = tuple[int, int, int, int]  # (X, Y, Z, T), x = X/Z, y = Y/Z, xy = T/Z
 
