@@ -184,6 +184,7 @@ def check_pull_request(
         for path in loose
     ]
     problems = [dataclasses.replace(p, file=_shown(root, p.file)) for p in problems]
+    problems += _unseen_by_git(content)
     try:
         pool.load_config(content)
     except InputError as exc:
@@ -423,6 +424,44 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 # --- the whole pool (check without --base) ---------------------------------
+
+
+# The folders a build scans entry by entry (builder.content.pool._scan refuses
+# anything there but plain files and links).
+_SCANNED = ("dreams", "keys", "rotations", "erasures")
+
+
+def _unseen_by_git(content: Path) -> list[Problem]:
+    """A problem for each entry of the folders a build scans that git can
+    neither commit nor list as uncommitted: a folder (an empty one, or one
+    holding only such entries) or a special file (FIFO, socket, device).
+    A build refuses it ("unexpected entry"), so `check --base`, which reads
+    what git says, must name it too (review r91). One ``scandir`` a folder,
+    by the entries' types (no ``stat``); dotfiles are skipped, as the build
+    skips them."""
+    problems = []
+    for name in _SCANNED:
+        folder = content / name
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for entry in entries:
+            if entry.name.startswith(".") or entry.is_symlink():
+                continue  # a link git lists; a dotfile the build skips
+            if entry.is_file(follow_symlinks=False):
+                continue
+            shown = str(folder / entry.name.encode("unicode_escape").decode("ascii"))
+            what = "a folder" if entry.is_dir(follow_symlinks=False) else "a special file"
+            problems.append(
+                Problem(
+                    shown,
+                    "",
+                    f"is {what}, which git does not carry and a build refuses (unexpected "
+                    "entry); remove it",
+                )
+            )
+    return problems
 
 
 def special_files(content: Path) -> list[Problem]:

@@ -15,9 +15,9 @@ recheck, and never to a schema or parse problem, whose hints speak of
 dreams or of a list); the fragments section's note is merged with the
 others'; ignored files are named as not committed where a build reads them
 (dreams, keys, rotations, erasures, log, pool.yaml). An empty folder or a
-FIFO named as a dream is left open (strict xfail: git carries neither, so
-no pull request's checkout holds one, and naming them needs a walk of
-content/ that check --base avoids).
+FIFO named as a dream, left open as a strict xfail then (git carries
+neither), is named by one scandir of each folder a build scans (twenty-
+fourth session).
 """
 
 from __future__ import annotations
@@ -230,12 +230,6 @@ def test_a_logged_dream_whose_key_file_is_gone_is_not_told_to_submit(
 
 
 @pytest.mark.parametrize("kind", ["empty folder", "fifo"])
-@pytest.mark.xfail(
-    strict=True,
-    reason="open, local only: git carries neither an empty folder nor a FIFO, so a pull "
-    "request's checkout never holds one; naming them needs a walk of content/, which "
-    "check --base avoids (its work grows with the pull request); check without --base names them",
-)
 def test_check_base_does_not_say_ok_beside_an_entry_the_build_refuses(
     repo: PoolFixture, run: Run, kind: str
 ) -> None:
@@ -256,7 +250,9 @@ def test_check_base_does_not_say_ok_beside_an_entry_the_build_refuses(
         entry.mkdir()
     whole = run("check", "--content", "content")
     assert whole.code == 1 and "unexpected entry" in whole.err
-    assert _check(run).code == 1
+    based = _check(run)
+    assert based.code == 1
+    assert "0123456789abcdef.json" in based.err and "unexpected entry" in based.err
 
 
 def test_check_base_names_an_ignored_dream_file_the_build_reads(
