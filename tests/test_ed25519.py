@@ -47,12 +47,20 @@ def test_three_rfc_vectors() -> None:
     assert [v["name"] for v in RFC8032] == ["TEST 1", "TEST 2", "TEST 3"]
 
 
+# R = B, the base point, and S = 1 ([S]B = R): with a key of small order it
+# verifies every message whose [k]A is the identity; R is of prime order, so
+# only the key rule can refuse it (review r94: with R = the identity, the rule
+# on R refused it too, and these tests passed with the key rule taken out).
+UNIVERSAL = bytes.fromhex("58" + "66" * 31) + (1).to_bytes(32, "little")
+
+
 @pytest.mark.parametrize("key", SMALL_ORDER + NON_CANONICAL)
 def test_small_order_and_non_canonical_keys_refused(key: str) -> None:
-    # With a small-order key A and R = identity, S = 0 verifies any message
-    # under a plain RFC 8032 cofactorless check; it must be refused here.
-    sig = bytes.fromhex(SMALL_ORDER[0]) + bytes(32)
-    with pytest.raises(SignatureError):
+    # With a small-order key A, R = [S]B verifies any message whose [k]A is the
+    # identity under a plain cofactorless check; it must be refused here, by
+    # the key rule (R = B is of prime order: rule 4 on R does not refuse it).
+    sig = UNIVERSAL
+    with pytest.raises(SignatureError, match="public key"):
         ed25519.verify(bytes.fromhex(key), b"any message", sig)
 
 

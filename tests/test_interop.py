@@ -75,3 +75,39 @@ def test_go_sumdb_rejects_a_tampered_tile(tmp_path: Path) -> None:
     tile.write_bytes(bytes(data))
     result = run_go(site, tmp_path)
     assert result.returncode != 0 and "FAIL" in result.stderr
+
+
+def test_go_sumdb_with_the_rule_on_r_refuses_a_checkpoint_signed_with_r_the_identity(
+    tmp_path: Path,
+) -> None:
+    """T05, T32 (review r94): Go's Ed25519 takes R = the identity with S = k·s,
+    which docs/protocol.md §1 rule 4 refuses for every signature, notes
+    included: a log key could sign a checkpoint that Go's note.Open accepts
+    and every dreampool verifier refuses, and readers would see different
+    logs. verify.go adds the rule (docs/verifiers.md says a Go verifier must):
+    the log's own checkpoint, signed again that way, is refused there, as
+    by dreampool's own note reader."""
+    import hashlib
+
+    from builder.formats import ed25519
+    from builder.formats import note as notemod
+
+    tp = make_pool(tmp_path)
+    tp.add("ada", 3)
+    site = tmp_path / "site"
+    signer = parse_private_key(tp.log_key)
+    buildmod.build(tp.content, site, signer=signer)
+    assert run_go(site, tmp_path).returncode == 0
+    text = (site / "log" / "checkpoint").read_text(encoding="utf-8").split("\n\n")[0] + "\n"
+    h = hashlib.sha512(signer.seed).digest()
+    s = (int.from_bytes(h[:32], "little") & ~7 & ((1 << 254) - 1)) | (1 << 254)
+    r = (1).to_bytes(32, "little")
+    public = ed25519.public_key_of(signer.seed)
+    k = int.from_bytes(hashlib.sha512(r + public + text.encode()).digest(), "little")
+    sig = r + (k % ed25519.L * s % ed25519.L).to_bytes(32, "little")
+    data = notemod.format_note(text, [notemod.Signature(signer.name, signer.key_id, sig)])
+    with pytest.raises(Exception, match="R is a point of small order"):
+        notemod.open_note(data, [signer.verifier])
+    (site / "log" / "checkpoint").write_bytes(data)
+    result = run_go(site, tmp_path)
+    assert result.returncode != 0 and "note.Open" in result.stderr, result.stderr

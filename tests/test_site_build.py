@@ -827,10 +827,11 @@ def test_list_pages_read_each_fragment_row_once_and_hold_few(
     archive, its author's and its tags' pages, feeds, search, the API):
     a +100 at 10k dreams read 9,956 fragment rows, 2,583 of them distinct,
     each checked over all its bytes (benchmarks/PROFILE.md, twenty-fourth
-    session). Units.prefetch keeps the last rows it read, at most
-    units.RECENT of them: with room for all, no row is read twice; with
-    room for two, rows are read again, never more than two are held, and
-    neither changes a byte of the site."""
+    session). Units.prefetch keeps the last rows it read, up to
+    units.RECENT_BYTES of them (bytes, not rows: a long dream's row is
+    50 KB, review r94): with room for all, no row is read twice; with room
+    for a few, rows are read again, never more bytes than that are held,
+    and neither changes a byte of the site."""
     tp = make_pool(tmp_path)
     signer = parse_private_key(tp.log_key)
     for author in ("ada", "bob"):
@@ -848,7 +849,7 @@ def test_list_pages_read_each_fragment_row_once_and_hold_few(
 
     def prefetch(self: units.Units, dreams: Any) -> None:
         real_prefetch(self, dreams)
-        held.append(len(self._recent))
+        held.append(self._recent_bytes)
 
     monkeypatch.setattr(buildcache.Rows, "get_many", counting)
     monkeypatch.setattr(units.Units, "prefetch", prefetch)
@@ -858,10 +859,10 @@ def test_list_pages_read_each_fragment_row_once_and_hold_few(
     first = tree(site)
     asked.clear()
     held.clear()
-    monkeypatch.setattr(units, "RECENT", 2)
+    monkeypatch.setattr(units, "RECENT_BYTES", 10_000)  # a few rows of these
     tp.add("bob", 2, tags=["shared"])
     buildmod.build(tp.content, site, signer=signer)
-    assert len(asked) > len(set(asked)) and max(held) <= 2
+    assert len(asked) > len(set(asked)) and 0 < max(held) <= 10_000
     cold = tmp_path / "cold"
     monkeypatch.undo()
     buildmod.build(tp.content, cold, signer=None)

@@ -746,12 +746,15 @@ def test_browser_agrees_with_the_python_light_client(module_page: Any) -> None:
 
 
 def small_order_dream() -> dict[str, Any]:
-    """A dream 'signed' by the identity point: (R, S) = (identity, 0) verifies every message."""
+    """A dream 'signed' by the identity point: (R, S) = (B, 1) verifies every
+    message ([S]B = R, and [k]A is the identity). R = B is of prime order, so
+    only the key rule refuses it (review r94: with R = the identity, the rule
+    on R refused it too, and the test passed with the key rule taken out)."""
     identity = b"\x01" + b"\x00" * 31
     signed = signed_dream("ada", "small order")
     signed["sig"].update(
         publicKey=b64url_encode(identity),
-        value=b64url_encode(identity + b"\x00" * 32),
+        value=b64url_encode(bytes.fromhex("58" + "66" * 31) + (1).to_bytes(32, "little")),
         keyId=dreamfmt.key_id(identity),
     )
     return signed
@@ -767,7 +770,10 @@ def non_canonical_s_dream() -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     ("make", "message"),
-    [(small_order_dream, "small order"), (non_canonical_s_dream, "S >= L")],
+    [
+        (small_order_dream, "public key is a point of small order"),
+        (non_canonical_s_dream, "S >= L"),
+    ],
 )
 def test_small_order_keys_and_non_canonical_s_are_refused_at_step_4(
     module_page: Any, make: Callable[[], dict[str, Any]], message: str
@@ -1070,7 +1076,8 @@ def test_the_browser_client_over_every_protocol_vector(module_page: Any) -> None
         """async (keys) => {
           const crypto = await import(new URL("../static/crypto.js", location.href).href);
           const h = (s) => Uint8Array.from(s.match(/../g), (x) => parseInt(x, 16));
-          const sig = new Uint8Array(64); sig[0] = 1;  // R = identity, S = 0
+          // R = B, S = 1: of prime order, so only the key rule refuses it (r94)
+          const sig = new Uint8Array(64); sig.fill(0x66, 1, 32); sig[0] = 0x58; sig[32] = 1;
           const out = [];
           for (const k of keys) {
             try { await crypto.ed25519Verify(h(k), new TextEncoder().encode("any"), sig);

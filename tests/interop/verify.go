@@ -13,6 +13,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
+	"math/big"
 	"os"
 	"path/filepath"
 	"sort"
@@ -70,6 +71,62 @@ func open(msg []byte, verifiers note.Verifiers) checkpoint {
 	return checkpoint{lines[0], size, root}
 }
 
+// strict adds docs/protocol.md §1's rule 4 to Go's Ed25519, which refuses S >= L
+// (rule 5) but takes an R of small order (R = the identity, S = k·s, verifies
+// there): R's y must be below p and none of the five y values of the points of
+// small order. Without it, this verifier would accept a note every dreampool
+// verifier refuses.
+type strict struct{ note.Verifier }
+
+var (
+	fieldP     = new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 255), big.NewInt(19))
+	smallOrder = func() []*big.Int {
+		y8 := leInt(mustHex("26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05"))
+		return []*big.Int{
+			big.NewInt(1), new(big.Int).Sub(fieldP, big.NewInt(1)), big.NewInt(0),
+			y8, new(big.Int).Sub(fieldP, y8),
+		}
+	}()
+)
+
+func mustHex(h string) []byte {
+	b := make([]byte, len(h)/2)
+	for i := range b {
+		v, err := strconv.ParseUint(h[2*i:2*i+2], 16, 8)
+		if err != nil {
+			panic(err)
+		}
+		b[i] = byte(v)
+	}
+	return b
+}
+
+// leInt is the little-endian integer of b with bit 255 (x's sign) cleared.
+func leInt(b []byte) *big.Int {
+	be := make([]byte, len(b))
+	for i := range b {
+		be[len(b)-1-i] = b[i]
+	}
+	be[0] &= 0x7f
+	return new(big.Int).SetBytes(be)
+}
+
+func (s strict) Verify(msg, sig []byte) bool {
+	if len(sig) != 64 {
+		return false
+	}
+	y := leInt(sig[:32])
+	if y.Cmp(fieldP) >= 0 {
+		return false
+	}
+	for _, small := range smallOrder {
+		if y.Cmp(small) == 0 {
+			return false
+		}
+	}
+	return s.Verifier.Verify(msg, sig)
+}
+
 // c2spTiles reads tiles by their c2sp.org/tlog-tiles paths (no height segment).
 type c2spTiles struct{}
 
@@ -121,7 +178,7 @@ func main() {
 	if err != nil {
 		fail("vkey: %v", err)
 	}
-	verifiers := note.VerifierList(v)
+	verifiers := note.VerifierList(strict{v})
 	cur := open(read("log/checkpoint"), verifiers)
 	tree := tlog.Tree{N: cur.size, Hash: cur.root}
 	hr := tlog.TileHashReader(tree, c2spTiles{})

@@ -331,15 +331,17 @@ def _small_order_encodings() -> list[bytes]:
     "public_key", _small_order_encodings(), ids=lambda k: k.hex()[:8] + k.hex()[-2:]
 )
 def test_small_order_public_keys_are_refused(tp: PoolFixture, public_key: bytes) -> None:
-    """T05: with a key of small order, the signature (R = identity, S = 0) verifies
-    every message in a lax verifier; the pool refuses every such encoding."""
+    """T05: with a key of small order, the signature (R = B, S = 1, so [S]B = R)
+    verifies every message whose [k]A is the identity in a lax verifier; the
+    pool refuses every such encoding, by the key rule (R = B is of prime order,
+    so the rule on R does not: review r94)."""
     obj = signed()
     obj["sig"].update(
         publicKey=b64url_encode(public_key),
         keyId=dreamfmt.key_id(public_key),
-        value=b64url_encode((1).to_bytes(32, "little") + bytes(32)),
+        value=b64url_encode(bytes.fromhex("58" + "66" * 31) + (1).to_bytes(32, "little")),
     )
-    assert_refused(tp, dump(obj), "small order")
+    assert_refused(tp, dump(obj), "public key is a point of small order")
 
 
 def _off_curve_key() -> bytes:
