@@ -309,11 +309,17 @@ def verify(obj: Mapping[str, Any], file: str) -> Dream:
     try:
         ed25519.verify(public_key, signed_bytes(obj), signature)
     except SignatureError as exc:
-        raise SignatureError(
-            f"{file}: /sig: {exc.message}",
-            hint="the dream was changed after signing, or signed with another key; "
-            "sign the draft again with `dreampool sign`",
-        ) from None
+        # The equation fails on an edit; a key or signature §1 refuses comes
+        # from no honest signer, and says what to do itself or gets this.
+        hint = (
+            "the dream was changed after signing, or signed with another key; "
+            "sign the draft again with `dreampool sign`"
+            if exc.message == "signature does not verify"
+            else exc.hint
+            or "no Ed25519 signer makes such a signature (docs/protocol.md §1); "
+            "sign the draft again with `dreampool sign`"
+        )
+        raise SignatureError(f"{file}: /sig: {exc.message}", hint=hint) from None
     want = key_id(public_key)
     if sig["keyId"] != want:
         raise SignatureError(
