@@ -423,9 +423,6 @@ def _shown(root: Path, path: str) -> str:
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-# --- the whole pool (check without --base) ---------------------------------
-
-
 # The folders a build scans entry by entry (builder.content.pool._scan refuses
 # anything there but plain files and links).
 _SCANNED = ("dreams", "keys", "rotations", "erasures")
@@ -462,6 +459,9 @@ def _unseen_by_git(content: Path) -> list[Problem]:
                 )
             )
     return problems
+
+
+# --- the whole pool (check without --base) ---------------------------------
 
 
 def special_files(content: Path) -> list[Problem]:

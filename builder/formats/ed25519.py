@@ -1,8 +1,8 @@
 """Ed25519 (RFC 8032) with the refusals docs/protocol.md §1 adds.
 
-Signing and the curve arithmetic come from ``cryptography`` (OpenSSL). Two
+Signing and the curve arithmetic come from ``cryptography`` (OpenSSL). Three
 refusals are added on top of its RFC 8032 §5.1.7 verification, because plain
-OpenSSL does not make them:
+OpenSSL does not make them all:
 
 * a public key of small order (order 1, 2, 4 or 8): with such a key one
   signature verifies every message. The small-order points have exactly five

@@ -93,10 +93,11 @@ SQUEEZE_ABOVE = 200_000
 # found on every core: below it, forking costs more than the ≈50 µs a dream
 # it saves on two cores.
 CHECK_FORK_MIN = 2_000
-# At most this many dreams' fragments are held for list pages beyond the page
-# being rendered (Units.prefetch): a row is about 4 KB (the benchmark pool's
-# at 10k dreams; 1.4 KB deflated, above SQUEEZE_ABOVE), so at most 16 MB.
-RECENT = 4_096
+# At most this many bytes of fragments are held for list pages beyond the page
+# being rendered (Units.prefetch). A row is about 4 KB in the benchmark pool,
+# but its search entry holds the dream's whole text: a long dream's row is up
+# to about 50 KB (review r94), so the bound is on bytes, not rows.
+RECENT_BYTES = 16 << 20
 SQUEEZED = b"\0"  # first byte of a deflated fragment; a rendered one never starts with NUL
 # A preset dictionary of the fragments' markup (zlib's deflateSetDictionary;
 # raw deflate, RFC 1951, so no header names it: both ends use this one). A
@@ -174,8 +175,9 @@ class Units:
         # Fragments by unit key, in the store (module doc); read back for list pages.
         self._rows = cache.rows("fragments")
         self._near: dict[str, Fragments | None] = {}  # the current page's (prefetch)
-        # The fragments the last pages read, up to RECENT of them (prefetch).
+        # The fragments the last pages read, up to RECENT_BYTES of them (prefetch).
         self._recent: OrderedDict[str, Fragments] = OrderedDict()
+        self._recent_bytes = 0
         # Fragments rendered again while a list page was rendered (their row
         # was damaged or missing), not yet put in the store: see render_page.
         self._made: dict[str, Fragments] = {}
@@ -409,6 +411,7 @@ class Units:
         """Close the store's reading connection (before the build forks again)."""
         self._near = {}
         self._recent.clear()
+        self._recent_bytes = 0
         self._rows.close()
 
     def paths(self, d: DreamView) -> list[str]:
@@ -458,7 +461,7 @@ class Units:
         """Read the fragments of ``dreams`` for the page about to be rendered
         (:attr:`builder.site.page.Page.shows`): those the last pages read are
         taken again, the others read from the store in one query. At most
-        :data:`RECENT` are held beside the page's.
+        :data:`RECENT_BYTES` of them are held beside the page's.
 
         A dream is on many of the pages a build renders again (the home page,
         the archive's, its author's and its tags' last pages, feeds, search,
@@ -478,9 +481,10 @@ class Units:
                 hit = found.get(k)
                 if hit is not None:
                     recent[k] = hit
+                    self._recent_bytes += sum(map(len, hit))
             near[k] = hit
-        while len(recent) > RECENT:
-            recent.popitem(last=False)
+        while self._recent_bytes > RECENT_BYTES:
+            self._recent_bytes -= sum(map(len, recent.popitem(last=False)[1]))
         self._near = near
 
     def render_page(self, page: Page) -> tuple[bytes, Repairs]:
