@@ -423,33 +423,41 @@ def _shown(root: Path, path: str) -> str:
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-# The folders a build scans entry by entry (builder.content.pool._scan refuses
-# anything there but plain files and links).
-_SCANNED = ("dreams", "keys", "rotations", "erasures")
+# The folders a build lists entry by entry, refusing anything there but plain
+# files and links: dreams and keys (builder.content.pool._scan) and the log's
+# leaf shards (builder.log.logstate). Rotations and erasures are read by name.
+_LISTED = ("dreams", "keys", "log/leaves")
 
 
 def _unseen_by_git(content: Path) -> list[Problem]:
-    """A problem for each entry of the folders a build scans that git can
-    neither commit nor list as uncommitted: a folder (an empty one, or one
-    holding only such entries) or a special file (FIFO, socket, device).
-    A build refuses it ("unexpected entry"), so `check --base`, which reads
-    what git says, must name it too (review r91). One ``scandir`` a folder,
-    by the entries' types (no ``stat``); dotfiles are skipped, as the build
-    skips them."""
+    """A problem for each entry of the folders a build lists that git can
+    neither commit nor list as uncommitted, and the build refuses: a folder
+    holding no file or link (git carries neither an empty folder nor a
+    FIFO), or a special file (FIFO, socket, device). So `check --base`,
+    which reads what git says, names what the build would (review r91). A
+    folder holding a file or link is git's to report (committed, or not).
+    One ``scandir`` a folder, by the entries' types; dotfiles are skipped,
+    as the build skips them; a folder that is a link, or cannot be listed,
+    is the layout check's and judge()'s to name (review r95)."""
     problems = []
-    for name in _SCANNED:
+    for name in _LISTED:
         folder = content / name
+        if any(os.path.islink(content / part) for part in _prefixes(name)):
+            continue
         try:
             entries = sorted(os.scandir(folder), key=lambda e: e.name)
-        except (FileNotFoundError, NotADirectoryError):
+        except OSError:
             continue
         for entry in entries:
             if entry.name.startswith(".") or entry.is_symlink():
                 continue  # a link git lists; a dotfile the build skips
             if entry.is_file(follow_symlinks=False):
                 continue
+            folder_entry = entry.is_dir(follow_symlinks=False)
+            if folder_entry and _holds_a_file(entry.path):
+                continue
             shown = str(folder / entry.name.encode("unicode_escape").decode("ascii"))
-            what = "a folder" if entry.is_dir(follow_symlinks=False) else "a special file"
+            what = "a folder with no file in it" if folder_entry else "a special file"
             problems.append(
                 Problem(
                     shown,
@@ -459,6 +467,30 @@ def _unseen_by_git(content: Path) -> list[Problem]:
                 )
             )
     return problems
+
+
+def _prefixes(name: str) -> list[str]:
+    """``log/leaves`` → ``log``, ``log/leaves``."""
+    parts = name.split("/")
+    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def _holds_a_file(path: str) -> bool:
+    """Whether the folder at ``path`` holds, at any depth, a file or link: what
+    git would list (as committed, changed or untracked). A folder that cannot
+    be listed counts as holding one (git's to report, never a false alarm)."""
+    stack = [path]  # not recursion: a folder may nest deeper than Python's limit
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as entries:
+                for entry in entries:
+                    if entry.is_symlink() or entry.is_file(follow_symlinks=False):
+                        return True
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+        except OSError:
+            return True
+    return False
 
 
 # --- the whole pool (check without --base) ---------------------------------

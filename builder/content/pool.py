@@ -1105,7 +1105,8 @@ def _check_and_commit(
             )
             if d is not None:
                 return filekeys.of_bytes(data), d, (salt, logged), True
-    key, result = check_read(path)
+    # A salt beside it: the dream was logged (the build writes the salt as it logs).
+    key, result = check_read(path, logged=salt is not None)
     if isinstance(result, list) or salt is None:
         return key, result, None, False
     return key, result, (salt, dreamfmt.commitment(result.body, salt)), False
@@ -1130,9 +1131,13 @@ def check_file(path: Path) -> dreamfmt.Dream | list[Problem]:
     return check_read(path)[1]
 
 
-def check_read(path: Path) -> tuple[filekeys.Key | None, dreamfmt.Dream | list[Problem]]:
+def check_read(
+    path: Path, *, logged: bool = False
+) -> tuple[filekeys.Key | None, dreamfmt.Dream | list[Problem]]:
     """:func:`check_file`, and the content key (:func:`builder.content.filekeys.of_bytes`)
-    of the very bytes it checked; None if nothing could be read."""
+    of the very bytes it checked; None if nothing could be read. A ``logged``
+    dream's problems carry no fix meant for a new one (sign it again): what
+    to do with a logged dream is the log's to say (review r95)."""
     file = str(path)
     key = None
     try:
@@ -1140,7 +1145,7 @@ def check_read(path: Path) -> tuple[filekeys.Key | None, dreamfmt.Dream | list[P
         key = filekeys.of_bytes(data)
         return key, check_dream(data, file)
     except (InputError, SignatureError) as exc:
-        return key, _problems_of(exc, file)
+        return key, _problems_of(exc, file, new=not logged)
     except OSError as exc:
         return key, [Problem(file, "", f"cannot be read: {exc.strerror or exc}")]
 

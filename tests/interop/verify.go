@@ -75,7 +75,7 @@ func open(msg []byte, verifiers note.Verifiers) checkpoint {
 // (rule 5) but takes an R of small order (R = the identity, S = k·s, verifies
 // there): R's y must be below p and none of the five y values of the points of
 // small order. Without it, this verifier would accept a note every dreampool
-// verifier refuses.
+// verifier refuses. The key's own rules are checked once, on the vkey (main).
 type strict struct{ note.Verifier }
 
 var (
@@ -111,11 +111,14 @@ func leInt(b []byte) *big.Int {
 	return new(big.Int).SetBytes(be)
 }
 
-func (s strict) Verify(msg, sig []byte) bool {
-	if len(sig) != 64 {
+// canonicalPoint reports whether enc is a canonical encoding of a point of the
+// curve that is not of small order: docs/protocol.md §1 rules 1–3 for a key
+// (rules 1 and 2 for R). Go's ed25519 checks none of them for a key.
+func canonicalPoint(enc []byte, mustDecode bool) bool {
+	if len(enc) != 32 {
 		return false
 	}
-	y := leInt(sig[:32])
+	y := leInt(enc)
 	if y.Cmp(fieldP) >= 0 {
 		return false
 	}
@@ -123,6 +126,27 @@ func (s strict) Verify(msg, sig []byte) bool {
 		if y.Cmp(small) == 0 {
 			return false
 		}
+	}
+	if !mustDecode {
+		return true
+	}
+	// RFC 8032 §5.1.3: x² = (y² − 1)/(d·y² + 1) must have a root (Euler's criterion).
+	d := new(big.Int).Mod(new(big.Int).Mul(big.NewInt(-121665),
+		new(big.Int).ModInverse(big.NewInt(121666), fieldP)), fieldP)
+	y2 := new(big.Int).Mul(y, y)
+	num := new(big.Int).Sub(y2, big.NewInt(1))
+	den := new(big.Int).Add(new(big.Int).Mul(d, y2), big.NewInt(1))
+	x2 := new(big.Int).Mod(new(big.Int).Mul(num, new(big.Int).ModInverse(den, fieldP)), fieldP)
+	if x2.Sign() == 0 {
+		return enc[31]&0x80 == 0
+	}
+	exp := new(big.Int).Rsh(new(big.Int).Sub(fieldP, big.NewInt(1)), 1)
+	return new(big.Int).Exp(x2, exp, fieldP).Cmp(big.NewInt(1)) == 0
+}
+
+func (s strict) Verify(msg, sig []byte) bool {
+	if len(sig) != 64 || !canonicalPoint(sig[:32], false) {
+		return false
 	}
 	return s.Verifier.Verify(msg, sig)
 }
@@ -177,6 +201,17 @@ func main() {
 	v, err := note.NewVerifier(vkey)
 	if err != nil {
 		fail("vkey: %v", err)
+	}
+	// docs/protocol.md §4.1: a vkey whose key fails §1's key rules is refused
+	// (note.NewVerifier takes any 32 bytes; with the identity as the key,
+	// R = B and S = 1 verify every note).
+	// name + "+" + 8 hex digits + "+" + base64, which may hold "+" itself (§4.1).
+	var raw []byte
+	if i := strings.Index(vkey, "+"); i >= 0 && len(vkey) > i+10 {
+		raw, err = base64.StdEncoding.DecodeString(vkey[i+10:])
+	}
+	if err != nil || len(raw) != 33 || !canonicalPoint(raw[1:], true) {
+		fail("vkey: the log key fails docs/protocol.md §1's key rules")
 	}
 	verifiers := note.VerifierList(strict{v})
 	cur := open(read("log/checkpoint"), verifiers)
