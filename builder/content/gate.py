@@ -38,6 +38,7 @@ import json
 import os
 import re
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -184,7 +185,7 @@ def check_pull_request(
         for path in loose
     ]
     problems = [dataclasses.replace(p, file=_shown(root, p.file)) for p in problems]
-    problems += _unseen_by_git(content)
+    problems += _unseen_by_git(content, rel, loose)
     try:
         pool.load_config(content)
     except InputError as exc:
@@ -429,16 +430,20 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _LISTED = ("dreams", "keys", "log/leaves")
 
 
-def _unseen_by_git(content: Path) -> list[Problem]:
-    """A problem for each entry of the folders a build lists that git can
-    neither commit nor list as uncommitted, and the build refuses: a folder
-    holding no file or link (git carries neither an empty folder nor a
-    FIFO), or a special file (FIFO, socket, device). So `check --base`,
-    which reads what git says, names what the build would (review r91). A
-    folder holding a file or link is git's to report (committed, or not).
-    One ``scandir`` a folder, by the entries' types; dotfiles are skipped,
-    as the build skips them; a folder that is a link, or cannot be listed,
-    is the layout check's and judge()'s to name (review r95)."""
+def _unseen_by_git(content: Path, rel: str, loose: Sequence[str]) -> list[Problem]:
+    """A problem for each entry of the folders a build lists that git does not
+    name and the build refuses: a special file (FIFO, socket, device), or a
+    folder under which git names nothing, neither tracked nor in ``loose``
+    (:func:`builder.content.gitrepo.uncommitted`'s paths, relative to the
+    work tree's root; ``rel`` is ``content``'s): an empty one, one holding
+    only ignored dotfiles, one nested past the path limit. So `check --base`,
+    which reads what git says, names what the build would (review r91); a
+    folder git names something under is git's to report (a base branch's
+    problem stays a warning: review r95). One ``scandir`` a folder, by the
+    entries' types; dotfiles are skipped, as the build skips them; a folder
+    that is a link, or cannot be listed, is the layout check's and judge()'s
+    to name. git is asked again only for a folder found there, which no
+    honest pool holds (review r96)."""
     problems = []
     for name in _LISTED:
         folder = content / name
@@ -453,11 +458,11 @@ def _unseen_by_git(content: Path) -> list[Problem]:
                 continue  # a link git lists; a dotfile the build skips
             if entry.is_file(follow_symlinks=False):
                 continue
-            folder_entry = entry.is_dir(follow_symlinks=False)
-            if folder_entry and _holds_a_file(entry.path):
+            is_folder = entry.is_dir(follow_symlinks=False)
+            if is_folder and _git_names_under(content, rel, f"{name}/{entry.name}", loose):
                 continue
             shown = str(folder / entry.name.encode("unicode_escape").decode("ascii"))
-            what = "a folder with no file in it" if folder_entry else "a special file"
+            what = "a folder git holds nothing of" if is_folder else "a special file"
             problems.append(
                 Problem(
                     shown,
@@ -475,22 +480,16 @@ def _prefixes(name: str) -> list[str]:
     return ["/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-def _holds_a_file(path: str) -> bool:
-    """Whether the folder at ``path`` holds, at any depth, a file or link: what
-    git would list (as committed, changed or untracked). A folder that cannot
-    be listed counts as holding one (git's to report, never a false alarm)."""
-    stack = [path]  # not recursion: a folder may nest deeper than Python's limit
-    while stack:
-        try:
-            with os.scandir(stack.pop()) as entries:
-                for entry in entries:
-                    if entry.is_symlink() or entry.is_file(follow_symlinks=False):
-                        return True
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
-        except OSError:
-            return True
-    return False
+def _git_names_under(content: Path, rel: str, path: str, loose: Sequence[str]) -> bool:
+    """Whether git names a path under ``content/path``: one in ``loose`` (paths
+    from the work tree's root), or one it tracks. Where git cannot say, it
+    counts as named: the problem is then git's to report, never a false one."""
+    under = f"{rel}/{path}/" if rel not in ("", ".") else f"{path}/"
+    if any(p.startswith(under) for p in loose):
+        return True
+    parent, _, leaf = path.rpartition("/")
+    held = gitrepo.tracked(content / parent if parent else content, [leaf])
+    return held is None or bool(held)
 
 
 # --- the whole pool (check without --base) ---------------------------------
