@@ -772,16 +772,28 @@ def problems_of(exc: DreampoolError, file: str) -> list[Problem]:
     return _problems_of(exc, file, new=False)
 
 
-def _problems_of(exc: DreampoolError, file: str, *, new: bool = True) -> list[Problem]:
+# What to do with a logged dream whose own bytes today's rules refuse (`check`).
+_LOGGED_HINT = (
+    "this dream is logged: if the file was edited, restore it from git history; if it "
+    "is as it was logged, a rule added since refuses it: `dreampool recheck` lists such "
+    "dreams and `dreampool erase` removes one"
+)
+
+
+def _problems_of(
+    exc: DreampoolError, file: str, *, new: bool = True, logged: bool = False
+) -> list[Problem]:
     if isinstance(exc, InputError):
         return exc.problems
     text = exc.message.removeprefix(f"{file}: ")
     pointer, _, rule = text.partition(": ") if text.startswith("/") else ("", "", text)
     # A signature error's fix goes with it, as `check` prints a log error's (a
     # contributor saw "signature does not verify" and no fix: a new user's
-    # audit, 23rd session); never for a logged dream (recheck: it was not
-    # changed, its commitment holds, and the fix is not to sign it again).
-    suffix = f" (hint: {exc.hint})" if exc.hint and new else ""
+    # audit, 23rd session); never a new dream's fix for a logged dream, which
+    # gets its own in `check` (review r95) and none in recheck (its commitment
+    # holds there, and the fix is not to sign it again).
+    hint = exc.hint if new else _LOGGED_HINT if logged else None
+    suffix = f" (hint: {hint})" if hint else ""
     return [Problem(file, pointer, rule + suffix)]
 
 
@@ -1145,7 +1157,7 @@ def check_read(
         key = filekeys.of_bytes(data)
         return key, check_dream(data, file)
     except (InputError, SignatureError) as exc:
-        return key, _problems_of(exc, file, new=not logged)
+        return key, _problems_of(exc, file, new=not logged, logged=logged)
     except OSError as exc:
         return key, [Problem(file, "", f"cannot be read: {exc.strerror or exc}")]
 

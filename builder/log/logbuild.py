@@ -834,9 +834,7 @@ def _check_logged(
                     f"leaf {index} logs dream {dream_id}, but content/dreams/{dream_id}.json "
                     "was refused (its problem is named with the file or its key)",
                     hint="fix that problem: restore the file or its key file from git history "
-                    "if either was edited; if the file is as it was logged and a rule added "
-                    "since refuses it, erase the dream (`dreampool recheck` lists such dreams, "
-                    "`dreampool erase` removes one); a logged dream must stay publishable",
+                    "if either was edited; a logged dream must stay publishable",
                 )
             if reason is None:
                 raise LogError(
