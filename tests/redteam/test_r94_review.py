@@ -119,19 +119,10 @@ def test_the_key_rule_tests_still_fail_without_the_key_rule(
 # 4. `dreampool check` on a pool whose log holds a dream rule 4 now refuses.
 
 
-def test_check_of_a_pool_whose_logged_dream_rule_4_refuses_gives_the_right_fix(
-    tmp_path: Path, run: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """T05 (docs/protocol.md §3.1): a pool built before the upgrade may log a
-    dream signed with R = the identity, S = k·s (the old verifiers admitted
-    it). After the upgrade `build` goes on (the commitment holds) and
-    `recheck` lists it as a candidate for erasure, but `dreampool check`
-    (the whole pool, docs/operators.md "Building locally") fails the pool
-    with two problems whose hints are wrong for it: "the dream was changed
-    after signing, or signed with another key; sign the draft again" and
-    "restore the file or its key file from git history … a logged dream must
-    stay publishable". Neither restoring nor re-signing helps; the fix is
-    `recheck` and `erase`."""
+def pool_logging_an_identity_r_dream(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A pool whose log holds a dream signed with R = the identity, S = k·s,
+    admitted by the verifier as it was before rule 4, then built with rule 4
+    (the build goes on: §3.1)."""
     tp = make_pool(tmp_path)
     signer = parse_private_key(tp.log_key)
     tp.add("ada", 1)
@@ -159,6 +150,23 @@ def test_check_of_a_pool_whose_logged_dream_rule_4_refuses_gives_the_right_fix(
     buildmod.build(tp.content, tmp_path / "site", signer=signer)
     monkeypatch.setattr(ed25519, "verify", strict)
     buildmod.build(tp.content, tmp_path / "site2", signer=signer)  # goes on (§3.1)
+    return tp
+
+
+def test_check_of_a_pool_whose_logged_dream_rule_4_refuses_gives_the_right_fix(
+    tmp_path: Path, run: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """T05 (docs/protocol.md §3.1): a pool built before the upgrade may log a
+    dream signed with R = the identity, S = k·s (the old verifiers admitted
+    it). After the upgrade `build` goes on (the commitment holds) and
+    `recheck` lists it as a candidate for erasure, but `dreampool check`
+    (the whole pool, docs/operators.md "Building locally") fails the pool
+    with two problems whose hints are wrong for it: "the dream was changed
+    after signing, or signed with another key; sign the draft again" and
+    "restore the file or its key file from git history … a logged dream must
+    stay publishable". Neither restoring nor re-signing helps; the fix is
+    `recheck` and `erase`."""
+    tp = pool_logging_an_identity_r_dream(tmp_path, monkeypatch)
     rechecked = run("recheck", "--content", tp.content)
     assert rechecked.code == 1 and "R is a point of small order" in rechecked.out + rechecked.err
     checked = run("check", "--content", tp.content)

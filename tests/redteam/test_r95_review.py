@@ -28,17 +28,15 @@ from typing import Any
 import pytest
 
 from builder import build as buildmod
-from builder.content import pool
 from builder.errors import SignatureError
 from builder.formats import dream as dreamfmt
-from builder.formats import ed25519
 from builder.formats import note as notemod
 from builder.formats.b64 import b64url_encode
 from builder.formats.note import parse_private_key
 from tests.conftest import draft
 from tests.pools import SEEDS, PoolFixture, make_pool
 from tests.redteam.test_gate import _check, _commit
-from tests.redteam.test_r94_review import _identity_r
+from tests.redteam.test_r94_review import pool_logging_an_identity_r_dream
 from tests.test_interop import run_go
 
 Run = Callable[..., Any]
@@ -160,28 +158,7 @@ def test_check_of_a_logged_dream_a_new_rule_refuses_does_not_say_sign_again(
     again makes another dream (another id); the logged one still fails
     `check` until erased. pool.check adds a new file's hint to every dream
     it reads, logged or not (recheck rightly adds none)."""
-    tp = make_pool(tmp_path)
-    signer = parse_private_key(tp.log_key)
-    tp.add("ada", 1)
-    strict = ed25519.verify
-
-    def before_rule_4(public_key: bytes, message: bytes, signature: bytes) -> None:
-        from cryptography.exceptions import InvalidSignature
-
-        ed25519.check_public_key(public_key)
-        try:
-            ed25519._public(public_key).verify(signature, message)
-        except InvalidSignature:
-            raise SignatureError("signature does not verify") from None
-
-    body = dreamfmt.sign(draft(title="Signed with R the identity"), SEEDS["ada"])
-    body["sig"]["value"] = b64url_encode(_identity_r(SEEDS["ada"], dreamfmt.signed_bytes(body)))
-    monkeypatch.setattr(ed25519, "verify", before_rule_4)
-    src = tmp_path / "crafted.json"
-    src.write_text(json.dumps(body), encoding="utf-8")
-    pool.submit(tp.content, [src])
-    buildmod.build(tp.content, tmp_path / "site", signer=signer)
-    monkeypatch.setattr(ed25519, "verify", strict)
+    tp = pool_logging_an_identity_r_dream(tmp_path, monkeypatch)
     checked = run("check", "--content", tp.content)
     said = checked.out + checked.err
     assert checked.code == 1 and "dreampool erase" in said
