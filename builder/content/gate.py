@@ -442,8 +442,8 @@ def _unseen_by_git(content: Path, rel: str, loose: Sequence[str]) -> list[Proble
     problem stays a warning: review r95). One ``scandir`` a folder, by the
     entries' types; dotfiles are skipped, as the build skips them; a folder
     that is a link, or cannot be listed, is the layout check's and judge()'s
-    to name. git is asked again only for a folder found there, which no
-    honest pool holds (review r96)."""
+    to name. git is asked again, once a listed folder, only where a folder is
+    found in it, which no honest pool holds (reviews r96, r97)."""
     problems = []
     for name in _LISTED:
         folder = content / name
@@ -453,14 +453,18 @@ def _unseen_by_git(content: Path, rel: str, loose: Sequence[str]) -> list[Proble
             entries = sorted(os.scandir(folder), key=lambda e: e.name)
         except OSError:
             continue
+        held: set[str] | None = None  # asked of git once a folder is found here
         for entry in entries:
             if entry.name.startswith(".") or entry.is_symlink():
                 continue  # a link git lists; a dotfile the build skips
             if entry.is_file(follow_symlinks=False):
                 continue
             is_folder = entry.is_dir(follow_symlinks=False)
-            if is_folder and _git_names_under(content, rel, f"{name}/{entry.name}", loose):
-                continue
+            if is_folder:
+                if held is None:
+                    held = _git_names(content, rel, name, loose)
+                if held is _ALL or entry.name in held:
+                    continue
             shown = str(folder / entry.name.encode("unicode_escape").decode("ascii"))
             what = "a folder git holds nothing of" if is_folder else "a special file"
             problems.append(
@@ -480,16 +484,21 @@ def _prefixes(name: str) -> list[str]:
     return ["/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-def _git_names_under(content: Path, rel: str, path: str, loose: Sequence[str]) -> bool:
-    """Whether git names a path under ``content/path``: one in ``loose`` (paths
-    from the work tree's root), or one it tracks. Where git cannot say, it
-    counts as named: the problem is then git's to report, never a false one."""
-    under = f"{rel}/{path}/" if rel not in ("", ".") else f"{path}/"
-    if any(p.startswith(under) for p in loose):
-        return True
-    parent, _, leaf = path.rpartition("/")
-    held = gitrepo.tracked(content / parent if parent else content, [leaf])
-    return held is None or bool(held)
+# Where git cannot say what it holds: every folder counts as git's to report.
+_ALL: set[str] = set()
+
+
+def _git_names(content: Path, rel: str, name: str, loose: Sequence[str]) -> set[str]:
+    """The names of the entries of ``content/name`` under which git names a
+    path: one in ``loose`` (paths from the work tree's root), or one it
+    tracks (:func:`builder.content.gitrepo.tracked_folders`: one git run,
+    names compared byte for byte, never folded: review r97). :data:`_ALL`
+    where git cannot say: the problem is then git's to report, never a false
+    one."""
+    prefix = f"{rel}/{name}/" if rel not in ("", ".") else f"{name}/"
+    names = {p[len(prefix) :].partition("/")[0] for p in loose if p.startswith(prefix)}
+    tracked = gitrepo.tracked_folders(content / name)
+    return _ALL if tracked is None else names | tracked
 
 
 # --- the whole pool (check without --base) ---------------------------------

@@ -123,6 +123,20 @@ def tracked(folder: Path, names: list[str]) -> list[str] | None:
     return [os.fsdecode(p) for p in paths if p.partition(b"/")[0] in kept] if kept else []
 
 
+def tracked_folders(folder: Path) -> set[str] | None:
+    """The names of the entries of ``folder`` under which git's index holds a
+    path (what ``git ls-files`` lists as ``name/…``), compared byte for byte,
+    as the names on disk are; None where git cannot say. One ``git`` run."""
+    result = _git(folder, "ls-files", "-z", "--", ".")
+    if result.returncode != 0:
+        return None
+    return {
+        os.fsdecode(first)
+        for first, slash, _ in (p.partition(b"/") for p in result.stdout.split(b"\0") if p)
+        if slash
+    }
+
+
 # Default_Ignorable_Code_Point (Unicode DerivedCoreProperties.txt): HFS+ ignores
 # U+200C-U+200F, U+202A-U+202E, U+206A-U+206F and U+FEFF in a name (Apple TN1150;
 # git's is_hfs_dotgit skips the same), so ``s\u200cite`` is ``site`` there.

@@ -784,7 +784,13 @@ def _problems_of(
     exc: DreampoolError, file: str, *, new: bool = True, logged: bool = False
 ) -> list[Problem]:
     if isinstance(exc, InputError):
-        return exc.problems
+        if not logged or not exc.problems:
+            return exc.problems
+        # A rule added since (a redaction kind, the Unicode policy) refuses a
+        # logged dream's own bytes: its fix, once, after the rows that name
+        # them (review r97).
+        *rest, last = exc.problems
+        return [*rest, dataclasses.replace(last, rule=f"{last.rule} (hint: {_LOGGED_HINT})")]
     text = exc.message.removeprefix(f"{file}: ")
     pointer, _, rule = text.partition(": ") if text.startswith("/") else ("", "", text)
     # A signature error's fix goes with it, as `check` prints a log error's (a
@@ -1148,8 +1154,8 @@ def check_read(
 ) -> tuple[filekeys.Key | None, dreamfmt.Dream | list[Problem]]:
     """:func:`check_file`, and the content key (:func:`builder.content.filekeys.of_bytes`)
     of the very bytes it checked; None if nothing could be read. A ``logged``
-    dream's problems carry no fix meant for a new one (sign it again): what
-    to do with a logged dream is the log's to say (review r95)."""
+    dream's problems carry a logged dream's fix (recheck and erase, or
+    restore), not a new one's (sign it again: reviews r95, r97)."""
     file = str(path)
     key = None
     try:

@@ -231,14 +231,14 @@ class CosignatureVerifier:
             )
         if not is_valid_name(self.name):
             raise CheckpointError("cosigner key name is invalid")
-        ed25519.check_public_key(self.public_key)
+        ed25519.check_public_key(self.public_key, on_curve=True)  # a vkey (§4.1)
         if self.key_id != key_id(self.name, SIG_COSIGNATURE_V1, self.public_key):
             raise CheckpointError("cosigner key ID does not match its name and public key")
 
     @classmethod
     def from_public_key(cls, name: str, public_key: bytes) -> CosignatureVerifier:
         """The cosignature verifier of a raw 32-byte Ed25519 key under name."""
-        ed25519.check_public_key(public_key)
+        ed25519.check_public_key(public_key, on_curve=True)
         return cls(name, key_id(name, SIG_COSIGNATURE_V1, public_key), public_key)
 
     @property

@@ -50,8 +50,11 @@ _Y8 = int.from_bytes(
 SMALL_ORDER_Y = frozenset({1, P - 1, 0, _Y8, P - _Y8})
 
 
-def check_public_key(public_key: bytes) -> None:
-    """Refuse a public key that is the wrong size, non-canonical or of small order."""
+def check_public_key(public_key: bytes, *, on_curve: bool = False) -> None:
+    """Refuse a public key that is the wrong size, non-canonical or of small order;
+    with ``on_curve``, also one that is no point of the curve (rule 3), which
+    costs two modular exponentiations: asked of a vkey, parsed once, not of
+    every dream's key (:func:`verify` names it when the equation fails)."""
     if len(public_key) != PUBLIC_KEY_SIZE:
         raise SignatureError(
             f"public key is {len(public_key)} bytes, want {PUBLIC_KEY_SIZE}",
@@ -66,9 +69,18 @@ def check_public_key(public_key: bytes) -> None:
             "every message (docs/protocol.md §1)",
             hint="make a real key with `dreampool keygen`",
         )
+    if on_curve and not _decodes(public_key):
+        raise _not_on_curve()
 
 
 _D = -121665 * pow(121666, P - 2, P) % P
+
+
+def _not_on_curve() -> SignatureError:
+    return SignatureError(
+        "public key is not a point of the curve (docs/protocol.md §1, RFC 8032 §5.1.3)",
+        hint="make a real key with `dreampool keygen`",
+    )
 
 
 def _decodes(public_key: bytes) -> bool:
@@ -103,10 +115,7 @@ def verify(public_key: bytes, message: bytes, signature: bytes) -> None:
         # every library; named as such, not as an edit. Asked only here: two
         # modular exponentiations cost twice a verification (review r96).
         if not _decodes(public_key):
-            raise SignatureError(
-                "public key is not a point of the curve (docs/protocol.md §1, RFC 8032 §5.1.3)",
-                hint="make a real key with `dreampool keygen`",
-            ) from None
+            raise _not_on_curve() from None
         raise SignatureError("signature does not verify") from None
 
 

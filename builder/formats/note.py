@@ -254,14 +254,14 @@ class Verifier:
         if self.algorithm != SIG_ED25519:
             raise NoteError(f"verifier algorithm is 0x{self.algorithm:02x}, want 0x01 (Ed25519)")
         _check_name(self.name, "verifier key name")
-        ed25519.check_public_key(self.public_key)
+        ed25519.check_public_key(self.public_key, on_curve=True)  # a vkey (§4.1)
         if self.key_id != key_id(self.name, SIG_ED25519, self.public_key):
             raise NoteError("verifier key ID does not match its name and public key")
 
     @classmethod
     def from_public_key(cls, name: str, public_key: bytes) -> Verifier:
         """The verifier of a raw 32-byte Ed25519 public key under name."""
-        ed25519.check_public_key(public_key)
+        ed25519.check_public_key(public_key, on_curve=True)
         return cls(name, key_id(name, SIG_ED25519, public_key), public_key)
 
     @property
