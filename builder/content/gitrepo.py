@@ -124,17 +124,14 @@ def tracked(folder: Path, names: list[str]) -> list[str] | None:
 
 
 def tracked_folders(folder: Path) -> set[str] | None:
-    """The names of the entries of ``folder`` under which git's index holds a
-    path (what ``git ls-files`` lists as ``name/…``), compared byte for byte,
-    as the names on disk are; None where git cannot say. One ``git`` run."""
+    """The names of the entries of ``folder`` that git's index holds, or holds
+    a path under (``name`` or ``name/…``: a submodule is listed as its bare
+    name, review r98), compared byte for byte, as the names on disk are;
+    None where git cannot say. One ``git`` run."""
     result = _git(folder, "ls-files", "-z", "--", ".")
     if result.returncode != 0:
         return None
-    return {
-        os.fsdecode(first)
-        for first, slash, _ in (p.partition(b"/") for p in result.stdout.split(b"\0") if p)
-        if slash
-    }
+    return {os.fsdecode(p.partition(b"/")[0]) for p in result.stdout.split(b"\0") if p}
 
 
 # Default_Ignorable_Code_Point (Unicode DerivedCoreProperties.txt): HFS+ ignores

@@ -772,6 +772,9 @@ def problems_of(exc: DreampoolError, file: str) -> list[Problem]:
     return _problems_of(exc, file, new=False)
 
 
+# A new dream's fix, in the rows that name what the redaction finds
+# (check_dream); never said of a logged dream (_problems_of, review r98).
+_RESIGN = "; redact and sign the draft again with `dreampool sign`"
 # What to do with a logged dream whose own bytes today's rules refuse (`check`).
 _LOGGED_HINT = (
     "this dream is logged: if the file was edited, restore it from git history; if it "
@@ -789,7 +792,8 @@ def _problems_of(
         # A rule added since (a redaction kind, the Unicode policy) refuses a
         # logged dream's own bytes: its fix, once, after the rows that name
         # them (review r97).
-        *rest, last = exc.problems
+        rows = [dataclasses.replace(p, rule=p.rule.removesuffix(_RESIGN)) for p in exc.problems]
+        *rest, last = rows
         return [*rest, dataclasses.replace(last, rule=f"{last.rule} (hint: {_LOGGED_HINT})")]
     text = exc.message.removeprefix(f"{file}: ")
     pointer, _, rule = text.partition(": ") if text.startswith("/") else ("", "", text)
@@ -858,8 +862,7 @@ def check_dream(data: bytes, file: str) -> dreamfmt.Dream:
                 Problem(
                     file,
                     c.pointer,
-                    f"still holds personal data ({c.kind}); "
-                    "redact and sign the draft again with `dreampool sign`",
+                    f"still holds personal data ({c.kind}){_RESIGN}",
                 )
                 for c in changes
             ],
