@@ -124,14 +124,25 @@ def tracked(folder: Path, names: list[str]) -> list[str] | None:
 
 
 def tracked_folders(folder: Path) -> set[str] | None:
-    """The names of the entries of ``folder`` that git's index holds, or holds
-    a path under (``name`` or ``name/…``: a submodule is listed as its bare
-    name, review r98), compared byte for byte, as the names on disk are;
-    None where git cannot say. One ``git`` run."""
-    result = _git(folder, "ls-files", "-z", "--", ".")
+    """The names of the entries of ``folder`` that git's index holds a path
+    under (``name/…``), or holds as a submodule (listed by its bare name,
+    mode 160000: review r98; a file's bare name is no folder's, even where
+    the work tree holds a folder in its place: review r99), compared byte
+    for byte, as the names on disk are; None where git cannot say. One
+    ``git`` run."""
+    result = _git(folder, "ls-files", "-s", "-z", "--", ".")
     if result.returncode != 0:
         return None
-    return {os.fsdecode(p.partition(b"/")[0]) for p in result.stdout.split(b"\0") if p}
+    names = set()
+    # git-ls-files(1) --stage: "<mode> <object> <stage>\t<path>", NUL-terminated.
+    for record in result.stdout.split(b"\0"):
+        meta, tab, path = record.partition(b"\t")
+        if not tab:
+            continue
+        first, slash, _ = path.partition(b"/")
+        if slash or meta.startswith(MODE_GITLINK.encode() + b" "):
+            names.add(os.fsdecode(first))
+    return names
 
 
 # Default_Ignorable_Code_Point (Unicode DerivedCoreProperties.txt): HFS+ ignores

@@ -773,7 +773,8 @@ def problems_of(exc: DreampoolError, file: str) -> list[Problem]:
 
 
 # A new dream's fix, in the rows that name what the redaction finds
-# (check_dream); never said of a logged dream (_problems_of, review r98).
+# (check_dream; readerview.RESIGN for what a page shows); never said of a
+# logged dream (_problems_of, reviews r98, r99).
 _RESIGN = "; redact and sign the draft again with `dreampool sign`"
 # What to do with a logged dream whose own bytes today's rules refuse (`check`).
 _LOGGED_HINT = (
@@ -792,7 +793,12 @@ def _problems_of(
         # A rule added since (a redaction kind, the Unicode policy) refuses a
         # logged dream's own bytes: its fix, once, after the rows that name
         # them (review r97).
-        rows = [dataclasses.replace(p, rule=p.rule.removesuffix(_RESIGN)) for p in exc.problems]
+        rows = [
+            dataclasses.replace(
+                p, rule=p.rule.removesuffix(_RESIGN).removesuffix(readerview.RESIGN)
+            )
+            for p in exc.problems
+        ]
         *rest, last = rows
         return [*rest, dataclasses.replace(last, rule=f"{last.rule} (hint: {_LOGGED_HINT})")]
     text = exc.message.removeprefix(f"{file}: ")

@@ -45,7 +45,7 @@ from builder.formats import unicodepolicy
 from builder.text import mdrender, redact
 from builder.text.redact import Redaction
 
-__all__ = ["HINT_POOL", "HINT_SIGN", "findings", "problems", "reader_texts"]
+__all__ = ["HINT_POOL", "HINT_SIGN", "RESIGN", "findings", "problems", "reader_texts"]
 
 # Where none of these is in a text, its rendering is the text itself, white
 # space collapsed, less a block marker at its very start (#, >, -, 1.), which
@@ -252,6 +252,14 @@ def findings(dream: Mapping[str, Any]) -> tuple[Redaction, ...]:
     return tuple(Redaction(pointer, kind) for pointer, kinds in seen.items() for kind in kinds)
 
 
+# A new dream's fix, at the end of each row problems() makes; a logged
+# dream's rows go without it (builder.content.pool._problems_of, review r99).
+RESIGN = (
+    ": remove it from the draft, or write it plainly for `dreampool sign` to replace, "
+    "and sign again"
+)
+
+
 def problems(dream: Mapping[str, Any], file: str) -> list[Problem]:
     """A problem for each field whose rendering shows what the policy catches."""
     return [
@@ -259,8 +267,7 @@ def problems(dream: Mapping[str, Any], file: str) -> list[Problem]:
             file,
             f.pointer,
             f"shows personal data ({f.kind}) once rendered (Markdown, character "
-            "references, Unicode forms): remove it from the draft, or write it plainly "
-            "for `dreampool sign` to replace, and sign again",
+            f"references, Unicode forms){RESIGN}",
         )
         for f in findings(dream)
     ]
