@@ -11,7 +11,6 @@ what a page shows lose their new dream's fix too (readerview.RESIGN).
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from builder.text import readerview, redact
 from tests.pools import PoolFixture, make_pool
 from tests.redteam import signed, submit
 from tests.redteam.test_gate import _check, _commit
+from tests.redteam.test_r98_review import _git
 
 
 def test_check_of_a_logged_dream_a_new_rendered_finding_refuses_does_not_say_sign_again(
@@ -51,9 +51,14 @@ def test_check_of_a_logged_dream_a_new_rendered_finding_refuses_does_not_say_sig
     assert "sign again" not in said, said
 
 
-def _git(root: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True)
-    return done.stdout
+def _a_dream_after_an_honest_pull_request(repo: PoolFixture) -> Path:
+    """The first tracked dream file, once an honest pull request is committed."""
+    root = repo.content.parent
+    submit(repo, signed("carol", title="A new voice"))
+    for path in root.glob("in-*.json"):
+        path.unlink()
+    _commit(root, "an honest pull request")
+    return sorted((repo.content / "dreams").glob("*.json"))[0]
 
 
 def test_check_base_names_a_tracked_dream_replaced_by_an_empty_folder(
@@ -63,12 +68,7 @@ def test_check_base_names_a_tracked_dream_replaced_by_an_empty_folder(
     folder standing where a tracked dream file was (deleted in the work
     tree) is not named by _unseen_by_git; git status names the deletion
     (loose), so check --base still fails, naming the path, as build does."""
-    root = repo.content.parent
-    submit(repo, signed("carol", title="A new voice"))
-    for path in root.glob("in-*.json"):
-        path.unlink()
-    _commit(root, "an honest pull request")
-    dream = sorted((repo.content / "dreams").glob("*.json"))[0]
+    dream = _a_dream_after_an_honest_pull_request(repo)
     dream.unlink()
     dream.mkdir()
     based = _check(run)
@@ -87,11 +87,7 @@ def test_check_base_names_a_folder_over_a_skip_worktree_dream(repo: PoolFixture,
     5d8e439^ (names of paths ``name/...`` only) it was "a folder git holds
     nothing of". Count a bare name only where its index entry is a gitlink."""
     root = repo.content.parent
-    submit(repo, signed("carol", title="A new voice"))
-    for path in root.glob("in-*.json"):
-        path.unlink()
-    _commit(root, "an honest pull request")
-    dream = sorted((repo.content / "dreams").glob("*.json"))[0]
+    dream = _a_dream_after_an_honest_pull_request(repo)
     _git(root, "update-index", "--skip-worktree", str(dream.relative_to(root)))
     dream.unlink()
     dream.mkdir()
